@@ -1,0 +1,40 @@
+"""taskforge: a task queue for Python on Redis that never loses a job."""
+
+from . import errors
+from .app import TaskForge
+from .errors import (
+    BrokerUnavailable,
+    ConfigurationError,
+    JobNotFound,
+    QueueFull,
+    Retry,
+    SerializationError,
+    TaskFailed,
+    TaskforgeError,
+    UnknownTask,
+)
+from .handle import JobHandle
+from .job import JobInfo, JobState, Priority
+from .task import Task
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BrokerUnavailable",
+    "ConfigurationError",
+    "JobHandle",
+    "JobInfo",
+    "JobNotFound",
+    "JobState",
+    "Priority",
+    "QueueFull",
+    "Retry",
+    "SerializationError",
+    "Task",
+    "TaskFailed",
+    "TaskForge",
+    "TaskforgeError",
+    "UnknownTask",
+    "__version__",
+    "errors",
+]

@@ -1,0 +1,214 @@
+"""``TaskForge``: configuration, the task registry, and the way in for producers."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar, overload
+
+from .broker.connection import connect, redact, resolve_url
+from .broker.queue import Broker
+from .errors import ConfigurationError, JobNotFound
+from .handle import JobHandle
+from .job import BackoffPolicy, Priority
+from .task import Task, TaskOptions
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+DEFAULT_MAX_JOB_SIZE = 16 * 1024 * 1024
+DURABILITY = ("async", "replicated")
+
+
+def _seconds(name: str, value: timedelta | float) -> float:
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+        raise ConfigurationError(f"{name}={value!r}: use a positive timedelta or number of seconds")
+    return float(seconds)
+
+
+def module_name(func: Callable[..., Any]) -> str:
+    """The module a function belongs to, as a worker importing it would name it.
+
+    Run as ``python myapp.py``, a module is ``__main__``; the worker imports it
+    as ``myapp``.  Naming it by its file, relative to ``sys.path``, makes the
+    task names of producer and worker identical.
+    """
+    module = getattr(func, "__module__", None) or "__main__"
+    if module != "__main__":
+        return module
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":
+        return spec.name.removesuffix(".__main__")
+    path = getattr(main, "__file__", None)
+    if not path:
+        return module
+    file = Path(path).resolve()
+    for entry in sys.path:
+        try:
+            rel = file.relative_to(Path(entry or os.getcwd()).resolve())
+        except ValueError:
+            continue
+        parts = rel.with_suffix("").parts
+        if all(part.isidentifier() for part in parts):
+            return ".".join(parts)
+    return file.stem
+
+
+class TaskForge:
+    """A task application: owns its broker connection, its tasks and its settings.
+
+    Nothing is global: two apps in one process never share state. The
+    connection opens lazily, on first use, so importing a module that creates
+    an app never touches the network.
+    """
+
+    def __init__(
+        self,
+        name: str = "taskforge",
+        broker: str | None = None,
+        *,
+        max_size: int = 0,
+        retention: timedelta | float = timedelta(days=1),
+        dead_retention: timedelta | float = timedelta(days=7),
+        durability: str = "async",
+        max_job_size: int = DEFAULT_MAX_JOB_SIZE,
+    ) -> None:
+        if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 0:
+            raise ConfigurationError(f"max_size={max_size!r}: use a whole number >= 0 (0: unbounded)")
+        if isinstance(max_job_size, bool) or not isinstance(max_job_size, int) or max_job_size < 0:
+            raise ConfigurationError(f"max_job_size={max_job_size!r}: use a number of bytes >= 0 (0: no limit)")
+        if durability not in DURABILITY:
+            raise ConfigurationError(f"durability={durability!r}: use one of {', '.join(DURABILITY)}")
+        self.name = name
+        self.url = resolve_url(broker)
+        self.max_size = max_size
+        self.max_job_size = max_job_size
+        self.retention = _seconds("retention", retention)
+        self.dead_retention = _seconds("dead_retention", dead_retention)
+        self.durability = durability
+        self.tasks: dict[str, Task[Any, Any]] = {}
+        self._broker: Broker | None = None
+
+    def __repr__(self) -> str:
+        return f"<TaskForge {self.name} broker={redact(self.url)} tasks={len(self.tasks)}>"
+
+    @property
+    def broker(self) -> Broker:
+        """The queue operations on this app's Redis, connected on first use."""
+        if self._broker is None:
+            self._broker = Broker(
+                connect(self.url),
+                self.url,
+                retention_ms=int(self.retention * 1000),
+                dead_retention_ms=int(self.dead_retention * 1000),
+            )
+        return self._broker
+
+    def reset_connection(self) -> None:
+        """Drop the connection, e.g. in a child process that must not share its parent's socket."""
+        self._broker = None
+
+    @overload
+    def task(self, func: Callable[P, R], /) -> Task[P, R]: ...
+
+    @overload
+    def task(
+        self,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        priority: Priority | str | int = Priority.NORMAL,
+        max_attempts: int = 3,
+        timeout: float | None = None,
+        backoff: float | BackoffPolicy = 1.0,
+    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+    def task(
+        self,
+        func: Callable[P, R] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        priority: Priority | str | int = Priority.NORMAL,
+        max_attempts: int = 3,
+        timeout: float | None = None,
+        backoff: float | BackoffPolicy = 1.0,
+    ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
+        """Register a function as a task: ``@app.task`` or ``@app.task(priority="high", ...)``.
+
+        Every option is checked here, so a typo fails at import time rather
+        than in a worker at 3 a.m.
+        """
+        options = TaskOptions.build(queue=queue, priority=priority, max_attempts=max_attempts, timeout=timeout)
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ConfigurationError(f"task name {name!r}: use a non-empty string")
+
+        def register(fn: Callable[P, R]) -> Task[P, R]:
+            if not callable(fn):
+                raise ConfigurationError(f"@app.task decorates a function, not {fn!r}")
+            task_name = name or f"{module_name(fn)}.{fn.__qualname__}"
+            if task_name in self.tasks:
+                raise ConfigurationError(
+                    f"two tasks named {task_name!r}; give one of them another name= option"
+                )
+            registered = Task(self, fn, task_name, options, backoff)
+            self.tasks[task_name] = registered
+            return registered
+
+        if func is not None:
+            return register(func)
+        return register
+
+    def send(self, task_name: str, /, *args: Any, **kwargs: Any) -> JobHandle[Any]:
+        """Queue a job by task name, without importing the task's code.
+
+        The name is not checked: a worker that does not know it dead-letters
+        the job with an ``UnknownTask`` error.  Options come from the task when
+        this app has it registered; otherwise the job goes to the default queue
+        at normal priority, and the worker's definition of the task supplies
+        max_attempts and timeout.
+        """
+        return self.task_for(task_name).delay(*args, **kwargs)
+
+    def task_for(self, task_name: str) -> Task[Any, Any]:
+        """The registered task, or a stand-in with default options that can only be queued."""
+        known = self.tasks.get(task_name)
+        if known is not None:
+            return known
+        if not isinstance(task_name, str) or not task_name:
+            raise ConfigurationError(f"task name {task_name!r}: use a non-empty string")
+        return Task(self, _unregistered, task_name, TaskOptions(), registered=False)
+
+    def queues(self) -> list[str]:
+        """The queues this app's tasks use, in registration order."""
+        return list(dict.fromkeys(t.queue for t in self.tasks.values())) or ["default"]
+
+    def find_queue(self, job_id: str) -> str:
+        """Which queue holds ``job_id``: the app's queues first, then every known queue."""
+        seen: list[str] = []
+        for queue in [*self.queues(), *self.broker.queues()]:
+            if queue in seen:
+                continue
+            seen.append(queue)
+            if self.broker.read(queue, job_id) is not None:
+                return queue
+        raise JobNotFound(
+            f"no job {job_id} in any queue ({', '.join(seen)}): it never existed, or it "
+            "finished longer ago than the app's retention"
+        )
+
+    def job(self, job_id: str) -> JobHandle[Any]:
+        """A handle for a job id received from elsewhere (another process, a log line)."""
+        if not isinstance(job_id, str) or not job_id:
+            raise ConfigurationError(f"job id {job_id!r}: use the id string a JobHandle gave you")
+        return JobHandle(self, job_id)
+
+
+def _unregistered(*args: Any, **kwargs: Any) -> Any:
+    raise ConfigurationError("this task is not registered in this app; it can only be sent by name")

@@ -1,0 +1,86 @@
+"""From a broker URL to a Redis client, and Redis errors to ``BrokerUnavailable``.
+
+Schemes: ``redis://``, ``rediss://`` (TLS), ``unix://`` and ``memory://`` (an
+in-process fakeredis server running the same Lua scripts, private to the app
+that opened it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from urllib.parse import urlsplit
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from ..errors import BrokerUnavailable, ConfigurationError
+
+DEFAULT_URL = "redis://localhost:6379/0"
+ENV_VAR = "TASKFORGE_BROKER_URL"
+SCHEMES = ("redis", "rediss", "unix", "memory")
+
+# Commands fail within seconds, not minutes, when Redis is gone or hung; blocking
+# reads of the worker ask for less than SOCKET_TIMEOUT.
+CONNECT_TIMEOUT = 3.0
+SOCKET_TIMEOUT = 10.0
+
+_PASSWORD = re.compile(r"(?P<scheme>[a-z+]+://)(?P<user>[^:@/]*):(?P<password>[^@/]*)@")
+
+
+def resolve_url(url: str | None) -> str:
+    """The SPEC's order: the argument, else the environment variable, else localhost."""
+    return url or os.environ.get(ENV_VAR) or DEFAULT_URL
+
+
+def redact(url: str) -> str:
+    """The URL with any password replaced by ``***``, for every message and log line."""
+    return _PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:***@", url)
+
+
+def connect(url: str) -> redis.Redis:
+    """A client for ``url``; raises ConfigurationError for an unusable URL."""
+    scheme = urlsplit(url).scheme
+    if scheme == "memory":
+        return _memory_client()
+    if scheme not in SCHEMES:
+        raise ConfigurationError(
+            f"broker URL {redact(url)!r}: unknown scheme {scheme!r}; use one of "
+            "redis://, rediss://, unix:// or memory://"
+        )
+    try:
+        return redis.Redis.from_url(
+            url,
+            socket_connect_timeout=CONNECT_TIMEOUT,
+            socket_timeout=SOCKET_TIMEOUT,
+            socket_keepalive=True,
+            health_check_interval=30,
+            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
+        )
+    except ValueError as exc:
+        raise ConfigurationError(f"broker URL {redact(url)!r} is invalid: {exc}") from None
+
+
+def _memory_client() -> redis.Redis:
+    try:
+        import fakeredis
+        import lupa  # noqa: F401  (fakeredis runs Lua through it)
+    except ImportError as exc:  # pragma: no cover - both are dependencies
+        raise ConfigurationError(f"memory:// needs fakeredis with Lua support: {exc}") from None
+    return fakeredis.FakeRedis(server=fakeredis.FakeServer())
+
+
+@contextmanager
+def broker_errors(url: str) -> Iterator[None]:
+    """Turn redis-py's connection errors into one clear ``BrokerUnavailable``."""
+    try:
+        yield
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise BrokerUnavailable(
+            f"cannot reach the broker at {redact(url)} ({exc.__class__.__name__}: "
+            f"{redact(str(exc))}); check that Redis is running there, or set "
+            f"{ENV_VAR} / broker= to the right URL"
+        ) from None

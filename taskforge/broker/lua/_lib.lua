@@ -1,0 +1,89 @@
+-- Shared helpers, prepended to every script by scripts.py (Redis scripts cannot
+-- `require`).  Every script receives the same fixed KEYS, in this order:
+--   KEYS[1] pending  KEYS[2] scheduled  KEYS[3] running  KEYS[4] dead
+--   KEYS[5] seq      KEYS[6] wake
+-- and ARGV[1] = the queue's key prefix "taskforge:{<queue>}:", from which job
+-- keys are built.  They carry the same hash tag as KEYS, so every script stays
+-- in one Redis Cluster slot.
+local PENDING, SCHEDULED, RUNNING, DEAD, SEQ, WAKE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local PREFIX = ARGV[1]
+
+-- Pending score = priority band + enqueue sequence: ZPOPMIN then yields the
+-- highest priority first and, within one priority, the oldest first.  (Equal
+-- scores would pop by member, i.e. by random job id, not FIFO.)  2^50 per band
+-- keeps every score an exact double (< 2^53).
+local BAND = 1125899906842624
+-- A bounded number of wake tokens: enough for every idle worker to be woken,
+-- few enough that a burst of enqueues leaves at most this many spurious wakeups.
+local WAKE_CAP = 64
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function job_key(id)
+  return PREFIX .. 'job:' .. id
+end
+
+local function pending_score(priority, seq)
+  local p = tonumber(priority) or 1
+  if p < 0 or p > 3 then p = 1 end
+  return (3 - p) * BAND + tonumber(seq)
+end
+
+local function wake(count)
+  local have = redis.call('LLEN', WAKE)
+  local add = math.min(count, WAKE_CAP - have)
+  for _ = 1, add do
+    redis.call('LPUSH', WAKE, '1')
+  end
+end
+
+-- Put a job at the back of its priority (a new sequence number).
+local function make_pending(id, jk)
+  local seq = redis.call('INCR', SEQ)
+  redis.call('HSET', jk, 'state', 'pending', 'seq', seq, 'token', '')
+  redis.call('ZADD', PENDING, pending_score(redis.call('HGET', jk, 'priority'), seq), id)
+end
+
+-- Put a job back where it stood in line (its original sequence number), for
+-- jobs that were taken but not run to the end through no fault of their own.
+local function restore_pending(id, jk)
+  local seq = redis.call('HGET', jk, 'seq')
+  if not seq then
+    seq = redis.call('INCR', SEQ)
+  end
+  redis.call('HSET', jk, 'state', 'pending', 'seq', seq, 'token', '')
+  redis.call('ZADD', PENDING, pending_score(redis.call('HGET', jk, 'priority'), seq), id)
+end
+
+-- Wake whoever waits in JobHandle.result(); only when somebody does, so a
+-- finished job costs no extra key otherwise.
+local function notify_done(id, jk, ttl)
+  if redis.call('HGET', jk, 'waiting') then
+    local dk = PREFIX .. 'done:' .. id
+    redis.call('RPUSH', dk, '1')
+    redis.call('PEXPIRE', dk, ttl)
+  end
+end
+
+local function finish(id, jk, state, now, ttl)
+  redis.call('HSET', jk, 'state', state, 'finished_at', now, 'token', '')
+  redis.call('PEXPIRE', jk, ttl)
+  notify_done(id, jk, ttl)
+end
+
+local function bury(id, jk, now, err, traceback, dead_ttl)
+  redis.call('HSET', jk, 'error', err, 'traceback', traceback or '')
+  redis.call('ZREM', PENDING, id)
+  redis.call('ZREM', SCHEDULED, id)
+  redis.call('ZREM', RUNNING, id)
+  redis.call('ZADD', DEAD, now, id)
+  redis.call('ZREMRANGEBYSCORE', DEAD, '-inf', now - dead_ttl)
+  finish(id, jk, 'dead', now, dead_ttl)
+end
+
+local function is_job(jk)
+  return redis.call('TYPE', jk)['ok'] == 'hash'
+end

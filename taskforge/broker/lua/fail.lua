@@ -1,0 +1,24 @@
+-- fail: a run failed; schedule the next attempt or move the job to the dead-letter set.
+-- ARGV[2] id   ARGV[3] claim token   ARGV[4] error   ARGV[5] traceback
+-- ARGV[6] retry delay ms (-1: no retry, dead now)   ARGV[7] dead_retention_ms
+-- Returns 0 (claim not ours: fenced), 1 (retrying), 2 (dead).
+local id, token = ARGV[2], ARGV[3]
+local jk = job_key(id)
+if redis.call('HGET', jk, 'token') ~= token or redis.call('HGET', jk, 'state') ~= 'running' then
+  return 0
+end
+local now = now_ms()
+local delay = tonumber(ARGV[6])
+local attempts = tonumber(redis.call('HGET', jk, 'attempts')) or 0
+local max_attempts = tonumber(redis.call('HGET', jk, 'max_attempts')) or 1
+if delay >= 0 and attempts < max_attempts then
+  local due = now + delay
+  redis.call('ZREM', RUNNING, id)
+  redis.call('HSET', jk, 'state', 'retrying', 'token', '', 'error', ARGV[4],
+    'traceback', ARGV[5], 'scheduled_at', due)
+  redis.call('ZADD', SCHEDULED, due, id)
+  wake(1)
+  return 1
+end
+bury(id, jk, now, ARGV[4], ARGV[5], tonumber(ARGV[7]))
+return 2

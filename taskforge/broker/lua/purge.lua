@@ -1,0 +1,15 @@
+-- purge: delete up to `limit` jobs from one of the queue's sets, oldest first.
+-- ARGV[2] which: 'pending' | 'scheduled' | 'dead'   ARGV[3] limit
+-- Returns how many were deleted; the caller repeats until 0, so a huge queue
+-- is purged in slices that never block Redis for long.
+local sets = {pending = PENDING, scheduled = SCHEDULED, dead = DEAD}
+local key = sets[ARGV[2]]
+if not key then
+  return redis.error_reply('purge: unknown set ' .. tostring(ARGV[2]))
+end
+local ids = redis.call('ZRANGE', key, 0, tonumber(ARGV[3]) - 1)
+for _, id in ipairs(ids) do
+  redis.call('ZREM', key, id)
+  redis.call('UNLINK', job_key(id), PREFIX .. 'done:' .. id)
+end
+return #ids

@@ -1,0 +1,40 @@
+-- reclaim: jobs whose lease expired (their worker died) go back in line.
+-- ARGV[2] limit   ARGV[3] dead_retention_ms
+-- Returns {reclaimed ids..., '|', buried ids..., '|', dropped count}.
+-- The lost attempt was counted when the job was claimed, so a job that kills
+-- its worker every time ends dead after max_attempts instead of looping.
+local limit, dead_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
+local now = now_ms()
+local expired = redis.call('ZRANGEBYSCORE', RUNNING, '-inf', now, 'LIMIT', 0, limit)
+local back, buried, dropped = {}, {}, 0
+for _, id in ipairs(expired) do
+  redis.call('ZREM', RUNNING, id)
+  local jk = job_key(id)
+  if not is_job(jk) then
+    dropped = dropped + 1
+  else
+    local attempts = tonumber(redis.call('HGET', jk, 'attempts')) or 0
+    local max_attempts = tonumber(redis.call('HGET', jk, 'max_attempts')) or 1
+    if attempts >= max_attempts then
+      bury(id, jk, now, 'WorkerLost: the worker running attempt ' .. attempts ..
+        ' stopped renewing its lease (it died or lost Redis); no attempts left', '', dead_ttl)
+      buried[#buried + 1] = id
+    else
+      restore_pending(id, jk)
+      redis.call('HSET', jk, 'error', 'WorkerLost: the worker running attempt ' .. attempts ..
+        ' stopped renewing its lease; reclaimed')
+      back[#back + 1] = id
+    end
+  end
+end
+if #back > 0 then
+  wake(#back)
+end
+local out = back
+out[#out + 1] = '|'
+for _, id in ipairs(buried) do
+  out[#out + 1] = id
+end
+out[#out + 1] = '|'
+out[#out + 1] = dropped
+return out

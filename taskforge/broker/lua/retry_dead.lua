@@ -1,0 +1,25 @@
+-- retry_dead: move dead jobs back to pending with a fresh set of attempts.
+-- ARGV[2] limit (used when no ids are given: the oldest dead jobs)   ARGV[3..] ids
+-- Returns the ids moved.  A dead job is unfinished again, so its record stops expiring.
+local ids = {}
+for i = 3, #ARGV do
+  ids[#ids + 1] = ARGV[i]
+end
+if #ids == 0 then
+  ids = redis.call('ZRANGE', DEAD, 0, tonumber(ARGV[2]) - 1)
+end
+local moved = {}
+for _, id in ipairs(ids) do
+  local jk = job_key(id)
+  if redis.call('ZREM', DEAD, id) == 1 and is_job(jk) then
+    redis.call('PERSIST', jk)
+    redis.call('HSET', jk, 'attempts', 0)
+    redis.call('HDEL', jk, 'finished_at', 'result', 'waiting')
+    make_pending(id, jk)
+    moved[#moved + 1] = id
+  end
+end
+if #moved > 0 then
+  wake(#moved)
+end
+return moved

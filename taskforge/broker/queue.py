@@ -1,0 +1,337 @@
+"""The queue operations producers, workers and the CLI call.
+
+Thin on purpose: encode arguments, call one Lua script, decode the answer.
+Every state change is one script, so it is atomic and needs one round trip.
+
+State machine (one row per transition, and the script that performs it)::
+
+    from                 to                  script        when
+    (new)                pending|scheduled   enqueue       delay(), apply_at(), delay_many()
+    scheduled|retrying   pending             dequeue       its due time has come (promotion)
+    pending              running             dequeue       a worker claims it (attempts += 1)
+    running              succeeded           succeed       the task returned (fenced by token)
+    running              retrying            fail          it raised and attempts remain
+    running              dead                fail          it raised with no attempts left, or
+                                                           cannot run (unknown task, corrupt body)
+    running              pending             reclaim       its lease expired (worker died);
+                                                           the lost attempt counts
+    running              dead                reclaim       lease expired on the last attempt
+    running              pending             requeue       graceful shutdown; attempt refunded
+    pending|scheduled|   cancelled           cancel        JobHandle.cancel()
+      retrying
+    dead                 pending             retry_dead    taskforge dead retry
+    pending|scheduled|   (deleted)           purge         taskforge purge / dead purge
+      dead
+
+Claims carry a fresh random token; succeed, fail, extend and requeue do
+nothing unless the token still matches, so a worker whose lease was reclaimed
+can never overwrite the outcome of the attempt that replaced it.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from ..errors import CorruptPayload, QueueFull
+from ..serialization import loads_call
+from . import keys
+from .connection import broker_errors
+from .keys import QueueKeys
+from .scripts import Scripts
+
+PROMOTE_LIMIT = 200
+RECLAIM_LIMIT = 200
+PURGE_SLICE = 500
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A job as the producer hands it to ``enqueue``: already serialized."""
+
+    id: str
+    task: str
+    payload: bytes
+    priority: int
+    max_attempts: int
+    timeout_ms: int | None = None
+    due_ms: int | None = None  # absolute, producer's clock (apply_at)
+    delay_ms: int = 0  # relative, resolved on Redis's clock (apply_in, retries)
+    inherit: bool = False  # sent by name: the worker's task definition supplies max_attempts, timeout
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A job a worker now owns until its lease runs out or it reports back."""
+
+    id: str
+    queue: str
+    token: str
+    task: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    attempts: int
+    max_attempts: int
+    timeout: float | None
+    priority: int
+    inherit: bool = False
+
+
+def new_token() -> str:
+    return secrets.token_hex(8)
+
+
+def _int(value: bytes | int | None, default: int = 0) -> int:
+    try:
+        return int(value) if value not in (None, b"") else default  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return default
+
+
+class Broker:
+    """One app's view of Redis: its client, its scripts, its retention settings.
+
+    Methods take the queue name, so one broker serves every queue of the app.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        url: str,
+        retention_ms: int,
+        dead_retention_ms: int,
+    ) -> None:
+        self.client = client
+        self.url = url
+        self.retention_ms = retention_ms
+        self.dead_retention_ms = dead_retention_ms
+        self.scripts = Scripts(client)
+        self._known_queues: set[str] = set()
+
+    # -- producers -------------------------------------------------------
+
+    def enqueue(self, queue: str, jobs: Sequence[NewJob], max_size: int = 0) -> None:
+        """Store ``jobs`` in ``queue``, all or none; raises QueueFull."""
+        q = QueueKeys(queue)
+        args: list[Any] = [max_size, len(jobs)]
+        for job in jobs:
+            args += [
+                job.id,
+                job.task,
+                job.payload,
+                job.priority,
+                job.max_attempts,
+                "" if job.timeout_ms is None else job.timeout_ms,
+                "" if job.due_ms is None else job.due_ms,
+                job.delay_ms,
+                "1" if job.inherit else "",
+            ]
+        with broker_errors(self.url):
+            if queue not in self._known_queues:
+                self.client.sadd(keys.QUEUES, queue)
+                self._known_queues.add(queue)
+            status, size = self.scripts.call("enqueue", q, *args)
+        if status == b"FULL":
+            raise QueueFull(
+                f"queue {queue!r} holds {int(size)} unfinished jobs and max_size is {max_size}; "
+                f"the {'job was' if len(jobs) == 1 else f'{len(jobs)} jobs were'} not stored. "
+                "Wait for workers to catch up or raise max_size."
+            )
+
+    # -- workers ---------------------------------------------------------
+
+    def dequeue(self, queue: str, lease_ms: int, count: int = 1) -> tuple[list[Claim], float | None]:
+        """Claim up to ``count`` ready jobs.
+
+        Returns the claims and, when there are none, how many seconds until the
+        next scheduled job is due (None: nothing scheduled; 0: try again now).
+        A job whose body cannot be decoded is dead-lettered here with the
+        reason, so the caller never sees it and never crashes on it.
+        """
+        q = QueueKeys(queue)
+        token = new_token()
+        with broker_errors(self.url):
+            raw = self.scripts.call("dequeue", q, token, lease_ms, PROMOTE_LIMIT, count)
+        claims: list[Claim] = []
+        rows = raw[2:]
+        for i in range(0, len(rows), 8):
+            job_id, task, payload, attempts, max_attempts, timeout, priority, inherit = rows[i : i + 8]
+            job_id = job_id.decode()
+            try:
+                if not task:
+                    raise CorruptPayload("the job record has no task name")
+                args, kwargs = loads_call(payload)
+            except CorruptPayload as exc:
+                self.fail(queue, job_id, token, f"CorruptPayload: {exc}", "", None)
+                continue
+            claims.append(
+                Claim(
+                    id=job_id,
+                    queue=queue,
+                    token=token,
+                    task=task.decode(errors="replace"),
+                    args=args,
+                    kwargs=kwargs,
+                    attempts=_int(attempts),
+                    max_attempts=_int(max_attempts, 1),
+                    timeout=_int(timeout) / 1000 if timeout else None,
+                    priority=_int(priority, 1),
+                    inherit=bool(inherit),
+                )
+            )
+        if claims:
+            return claims, None
+        wait_ms = int(raw[1])
+        if len(rows) > 0:  # claimed only corrupt jobs: more may be ready
+            return [], 0.0
+        return [], (None if wait_ms < 0 else wait_ms / 1000)
+
+    def succeed(self, queue: str, job_id: str, token: str, result: bytes) -> bool:
+        """Record success; False when the claim was no longer ours (nothing written)."""
+        with broker_errors(self.url):
+            return bool(
+                self.scripts.call("succeed", QueueKeys(queue), job_id, token, result, self.retention_ms)
+            )
+
+    def fail(
+        self,
+        queue: str,
+        job_id: str,
+        token: str,
+        error: str,
+        traceback: str,
+        retry_in: float | None,
+    ) -> str:
+        """Record a failed run: 'retrying', 'dead', or 'fenced' (claim no longer ours).
+
+        ``retry_in`` None means no retry whatever attempts remain (unknown task,
+        corrupt body, no point trying again).
+        """
+        delay_ms = -1 if retry_in is None else max(0, int(retry_in * 1000))
+        with broker_errors(self.url):
+            code = self.scripts.call(
+                "fail", QueueKeys(queue), job_id, token, error, traceback, delay_ms, self.dead_retention_ms
+            )
+        return {0: "fenced", 1: "retrying", 2: "dead"}[int(code)]
+
+    def adopt(self, queue: str, job_id: str, max_attempts: int, timeout: float | None) -> None:
+        """Give a job sent by name the options of the worker's task definition."""
+        key = QueueKeys(queue).job(job_id)
+        with broker_errors(self.url):
+            pipe = self.client.pipeline(transaction=True)
+            pipe.hset(key, mapping={"max_attempts": max_attempts,
+                                    "timeout": "" if timeout is None else int(timeout * 1000)})
+            pipe.hdel(key, "inherit")
+            pipe.execute()
+
+    def extend(self, queue: str, lease_ms: int, claims: Iterable[tuple[str, str]]) -> list[str]:
+        """Renew leases of (id, token) pairs; returns the ids whose claim is lost."""
+        flat = [value for pair in claims for value in pair]
+        if not flat:
+            return []
+        with broker_errors(self.url):
+            lost = self.scripts.call("extend", QueueKeys(queue), lease_ms, *flat)
+        return [i.decode() for i in lost]
+
+    def reclaim(self, queue: str) -> tuple[list[str], list[str], int]:
+        """Return expired claims to the queue: (reclaimed ids, dead ids, dropped ids count)."""
+        with broker_errors(self.url):
+            raw = self.scripts.call("reclaim", QueueKeys(queue), RECLAIM_LIMIT, self.dead_retention_ms)
+        first = raw.index(b"|")
+        second = raw.index(b"|", first + 1)
+        back = [i.decode() for i in raw[:first]]
+        buried = [i.decode() for i in raw[first + 1 : second]]
+        return back, buried, int(raw[second + 1])
+
+    def requeue(self, queue: str, job_id: str, token: str) -> bool:
+        with broker_errors(self.url):
+            return bool(self.scripts.call("requeue", QueueKeys(queue), job_id, token))
+
+    def wake_keys(self, queues: Iterable[str]) -> list[str]:
+        return [QueueKeys(q).wake for q in queues]
+
+    def wait_for_work(self, queues: Sequence[str], timeout: float) -> bool:
+        """Block until an enqueue wakes one of ``queues`` or ``timeout`` passes."""
+        with broker_errors(self.url):
+            return self.client.blpop(self.wake_keys(queues), timeout=max(timeout, 0.001)) is not None
+
+    # -- anyone ----------------------------------------------------------
+
+    def ping(self) -> None:
+        """Raise BrokerUnavailable now rather than at the first job."""
+        with broker_errors(self.url):
+            self.client.ping()
+
+    def cancel(self, queue: str, job_id: str) -> int:
+        """1 cancelled, 0 too late (running or finished), -1 no such job."""
+        with broker_errors(self.url):
+            return int(self.scripts.call("cancel", QueueKeys(queue), job_id, self.retention_ms))
+
+    def read(self, queue: str, job_id: str) -> dict[bytes, bytes] | None:
+        """The raw job hash, or None when there is no such job."""
+        with broker_errors(self.url):
+            try:
+                fields = self.client.hgetall(QueueKeys(queue).job(job_id))
+            except redis.ResponseError:  # not a hash: written by something else
+                return None
+        return fields or None
+
+    def await_state(self, queue: str, job_id: str) -> str | None:
+        with broker_errors(self.url):
+            state = self.scripts.call("await", QueueKeys(queue), job_id)
+        return state.decode() if state else None
+
+    def wait_done(self, queue: str, job_id: str, timeout: float) -> bool:
+        """Block until the job's done list exists; non-destructive so many may wait."""
+        key = QueueKeys(queue).done(job_id)
+        with broker_errors(self.url):
+            return self.client.blmove(key, key, timeout=max(timeout, 0.001), src="RIGHT", dest="LEFT") is not None
+
+    def retry_dead(self, queue: str, job_ids: Sequence[str] = (), limit: int = PURGE_SLICE) -> list[str]:
+        with broker_errors(self.url):
+            moved = self.scripts.call("retry_dead", QueueKeys(queue), limit, *job_ids)
+        return [i.decode() for i in moved]
+
+    def purge(self, queue: str, which: str) -> int:
+        """Delete every job of one set ('pending', 'scheduled', 'dead'), in slices."""
+        total = 0
+        with broker_errors(self.url):
+            while True:
+                n = int(self.scripts.call("purge", QueueKeys(queue), which, PURGE_SLICE))
+                total += n
+                if n == 0:
+                    return total
+
+    def counts(self, queue: str) -> dict[str, int]:
+        """Sizes of the queue's sets, in one round trip."""
+        q = QueueKeys(queue)
+        with broker_errors(self.url):
+            pipe = self.client.pipeline(transaction=False)
+            for key in (q.pending, q.scheduled, q.running, q.dead):
+                pipe.zcard(key)
+            pending, scheduled, running, dead = pipe.execute()
+        return {"pending": pending, "scheduled": scheduled, "running": running, "dead": dead}
+
+    def queues(self) -> list[str]:
+        """Every queue name ever enqueued to through any app on this Redis."""
+        with broker_errors(self.url):
+            return sorted(q.decode() for q in self.client.smembers(keys.QUEUES))
+
+    def clear(self, queue: str) -> int:
+        """Delete every key of ``queue`` (SCAN + UNLINK: never blocks Redis on a big queue)."""
+        pattern = QueueKeys(queue).prefix.replace("[", "\\[").replace("?", "\\?").replace("*", "\\*") + "*"
+        removed = 0
+        with broker_errors(self.url):
+            batch: list[bytes] = []
+            for key in self.client.scan_iter(match=pattern, count=500):
+                batch.append(key)
+                if len(batch) >= 500:
+                    removed += self.client.unlink(*batch)
+                    batch = []
+            if batch:
+                removed += self.client.unlink(*batch)
+        return removed

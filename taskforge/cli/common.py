@@ -1,0 +1,49 @@
+"""What every command shares: loading APP, and turning errors into one line and an exit code.
+
+Exit codes (SPEC): 0 ok, 1 runtime failure (e.g. broker unreachable),
+2 usage error (bad APP, bad option, invalid JSON or time).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import NoReturn
+
+import click
+
+from ..app import TaskForge
+from ..errors import BrokerUnavailable, ConfigurationError, TaskforgeError
+from ..loader import AppNotFound, load_app
+
+USAGE = 2
+FAILURE = 1
+
+
+def fail(message: str, code: int = FAILURE) -> NoReturn:
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(code)
+
+
+def open_app(spec: str) -> TaskForge:
+    """Load APP or exit 2 with one line (plus the user's own traceback if their module raised)."""
+    try:
+        return load_app(spec)
+    except AppNotFound as exc:
+        if exc.details:
+            click.echo(exc.details.rstrip(), err=True)
+        fail(str(exc), USAGE)
+
+
+@contextmanager
+def cli_errors() -> Iterator[None]:
+    """Library errors become one line: configuration ones exit 2, the rest 1."""
+    try:
+        yield
+    except BrokerUnavailable as exc:
+        fail(str(exc), FAILURE)
+    except ConfigurationError as exc:
+        fail(str(exc), USAGE)
+    except TaskforgeError as exc:
+        fail(str(exc), FAILURE)

@@ -1,0 +1,63 @@
+"""``taskforge worker APP``."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import click
+
+from ..broker.keys import validate_queue_name
+from ..worker.supervisor import Supervisor, WorkerOptions
+from .common import USAGE, cli_errors, fail, open_app
+
+LOG_LEVELS = ["debug", "info", "warning", "error"]
+
+
+@click.command()
+@click.argument("app")
+@click.option("-c", "--concurrency", type=click.IntRange(min=1), default=None,
+              help="Child processes (default: CPU count).")
+@click.option("-q", "--queue", "queues", multiple=True,
+              help="Queue to serve; repeat for several (default: every queue of the app's tasks).")
+@click.option("--burst", is_flag=True, help="Exit once no job is ready.")
+@click.option("--visibility-timeout", type=click.FloatRange(min=0.5), default=60.0, show_default=True,
+              help="Seconds a claim lasts unless renewed; the supervisor renews every third of it.")
+@click.option("--grace", type=click.FloatRange(min=0), default=30.0, show_default=True,
+              help="Seconds running jobs get to finish on SIGTERM/SIGINT.")
+@click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="info",
+              show_default=True)
+@click.option("--max-jobs-per-child", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Replace a child after this many jobs (0: never), for memory hygiene.")
+def worker(app: str, concurrency: int | None, queues: tuple[str, ...], burst: bool, visibility_timeout: float,
+           grace: float, log_level: str, max_jobs_per_child: int) -> None:
+    """Run jobs: a supervisor and N child processes.
+
+    APP is module:attribute (or module, whose attribute is app), importable
+    from the current directory.
+
+    \b
+    Example:
+      taskforge worker myapp:app -c 4 -q mail -q default
+    """
+    logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s [supervisor pid %(process)d] %(message)s")
+    the_app = open_app(app)
+    try:
+        served = tuple(validate_queue_name(q) for q in queues) or tuple(the_app.queues())
+    except Exception as exc:
+        fail(str(exc), USAGE)
+    options = WorkerOptions(
+        concurrency=concurrency or os.cpu_count() or 1,
+        queues=served,
+        visibility_timeout=visibility_timeout,
+        grace=grace,
+        burst=burst,
+        max_jobs_per_child=max_jobs_per_child,
+        log_level=log_level,
+    )
+    with cli_errors():
+        the_app.broker.ping()
+        code = Supervisor(the_app, app, options).run()
+    sys.exit(code)

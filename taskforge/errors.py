@@ -1,0 +1,79 @@
+"""Every error a taskforge user can meet, under one root.
+
+Catch ``TaskforgeError`` to handle them all::
+
+    TaskforgeError
+    ├── ConfigurationError      an invalid task option, app argument or broker URL
+    ├── QueueFull               max_size reached; the job was not stored
+    ├── SerializationError      a value msgpack cannot carry; nothing was stored
+    ├── CorruptPayload          bytes in Redis that are not a taskforge payload
+    ├── UnknownTask             a job names a task the worker does not know
+    ├── TaskFailed              the job is dead; carries the remote error and traceback
+    ├── JobNotFound             no such job (never existed, or past its retention)
+    └── BrokerUnavailable       Redis cannot be reached; says which URL and what to do
+
+``Retry`` is not an error: a task raises it to ask for another attempt later.
+It derives from ``Exception`` so that it travels through user code like any
+exception, and the runner recognises it before treating anything as a failure.
+"""
+
+from __future__ import annotations
+
+
+class TaskforgeError(Exception):
+    """Root of every error taskforge raises on purpose."""
+
+
+class ConfigurationError(TaskforgeError, ValueError):
+    """An option or argument is invalid; raised where it is given, not later."""
+
+
+class QueueFull(TaskforgeError):
+    """The queue holds ``max_size`` unfinished jobs; the new job was not stored."""
+
+
+class SerializationError(TaskforgeError, TypeError):
+    """A value cannot be carried by msgpack; nothing was stored."""
+
+
+class CorruptPayload(TaskforgeError):
+    """Bytes read from Redis are not a valid taskforge payload."""
+
+
+class UnknownTask(TaskforgeError):
+    """A job names a task that is not registered in the app."""
+
+
+class JobNotFound(TaskforgeError, LookupError):
+    """No job with this id: it never existed or its record has expired."""
+
+
+class BrokerUnavailable(TaskforgeError, ConnectionError):
+    """Redis cannot be reached at the configured URL."""
+
+
+class TaskFailed(TaskforgeError):
+    """The job ended dead (or cancelled); ``error`` and ``traceback`` come from the worker."""
+
+    def __init__(self, job_id: str, state: str, error: str | None, traceback: str | None):
+        self.job_id = job_id
+        self.state = state
+        self.error = error
+        self.traceback = traceback
+        detail = error or state
+        super().__init__(f"job {job_id} ended {state}: {detail}")
+
+
+class Retry(Exception):  # noqa: N818 - the SPEC's name, raised by user code
+    """Raised by a task to be run again after ``after`` seconds.
+
+    Counts as an attempt, so a task that always asks for a retry still ends
+    dead after ``max_attempts`` runs instead of looping forever.
+    """
+
+    def __init__(self, after: float | None = None, reason: str | None = None):
+        if after is not None and after < 0:
+            raise ConfigurationError(f"Retry(after={after!r}): after must be >= 0 seconds")
+        self.after = after
+        self.reason = reason
+        super().__init__(reason or (f"retry requested after {after} s" if after else "retry"))

@@ -1,0 +1,158 @@
+"""``JobHandle``: what ``delay()`` returns, and what ``app.job(id)`` rebuilds elsewhere."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from .errors import CorruptPayload, JobNotFound, TaskFailed
+from .job import JobInfo, JobState, Priority, ms_to_datetime
+from .serialization import loads, loads_call
+
+if TYPE_CHECKING:
+    from .app import TaskForge
+
+R = TypeVar("R")
+
+# result() blocks on Redis in slices no longer than this, well under the
+# client's socket timeout, so a long wait never looks like a dead connection.
+WAIT_SLICE = 2.0
+
+
+def _text(fields: dict[bytes, bytes], name: str) -> str | None:
+    value = fields.get(name.encode())
+    return value.decode(errors="replace") if value else None
+
+
+def _number(fields: dict[bytes, bytes], name: str) -> int | None:
+    value = fields.get(name.encode())
+    try:
+        return int(value) if value else None
+    except ValueError:
+        return None
+
+
+def job_info(job_id: str, queue: str, fields: dict[bytes, bytes]) -> JobInfo:
+    """Decode a raw job hash; a corrupt payload shows as an error, never raises."""
+    error = _text(fields, "error")
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = {}
+    try:
+        args, kwargs = loads_call(fields.get(b"payload", b""))
+    except CorruptPayload as exc:
+        error = error or f"CorruptPayload: {exc}"
+    result = None
+    if b"result" in fields:
+        try:
+            result = loads(fields[b"result"])
+        except CorruptPayload as exc:
+            error = error or f"CorruptPayload: result: {exc}"
+    try:
+        state = JobState(_text(fields, "state") or "pending")
+    except ValueError:
+        state = JobState.DEAD
+        error = error or f"unknown state {_text(fields, 'state')!r} in the job record"
+    try:
+        priority = Priority(_number(fields, "priority") or 0)
+    except ValueError:
+        priority = Priority.NORMAL
+    progress = fields.get(b"progress")
+    return JobInfo(
+        id=job_id,
+        task=_text(fields, "task") or "",
+        queue=queue,
+        args=args,
+        kwargs=kwargs,
+        priority=priority,
+        state=state,
+        attempts=_number(fields, "attempts") or 0,
+        max_attempts=_number(fields, "max_attempts") or 0,
+        created_at=ms_to_datetime(_number(fields, "created_at")),
+        scheduled_at=ms_to_datetime(_number(fields, "scheduled_at")),
+        started_at=ms_to_datetime(_number(fields, "started_at")),
+        finished_at=ms_to_datetime(_number(fields, "finished_at")),
+        error=error,
+        traceback=_text(fields, "traceback"),
+        result=result,
+        progress=float(progress) if progress else None,
+        progress_message=_text(fields, "progress_message"),
+    )
+
+
+class JobHandle(Generic[R]):
+    """A reference to one job by id; cheap, holds no state but the id and its queue."""
+
+    def __init__(self, app: TaskForge, job_id: str, queue: str | None = None) -> None:
+        self.app = app
+        self.id = job_id
+        self._queue = queue
+
+    def __repr__(self) -> str:
+        return f"<JobHandle {self.id} queue={self._queue}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JobHandle) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    @property
+    def queue(self) -> str:
+        """The job's queue, looked up once for handles made from a bare id."""
+        if self._queue is None:
+            self._queue = self.app.find_queue(self.id)
+        return self._queue
+
+    def _fields(self) -> dict[bytes, bytes]:
+        fields = self.app.broker.read(self.queue, self.id)
+        if fields is None:
+            raise JobNotFound(self._missing())
+        return fields
+
+    def _missing(self) -> str:
+        return (
+            f"no job {self.id} in queue {self._queue!r}: it never existed, or it finished "
+            "longer ago than the app's retention"
+        )
+
+    def status(self) -> JobState:
+        state = self._fields().get(b"state", b"pending").decode()
+        try:
+            return JobState(state)
+        except ValueError:
+            return JobState.DEAD
+
+    def info(self) -> JobInfo:
+        return job_info(self.id, self.queue, self._fields())
+
+    def cancel(self) -> bool:
+        """True if the job was pending, scheduled or retrying and will now never run."""
+        outcome = self.app.broker.cancel(self.queue, self.id)
+        if outcome < 0:
+            raise JobNotFound(self._missing())
+        return outcome == 1
+
+    def result(self, timeout: float | None = None) -> R:
+        """Wait for the job to finish and return its value.
+
+        Blocks on Redis (no polling loop spinning the CPU). Raises TaskFailed if
+        the job ended dead or cancelled, TimeoutError if ``timeout`` seconds pass.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        broker = self.app.broker
+        while True:
+            state = broker.await_state(self.queue, self.id)
+            if state is None:
+                raise JobNotFound(self._missing())
+            if state in (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED):
+                return self._outcome()
+            remaining = WAIT_SLICE if deadline is None else deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"job {self.id} did not finish within {timeout} s (state: {state})")
+            broker.wait_done(self.queue, self.id, min(remaining, WAIT_SLICE))
+
+    def _outcome(self) -> R:
+        info = self.info()
+        if info.state is JobState.SUCCEEDED:
+            return info.result  # type: ignore[no-any-return]
+        raise TaskFailed(self.id, info.state.value, info.error, info.traceback)

@@ -1,0 +1,129 @@
+"""Plain data about jobs: states, priorities, the record users inspect, backoff.
+
+Nothing here does I/O, so the worker, the CLI and tests can share it freely.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from .errors import ConfigurationError
+
+BACKOFF_CAP_SECONDS = 3600.0
+
+
+class JobState(str, enum.Enum):
+    """Where a job is in its life; the values are what Redis stores."""
+
+    PENDING = "pending"
+    SCHEDULED = "scheduled"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Priority(enum.IntEnum):
+    """Higher runs first; within one priority, first in, first out."""
+
+    LOW = 0
+    NORMAL = 1
+    HIGH = 2
+    CRITICAL = 3
+
+    @classmethod
+    def parse(cls, value: Priority | str | int) -> Priority:
+        """Accept a member, its name in any case, or its number."""
+        if isinstance(value, Priority):
+            return value
+        if isinstance(value, str):
+            try:
+                return cls[value.strip().upper()]
+            except KeyError:
+                pass
+        elif isinstance(value, int) and not isinstance(value, bool):
+            try:
+                return cls(value)
+            except ValueError:
+                pass
+        names = ", ".join(p.name.lower() for p in cls)
+        raise ConfigurationError(f"unknown priority {value!r}; use one of: {names}")
+
+
+BackoffPolicy = Callable[[int], float]
+
+
+def backoff_policy(backoff: float | BackoffPolicy) -> BackoffPolicy:
+    """Turn the ``backoff=`` task option into ``attempt -> seconds``.
+
+    A number is the base of an exponential backoff with full jitter ("decorrelated"
+    retries: many jobs failing together must not come back together and hammer
+    the same dependency), doubling per attempt and capped at one hour.
+    """
+    if callable(backoff):
+        return backoff
+    if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or backoff < 0:
+        raise ConfigurationError(
+            f"backoff={backoff!r}: use a number of seconds >= 0 or a callable attempt -> seconds"
+        )
+    base = float(backoff)
+
+    def exponential(attempt: int) -> float:
+        ceiling = min(BACKOFF_CAP_SECONDS, base * 2 ** max(0, attempt - 1))
+        return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+    return exponential
+
+
+def ms_to_datetime(value: int | None) -> datetime | None:
+    if value is None:
+        return None
+    return datetime.fromtimestamp(value / 1000, tz=timezone.utc)
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """A snapshot of one job's record, as ``JobHandle.info()`` and ``taskforge job`` show it."""
+
+    id: str
+    task: str
+    queue: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    priority: Priority
+    state: JobState
+    attempts: int
+    max_attempts: int
+    created_at: datetime | None
+    scheduled_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    error: str | None = None
+    traceback: str | None = None
+    result: Any = None
+    progress: float | None = None
+    progress_message: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form with the field names of ``JobInfo`` (``job --json``)."""
+        data = asdict(self)
+        data["priority"] = self.priority.name.lower()
+        data["state"] = self.state.value
+        data["args"] = list(self.args)
+        for name in ("created_at", "scheduled_at", "started_at", "finished_at"):
+            value = data[name]
+            data[name] = value.isoformat() if value else None
+        return data

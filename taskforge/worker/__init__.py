@@ -1,0 +1,1 @@
+"""The worker: a supervisor process and the child processes that run jobs."""

@@ -1,0 +1,169 @@
+"""The loop in a child process: take a job, run it, record it, tell the supervisor.
+
+A child claims a job only when it is free to run it (no prefetch), so a
+high-priority job that arrives is never stuck behind jobs reserved earlier.
+It reports every claim to its supervisor, which renews the lease from
+outside: a task holding the GIL for an hour cannot starve its own heartbeat.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, replace
+from multiprocessing.connection import Connection
+
+from ..broker.queue import Claim
+from ..errors import BrokerUnavailable
+from .runner import run_claim
+
+log = logging.getLogger("taskforge.worker")
+
+IDLE_BLOCK = 1.0  # longest block on the wake list; also the watchdog heartbeat period
+OUTAGE_BACKOFF_CAP = 5.0
+PR_SET_PDEATHSIG = 1
+EXIT_RECYCLE = 3  # "replace me": max jobs reached; distinct from 0, "no work left" in burst mode
+
+
+@dataclass(frozen=True)
+class ChildConfig:
+    """Everything a freshly spawned child needs; picklable."""
+
+    app_spec: str
+    queues: tuple[str, ...]
+    lease_ms: int
+    burst: bool
+    max_jobs: int
+    log_level: str
+    index: int
+
+
+def die_with_parent() -> None:
+    """Make sure a child never outlives its supervisor (no orphans after a SIGKILL).
+
+    Linux kills us when the parent dies; elsewhere a thread notices the
+    parent change and exits.
+    """
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # died before prctl took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="taskforge-parent-watch", daemon=True).start()
+
+
+class Child:
+    def __init__(self, config: ChildConfig, pipe: Connection) -> None:
+        from ..loader import load_app
+
+        self.config = config
+        self.pipe = pipe
+        self.stopping = False
+        self.app = load_app(config.app_spec)
+        self.broker = self.app.broker
+        self.queues = list(config.queues)
+        self.next_queue = 0
+        self.last_alive = 0.0
+
+    def request_stop(self, *_: object) -> None:
+        self.stopping = True
+
+    def alive(self) -> None:
+        now = time.monotonic()
+        if now - self.last_alive >= IDLE_BLOCK / 2:
+            self.pipe.send(("alive",))
+            self.last_alive = now
+
+    def claim(self) -> tuple[list[Claim], float | None]:
+        """Try each queue once, starting after the last one served (round-robin)."""
+        soonest: float | None = None
+        n = len(self.queues)
+        for i in range(n):
+            queue = self.queues[(self.next_queue + i) % n]
+            claims, wait = self.broker.dequeue(queue, self.config.lease_ms)
+            if claims:
+                self.next_queue = (self.next_queue + i + 1) % n
+                return claims, None
+            if wait is not None:
+                soonest = wait if soonest is None else min(soonest, wait)
+        return [], soonest
+
+    def adopt(self, claim: Claim) -> Claim:
+        """A job sent by name takes max_attempts and timeout from this worker's task."""
+        task = self.app.tasks.get(claim.task)
+        if not claim.inherit or task is None:
+            return claim
+        opts = task.options
+        self.broker.adopt(claim.queue, claim.id, opts.max_attempts, opts.timeout)
+        return replace(claim, max_attempts=opts.max_attempts, timeout=opts.timeout, inherit=False)
+
+    def run(self) -> int:
+        done = 0
+        outage = 0.05
+        while not self.stopping:
+            try:
+                claims, wait = self.claim()
+                outage = 0.05
+            except BrokerUnavailable as exc:
+                log.warning("child %d: %s; retrying in %.1f s", self.config.index, exc, outage)
+                self.alive()
+                time.sleep(outage)
+                outage = min(outage * 2, OUTAGE_BACKOFF_CAP)
+                continue
+            if not claims:
+                if self.config.burst:
+                    return 0
+                self.alive()
+                if wait == 0:
+                    continue
+                try:
+                    self.broker.wait_for_work(self.queues, IDLE_BLOCK if wait is None else min(wait, IDLE_BLOCK))
+                except BrokerUnavailable:
+                    continue
+                continue
+            for claim in claims:
+                claim = self.adopt(claim)
+                self.pipe.send(("start", claim.id, claim.token, claim.queue, claim.task, claim.attempts,
+                                claim.timeout))
+                outcome = run_claim(self.app, claim)
+                self.pipe.send(("done", claim.id, outcome.state))
+                log.info(
+                    "%s %s attempt %d/%d %s in %.3f s%s",
+                    claim.task, claim.id, claim.attempts, claim.max_attempts, outcome.state,
+                    outcome.duration, f": {outcome.error}" if outcome.error else "",
+                )
+                done += 1
+            if self.config.max_jobs and done >= self.config.max_jobs:
+                return EXIT_RECYCLE
+        return 0
+
+
+def child_main(config: ChildConfig, pipe: Connection) -> None:
+    """Entry point of a spawned child process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the supervisor decides
+    die_with_parent()
+    logging.basicConfig(
+        level=config.log_level.upper(),
+        format=f"%(asctime)s %(levelname)s [child {config.index} pid {os.getpid()}] %(message)s",
+        stream=sys.stderr,
+    )
+    child = Child(config, pipe)
+    signal.signal(signal.SIGTERM, child.request_stop)
+    code = child.run()
+    pipe.close()
+    sys.exit(code)

@@ -1,0 +1,99 @@
+"""Run one claimed job: look up, call, catch, record.
+
+Recording is retried through Redis outages, so the outcome of a job that
+finished while Redis was away is written once Redis is back (or, if the
+lease ran out meanwhile and another worker took the job, fenced off).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..broker.queue import Claim
+from ..errors import BrokerUnavailable, Retry, SerializationError
+from ..serialization import dumps_result
+
+if TYPE_CHECKING:
+    from ..app import TaskForge
+
+log = logging.getLogger("taskforge.worker")
+
+RECORD_BACKOFF_CAP = 5.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one run; ``state`` is what the queue said after recording."""
+
+    state: str  # succeeded | retrying | dead | fenced
+    duration: float
+    error: str | None = None
+
+
+def retry_delay(app: TaskForge, task_name: str, attempt: int, requested: float | None = None) -> float:
+    """Seconds before the next attempt: what the task asked for, else its backoff policy."""
+    if requested is not None:
+        return requested
+    task = app.tasks.get(task_name)
+    if task is None:
+        return 1.0
+    return max(0.0, float(task.backoff(attempt)))
+
+
+def record(call: Any, *args: Any, stop: Any = None) -> Any:
+    """Call a broker method until Redis answers; ``stop()`` true gives up (returns None)."""
+    delay = 0.05
+    while True:
+        try:
+            return call(*args)
+        except BrokerUnavailable as exc:
+            if stop is not None and stop():
+                return None
+            log.warning("%s; retrying in %.1f s", exc, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, RECORD_BACKOFF_CAP)
+
+
+def run_claim(app: TaskForge, claim: Claim) -> Outcome:
+    broker = app.broker
+    started = time.monotonic()
+    task = app.tasks.get(claim.task)
+    if task is None:
+        known = ", ".join(sorted(app.tasks)) or "none"
+        error = (
+            f"UnknownTask: no task named {claim.task!r} is registered in app {app.name!r} "
+            f"(known: {known}); deploy the code that defines it, then retry the dead job"
+        )
+        state = record(broker.fail, claim.queue, claim.id, claim.token, error, "", None)
+        return Outcome(state, time.monotonic() - started, error)
+    try:
+        value = task.func(*claim.args, **claim.kwargs)
+    except Retry as request:
+        error = f"Retry: {request}"
+        delay = retry_delay(app, claim.task, claim.attempts, request.after)
+        state = record(broker.fail, claim.queue, claim.id, claim.token, error, "", delay)
+        return Outcome(state, time.monotonic() - started, error)
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        tb = traceback.format_exc()
+        delay = retry_delay(app, claim.task, claim.attempts)
+        state = record(broker.fail, claim.queue, claim.id, claim.token, error, tb, delay)
+        return Outcome(state, time.monotonic() - started, error)
+    duration = time.monotonic() - started
+    try:
+        result = dumps_result(value)
+        if app.max_job_size and len(result) > app.max_job_size:
+            raise SerializationError(
+                f"the task's return value serializes to {len(result):,} bytes, over the "
+                f"max_job_size of {app.max_job_size:,}; store big results elsewhere and return a reference"
+            )
+    except SerializationError as exc:
+        error = f"SerializationError: {exc}"
+        state = record(broker.fail, claim.queue, claim.id, claim.token, error, "", None)
+        return Outcome(state, duration, error)
+    ok = record(broker.succeed, claim.queue, claim.id, claim.token, result)
+    return Outcome("succeeded" if ok else "fenced", duration)

@@ -1,0 +1,310 @@
+"""The parent process: spawn children, renew their leases, enforce timeouts, recover.
+
+Children are started with ``spawn``, not ``fork``: each imports the app
+afresh (as SPEC says), and none inherits the supervisor's Redis sockets,
+threads or held locks, the classic source of forked-worker deadlocks.
+
+What happens on each failure:
+
+* a child dies (os._exit, segfault, OOM kill): seen at once through its
+  process sentinel; its job fails with the exit code or signal (retry or dead
+  by the usual rules) and a new child takes the slot;
+* a job runs past its ``timeout``: its child is SIGKILLed, the job fails with
+  a timeout error, a new child takes the slot;
+* a child's loop stops reporting (a hung connection): it is replaced;
+* the supervisor itself is SIGKILLed: the children die with it (PDEATHSIG),
+  their leases stop being renewed and any other worker reclaims the jobs;
+* SIGTERM / SIGINT: children stop taking jobs, running ones get ``grace``
+  seconds, then are killed and their jobs go back to the queue unrun,
+  without using an attempt. A second signal skips the grace period.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from typing import TYPE_CHECKING, Any
+
+from ..errors import BrokerUnavailable
+from .child import EXIT_RECYCLE, ChildConfig, child_main
+from .registry import WorkerRegistry
+from .runner import record, retry_delay
+
+if TYPE_CHECKING:
+    from ..app import TaskForge
+
+log = logging.getLogger("taskforge.worker")
+
+TICK = 0.25
+RECLAIM_EVERY = 1.0
+WATCHDOG_SILENCE = 30.0  # an idle child reports every second; this much silence means it hangs
+RESPAWN_BACKOFF_CAP = 10.0
+
+
+@dataclass
+class Running:
+    job_id: str
+    token: str
+    queue: str
+    task: str
+    attempts: int
+    timeout: float | None
+    started: float = field(default_factory=time.monotonic)
+    timed_out: bool = False
+    give_back: bool = False
+
+
+@dataclass
+class ChildSlot:
+    index: int
+    process: BaseProcess
+    pipe: Connection
+    started: float = field(default_factory=time.monotonic)
+    last_seen: float = field(default_factory=time.monotonic)
+    current: Running | None = None
+    killed: bool = False
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    concurrency: int
+    queues: tuple[str, ...]
+    visibility_timeout: float = 60.0
+    grace: float = 30.0
+    burst: bool = False
+    max_jobs_per_child: int = 0
+    log_level: str = "info"
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "did not exit"
+    if code < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+class Supervisor:
+    def __init__(self, app: TaskForge, app_spec: str, options: WorkerOptions) -> None:
+        self.app = app
+        self.spec = app_spec
+        self.options = options
+        self.lease_ms = int(options.visibility_timeout * 1000)
+        self.renew_every = max(0.1, options.visibility_timeout / 3)
+        self.ctx = multiprocessing.get_context("spawn")
+        self.children: dict[int, ChildSlot] = {}
+        self.respawn_at: dict[int, float] = {}
+        self.crash_streak: dict[int, int] = {}
+        self.stopping = False
+        self.stop_deadline = 0.0
+        self.jobs_done = 0
+        self.registry = WorkerRegistry(app.broker.client, list(options.queues), options.concurrency,
+                                       ttl=max(10.0, self.renew_every * 3))
+
+    # -- signals ---------------------------------------------------------
+
+    def on_signal(self, signum: int, _frame: Any) -> None:
+        now = time.monotonic()
+        if not self.stopping:
+            log.info("received %s: stopping; running jobs get %.0f s to finish",
+                     signal.Signals(signum).name, self.options.grace)
+            self.stopping = True
+            self.stop_deadline = now + self.options.grace
+            for slot in self.children.values():
+                self.signal_child(slot, signal.SIGTERM)
+        else:
+            log.info("received %s again: stopping now", signal.Signals(signum).name)
+            self.stop_deadline = now
+
+    @staticmethod
+    def signal_child(slot: ChildSlot, signum: int) -> None:
+        try:
+            if slot.process.pid:
+                os.kill(slot.process.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    # -- children --------------------------------------------------------
+
+    def spawn(self, index: int) -> None:
+        reader, writer = self.ctx.Pipe(duplex=False)
+        config = ChildConfig(
+            app_spec=self.spec,
+            queues=self.options.queues,
+            lease_ms=self.lease_ms,
+            burst=self.options.burst,
+            max_jobs=self.options.max_jobs_per_child,
+            log_level=self.options.log_level,
+            index=index,
+        )
+        process = self.ctx.Process(target=child_main, args=(config, writer), name=f"taskforge-child-{index}")
+        process.start()
+        writer.close()
+        self.children[index] = ChildSlot(index, process, reader)
+
+    def read_messages(self, slot: ChildSlot) -> None:
+        try:
+            while slot.pipe.poll():
+                message = slot.pipe.recv()
+                slot.last_seen = time.monotonic()
+                kind = message[0]
+                if kind == "start":
+                    _, job_id, token, queue, task, attempts, timeout = message
+                    slot.current = Running(job_id, token, queue, task, attempts, timeout)
+                elif kind == "done":
+                    slot.current = None
+                    self.jobs_done += 1
+        except (EOFError, OSError):
+            pass
+
+    def reap(self, slot: ChildSlot) -> None:
+        """A child process ended: settle its job, then start a replacement if needed."""
+        slot.process.join(timeout=1)
+        code = slot.process.exitcode
+        del self.children[slot.index]
+        slot.pipe.close()
+        running = slot.current
+        if running is not None:
+            self.settle(running, code)
+        finished_cleanly = code == 0 and running is None
+        if self.stopping or (self.options.burst and finished_cleanly):
+            return
+        lived = time.monotonic() - slot.started
+        streak = 0 if lived > 5 else self.crash_streak.get(slot.index, 0) + 1
+        self.crash_streak[slot.index] = streak
+        if code == EXIT_RECYCLE:
+            streak = 0
+        delay = 0.0 if streak <= 1 else min(RESPAWN_BACKOFF_CAP, 0.5 * 2 ** (streak - 2))
+        if code not in (0, EXIT_RECYCLE) and not slot.killed:
+            log.warning("child %d (pid %s) %s; starting a new one", slot.index, slot.process.pid,
+                        describe_exit(code))
+        self.respawn_at[slot.index] = time.monotonic() + delay
+
+    def settle(self, running: Running, code: int | None) -> None:
+        broker = self.app.broker
+        if running.give_back:
+            record(broker.requeue, running.queue, running.job_id, running.token, stop=self.gave_up)
+            log.info("%s %s went back to its queue unrun (shutdown)", running.task, running.job_id)
+            return
+        if running.timed_out:
+            error = f"TimeoutError: the job ran longer than its timeout of {running.timeout:g} s and was killed"
+        else:
+            error = f"WorkerCrashed: the child process running this job {describe_exit(code)}"
+        delay = retry_delay(self.app, running.task, running.attempts)
+        state = record(broker.fail, running.queue, running.job_id, running.token, error, "", delay,
+                       stop=self.gave_up)
+        log.warning("%s %s attempt %d %s: %s", running.task, running.job_id, running.attempts, state, error)
+
+    def gave_up(self) -> bool:
+        """While stopping past the grace period, stop retrying writes: the lease will expire instead."""
+        return self.stopping and time.monotonic() >= self.stop_deadline
+
+    # -- periodic duties -------------------------------------------------
+
+    def enforce_timeouts(self, now: float) -> None:
+        for slot in self.children.values():
+            running = slot.current
+            if running and running.timeout and not running.timed_out and now - running.started > running.timeout:
+                running.timed_out = True
+                slot.killed = True
+                self.signal_child(slot, signal.SIGKILL)
+            elif running is None and not slot.killed and now - slot.last_seen > WATCHDOG_SILENCE:
+                log.warning("child %d silent for %.0f s; replacing it", slot.index, now - slot.last_seen)
+                slot.killed = True
+                self.signal_child(slot, signal.SIGKILL)
+
+    def renew_leases(self) -> None:
+        by_queue: dict[str, list[tuple[str, str]]] = {}
+        for slot in self.children.values():
+            if slot.current:
+                by_queue.setdefault(slot.current.queue, []).append((slot.current.job_id, slot.current.token))
+        for queue, claims in by_queue.items():
+            self.app.broker.extend(queue, self.lease_ms, claims)
+        current = [
+            {"id": s.current.job_id, "task": s.current.task, "queue": s.current.queue,
+             "started_at": int((time.time() - (time.monotonic() - s.current.started)) * 1000)}
+            for s in self.children.values() if s.current
+        ]
+        self.registry.beat(current, self.jobs_done)
+
+    def reclaim(self) -> None:
+        for queue in self.options.queues:
+            back, buried, dropped = self.app.broker.reclaim(queue)
+            for job_id in back:
+                log.warning("reclaimed %s in %s: its worker stopped renewing the lease", job_id, queue)
+            for job_id in buried:
+                log.warning("%s in %s is dead: its worker was lost on the last attempt", job_id, queue)
+            if dropped:
+                log.warning("dropped %d expired claims without a job record in %s", dropped, queue)
+
+    def shutdown_step(self, now: float) -> None:
+        if now < self.stop_deadline:
+            return
+        for slot in self.children.values():
+            if not slot.killed:
+                if slot.current:
+                    slot.current.give_back = True
+                slot.killed = True
+                self.signal_child(slot, signal.SIGKILL)
+
+    # -- main loop -------------------------------------------------------
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self.on_signal)
+        signal.signal(signal.SIGINT, self.on_signal)
+        opts = self.options
+        log.info("worker %s: %d children on queues %s (pid %d)", self.registry.id, opts.concurrency,
+                 ", ".join(opts.queues), os.getpid())
+        self.duty(self.reclaim)
+        for index in range(opts.concurrency):
+            self.spawn(index)
+        next_renew = 0.0
+        next_reclaim = time.monotonic() + RECLAIM_EVERY
+        while self.children or (self.respawn_at and not self.stopping):
+            self.loop_once()
+            now = time.monotonic()
+            self.enforce_timeouts(now)
+            for index, when in list(self.respawn_at.items()):
+                if now >= when:
+                    del self.respawn_at[index]
+                    if not self.stopping:
+                        self.spawn(index)
+            if now >= next_renew:
+                self.duty(self.renew_leases)
+                next_renew = now + self.renew_every
+            if now >= next_reclaim:
+                self.duty(self.reclaim)
+                next_reclaim = now + RECLAIM_EVERY
+            if self.stopping:
+                self.shutdown_step(now)
+        self.duty(self.registry.remove)
+        log.info("worker %s stopped after %d jobs", self.registry.id, self.jobs_done)
+        return 0
+
+    def loop_once(self) -> None:
+        slots = list(self.children.values())
+        waitables: list[Any] = [s.pipe for s in slots] + [s.process.sentinel for s in slots]
+        ready = set(wait(waitables, timeout=TICK)) if waitables else set()
+        if not waitables:
+            time.sleep(TICK)
+        for slot in slots:
+            if slot.pipe in ready or slot.process.sentinel in ready:
+                self.read_messages(slot)
+            if slot.process.sentinel in ready:
+                self.reap(slot)
+
+    def duty(self, action: Any) -> None:
+        """Periodic Redis work must never bring the supervisor down during an outage."""
+        try:
+            action()
+        except BrokerUnavailable as exc:
+            log.warning("%s; will retry", exc)

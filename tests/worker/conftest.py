@@ -1,0 +1,141 @@
+"""Real worker processes against real Redis, in a temp directory holding a user app.
+
+Every worker runs in its own process group, so the fixture can check, after
+each test, that no process of that group survived: no orphans, ever.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+USER_APP = Path(__file__).with_name("userapp.py").read_text()
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, message: str, interval: float = 0.05) -> object:
+    """A bounded poll: every wait in these tests ends, one way or the other."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for: {message}")
+
+
+def group_pids(pgid: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp == pgid and state != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+def child_pids(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+class Worker:
+    """One ``taskforge worker`` command, started in its own session."""
+
+    def __init__(self, cwd: Path, url: str, args: list[str], log: Path) -> None:
+        env = {**os.environ, "TASKFORGE_BROKER_URL": url, "SIDE_REDIS": url, "PYTHONUNBUFFERED": "1"}
+        self.log_path = log
+        self.log = log.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "taskforge", "worker", "userapp:app", *args],
+            cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        self.pgid = self.proc.pid
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def children(self) -> list[int]:
+        return child_pids(self.proc.pid)
+
+    def wait_children(self, n: int, timeout: float = 20) -> list[int]:
+        return wait_for(lambda: len(self.children()) >= n and self.children(), timeout,
+                        f"{n} children of worker {self.pid}")  # type: ignore[return-value]
+
+    def signal(self, signum: int) -> None:
+        os.kill(self.proc.pid, signum)
+
+    def wait(self, timeout: float) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def output(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def kill_group(self) -> None:
+        try:
+            os.killpg(self.pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        self.log.close()
+
+
+@pytest.fixture
+def side(redis_url: str) -> redis.Redis:
+    """Where user tasks record their runs: the test Redis, under side:* keys."""
+    return redis.Redis.from_url(redis_url)
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    (tmp_path / "userapp.py").write_text(USER_APP)
+    return tmp_path
+
+
+@pytest.fixture
+def start_worker(workdir: Path, redis_url: str) -> Iterator[Callable[..., Worker]]:
+    started: list[Worker] = []
+
+    def start(*args: str, url: str | None = None) -> Worker:
+        worker = Worker(workdir, url or redis_url, list(args), workdir / f"worker-{len(started)}.log")
+        started.append(worker)
+        return worker
+
+    yield start
+    leftovers = {}
+    for worker in started:
+        if worker.proc.poll() is None:
+            worker.signal(signal.SIGTERM)
+            try:
+                worker.wait(15)
+            except subprocess.TimeoutExpired:
+                pass
+        # Children die with their supervisor within a couple of seconds.
+        deadline = time.monotonic() + 5
+        while group_pids(worker.pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if group_pids(worker.pgid):
+            leftovers[worker.pid] = group_pids(worker.pgid)
+        worker.kill_group()
+    assert not leftovers, f"processes outlived their worker: {leftovers}"

@@ -1,0 +1,79 @@
+"""The user app the worker tests run; copied into a temp directory as userapp.py."""
+
+import os
+import time
+
+import redis
+
+from taskforge import Retry, TaskForge
+
+app = TaskForge("userapp")
+side = redis.Redis.from_url(os.environ["SIDE_REDIS"])
+
+
+@app.task
+def record(key, value=1):
+    side.rpush(f"side:{key}", value)
+    return value
+
+
+@app.task
+def record_pid(key):
+    side.rpush(f"side:{key}", os.getpid())
+
+
+@app.task(max_attempts=3, backoff=0.05)
+def crash_once(key):
+    if side.incr(f"side:{key}:runs") == 1:
+        os._exit(13)
+    side.rpush(f"side:{key}", "ok")
+    return "survived"
+
+
+@app.task(max_attempts=2, backoff=0.05)
+def always_crash(key):
+    side.incr(f"side:{key}:runs")
+    os._exit(3)
+
+
+@app.task(max_attempts=3)
+def sleepy(key, seconds):
+    side.rpush(f"side:{key}:started", os.getpid())
+    time.sleep(seconds)
+    side.rpush(f"side:{key}", "done")
+    return seconds
+
+
+@app.task(max_attempts=3)
+def spin(key, seconds):
+    """Holds the GIL the whole time: a heartbeat thread inside this process would starve."""
+    side.rpush(f"side:{key}:started", os.getpid())
+    end = time.monotonic() + seconds
+    n = 0
+    while time.monotonic() < end:
+        n += 1
+    side.rpush(f"side:{key}", "done")
+    return n > 0
+
+
+@app.task(timeout=1, max_attempts=2, backoff=0.05)
+def too_slow(key):
+    side.incr(f"side:{key}:runs")
+    time.sleep(30)
+
+
+@app.task(max_attempts=3, backoff=0.05)
+def retry_me(key):
+    if side.incr(f"side:{key}:runs") < 3:
+        raise Retry(after=0.05)
+    return "third time"
+
+
+@app.task
+def returns_object():
+    return object()
+
+
+@app.task(priority="high")
+def urgent(key):
+    side.rpush(f"side:{key}", "urgent")
