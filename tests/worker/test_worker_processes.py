@@ -238,3 +238,26 @@ def test_import_error_inside_the_user_module_shows_their_traceback(workdir: Path
     assert result.returncode == 2
     assert "broken.py" in result.stderr and "ZeroDivisionError" in result.stderr
     assert "importlib" not in result.stderr and "loader.py" not in result.stderr
+
+
+def test_supervisor_sigkill_takes_its_children_along(start_worker) -> None:
+    from .conftest import group_pids
+
+    worker = start_worker("-c", "2")
+    children = worker.wait_children(2)
+    worker.signal(signal.SIGKILL)
+    worker.wait(5)
+    wait_for(lambda: not any(p in group_pids(worker.pgid) for p in children), 5, "children to exit")
+
+
+def test_scheduled_job_starts_within_100ms_of_its_due_time(start_worker, producer, side) -> None:
+    start_worker("-c", "1")
+    producer.send("userapp.stamp", "warm").result(timeout=20)
+    lateness = []
+    for _ in range(5):
+        due = time.time() + 0.7
+        producer.task_for("userapp.stamp").apply_in(0.7, "sched")
+        raw = wait_for(lambda: side.lpop("side:sched"), 10, "the scheduled job to start")
+        lateness.append(float(raw) - due)
+    assert max(lateness) < 0.1, lateness
+    assert min(lateness) > -0.05, lateness  # and never early

@@ -77,3 +77,8 @@ def returns_object():
 @app.task(priority="high")
 def urgent(key):
     side.rpush(f"side:{key}", "urgent")
+
+
+@app.task
+def stamp(key):
+    side.rpush(f"side:{key}", repr(time.time()))
