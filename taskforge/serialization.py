@@ -50,9 +50,11 @@ without its name (``fold`` is kept). A tzinfo whose ``utcoffset()`` is None
 (a ``time`` with a ``ZoneInfo``, say) makes the value naive by Python's own
 definition, and it travels as naive. ``UUID.is_safe`` is not carried.
 
-Values may nest at most ``MAX_DEPTH`` containers deep: decoding ext values is
-recursive, and the limit keeps a worker far from Python's recursion limit, so
-anything ``dumps`` accepts, ``loads`` can read.
+Values may nest at most ``MAX_DEPTH`` containers deep, and ``loads`` refuses
+ext data nested deeper: decoding ext inside ext is recursive, and a crafted
+payload would otherwise exhaust the C stack (a segfault, not an exception)
+before Python's recursion limit noticed. Anything ``dumps`` accepts, ``loads``
+reads back, on any thread with a stack of 256 KiB or more.
 """
 
 from __future__ import annotations
