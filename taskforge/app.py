@@ -106,6 +106,7 @@ class TaskForge:
                 self.url,
                 retention_ms=int(self.retention * 1000),
                 dead_retention_ms=int(self.dead_retention * 1000),
+                durability=self.durability,
             )
         return self._broker
 
@@ -186,8 +187,13 @@ class TaskForge:
         return Task(self, _unregistered, task_name, TaskOptions(), registered=False)
 
     def queues(self) -> list[str]:
-        """The queues this app's tasks use, in registration order."""
-        return list(dict.fromkeys(t.queue for t in self.tasks.values())) or ["default"]
+        """The queues a worker of this app serves by default: its tasks' queues, then ``default``.
+
+        ``default`` is always included because ``app.send`` of a task the
+        producer does not know puts the job there; a worker must see it, if
+        only to dead-letter it as an unknown task.
+        """
+        return list(dict.fromkeys([*(t.queue for t in self.tasks.values()), "default"]))
 
     def find_queue(self, job_id: str) -> str:
         """Which queue holds ``job_id``: the app's queues first, then every known queue."""

@@ -73,14 +73,40 @@ def _memory_client() -> redis.Redis:
     return fakeredis.FakeRedis(server=fakeredis.FakeServer())
 
 
+# Replies that mean "Redis is there but cannot serve this now": a script of
+# someone else's running too long, a replica after failover, memory full,
+# loading a dataset, a cluster resharding. Callers treat them like an outage
+# (back off, retry), never as a bug that should crash a worker.
+TRANSIENT_REPLIES = ("BUSY", "READONLY", "OOM", "NOREPLICAS", "MASTERDOWN", "LOADING", "TRYAGAIN",
+                     "CLUSTERDOWN", "MISCONF")
+
+
+def is_transient(exc: redis.ResponseError) -> bool:
+    return str(exc).split(" ", 1)[0].upper() in TRANSIENT_REPLIES or isinstance(
+        exc, (redis.exceptions.ReadOnlyError, redis.exceptions.OutOfMemoryError)
+    )
+
+
 @contextmanager
 def broker_errors(url: str) -> Iterator[None]:
-    """Turn redis-py's connection errors into one clear ``BrokerUnavailable``."""
+    """Turn redis-py's connection errors (and transient replies) into one clear ``BrokerUnavailable``."""
     try:
         yield
+    except redis.AuthenticationError as exc:
+        raise BrokerUnavailable(
+            f"the broker at {redact(url)} refused the credentials ({redact(str(exc))}); "
+            "check the user and password in the URL"
+        ) from None
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise BrokerUnavailable(
             f"cannot reach the broker at {redact(url)} ({exc.__class__.__name__}: "
             f"{redact(str(exc))}); check that Redis is running there, or set "
             f"{ENV_VAR} / broker= to the right URL"
+        ) from None
+    except redis.ResponseError as exc:
+        if not is_transient(exc):
+            raise
+        raise BrokerUnavailable(
+            f"the broker at {redact(url)} cannot serve requests right now ({redact(str(exc))}); "
+            "retry later"
         ) from None

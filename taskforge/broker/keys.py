@@ -11,6 +11,7 @@ touches a single slot and Redis Cluster needs no special handling::
     taskforge:{q}:seq          string  enqueue counter, gives FIFO order within a priority
     taskforge:{q}:wake         list    one token per enqueue, so idle workers block instead of poll
     taskforge:{q}:done:<id>    list    exists once a job is finished and someone waits on it
+    taskforge:{q}:claim:<tok>  list    ids one dequeue claimed, until the claim ends (TTL: the lease)
     taskforge:queues           set     every queue name ever enqueued to (for status and purge)
     taskforge:workers          zset    worker id -> last heartbeat (ms)
     taskforge:worker:<id>      hash    one live worker's description; expires with its heartbeat

@@ -30,6 +30,7 @@ can never overwrite the outcome of the attempt that replaced it.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -37,14 +38,18 @@ from typing import Any
 
 import redis
 
-from ..errors import CorruptPayload, QueueFull
+from ..errors import BrokerUnavailable, CorruptPayload, QueueFull
 from ..serialization import loads_call
 from . import keys
-from .connection import broker_errors
+from .connection import broker_errors, redact
 from .keys import QueueKeys
 from .scripts import Scripts
 
+log = logging.getLogger("taskforge.broker")
+
 PROMOTE_LIMIT = 200
+REPLICA_WAIT_MS = 1000
+PRIORITY_BAND = 2**50  # BAND in lua/_lib.lua: pending score = (3 - priority) * band + sequence
 RECLAIM_LIMIT = 200
 PURGE_SLICE = 500
 
@@ -81,6 +86,10 @@ class Claim:
     inherit: bool = False
 
 
+def priority_of_score(score: float) -> int:
+    return 3 - int(score // PRIORITY_BAND)
+
+
 def new_token() -> str:
     return secrets.token_hex(8)
 
@@ -104,8 +113,10 @@ class Broker:
         url: str,
         retention_ms: int,
         dead_retention_ms: int,
+        durability: str = "async",
     ) -> None:
         self.client = client
+        self.replicated = durability == "replicated"
         self.url = url
         self.retention_ms = retention_ms
         self.dead_retention_ms = dead_retention_ms
@@ -135,6 +146,8 @@ class Broker:
                 self.client.sadd(keys.QUEUES, queue)
                 self._known_queues.add(queue)
             status, size = self.scripts.call("enqueue", q, *args)
+            if status == b"OK" and self.replicated:
+                self.wait_for_replica("the enqueue")
         if status == b"FULL":
             raise QueueFull(
                 f"queue {queue!r} holds {int(size)} unfinished jobs and max_size is {max_size}; "
@@ -144,16 +157,22 @@ class Broker:
 
     # -- workers ---------------------------------------------------------
 
-    def dequeue(self, queue: str, lease_ms: int, count: int = 1) -> tuple[list[Claim], float | None]:
+    def dequeue(
+        self, queue: str, lease_ms: int, count: int = 1, token: str | None = None
+    ) -> tuple[list[Claim], float | None]:
         """Claim up to ``count`` ready jobs.
 
         Returns the claims and, when there are none, how many seconds until the
         next scheduled job is due (None: nothing scheduled; 0: try again now).
         A job whose body cannot be decoded is dead-lettered here with the
         reason, so the caller never sees it and never crashes on it.
+
+        ``token``: pass the same one again after a call that raised, and the
+        jobs that call claimed (if its reply was lost) are handed back rather
+        than left orphaned; use a fresh one after a call that answered.
         """
         q = QueueKeys(queue)
-        token = new_token()
+        token = token or new_token()
         with broker_errors(self.url):
             raw = self.scripts.call("dequeue", q, token, lease_ms, PROMOTE_LIMIT, count)
         claims: list[Claim] = []
@@ -190,12 +209,36 @@ class Broker:
             return [], 0.0
         return [], (None if wait_ms < 0 else wait_ms / 1000)
 
+    def wait_for_replica(self, what: str) -> None:
+        """durability="replicated": the write must reach a replica before we report it done.
+
+        Redis replicates asynchronously; a master that fails over right after
+        acknowledging a write can lose it. WAIT closes most of that window.
+        """
+        acked = self.client.wait(1, REPLICA_WAIT_MS)
+        if acked < 1:
+            raise BrokerUnavailable(
+                f"{what} was written to the master at {redact(self.url)} but no replica confirmed it "
+                f"within {REPLICA_WAIT_MS} ms (durability='replicated'); it may be lost on failover"
+            )
+
     def succeed(self, queue: str, job_id: str, token: str, result: bytes) -> bool:
         """Record success; False when the claim was no longer ours (nothing written)."""
         with broker_errors(self.url):
-            return bool(
+            done = bool(
                 self.scripts.call("succeed", QueueKeys(queue), job_id, token, result, self.retention_ms)
             )
+            if done and self.replicated:
+                self._replicate_outcome(job_id)
+        return done
+
+    def _replicate_outcome(self, job_id: str) -> None:
+        # The outcome is recorded either way; retrying would be fenced. A lost
+        # outcome on failover means the job runs again: at-least-once holds.
+        try:
+            self.wait_for_replica(f"the outcome of {job_id}")
+        except BrokerUnavailable as exc:
+            log.warning("%s", exc)
 
     def fail(
         self,
@@ -216,17 +259,32 @@ class Broker:
             code = self.scripts.call(
                 "fail", QueueKeys(queue), job_id, token, error, traceback, delay_ms, self.dead_retention_ms
             )
+            if code and self.replicated:
+                self._replicate_outcome(job_id)
         return {0: "fenced", 1: "retrying", 2: "dead"}[int(code)]
 
-    def adopt(self, queue: str, job_id: str, max_attempts: int, timeout: float | None) -> None:
-        """Give a job sent by name the options of the worker's task definition."""
-        key = QueueKeys(queue).job(job_id)
+    def adopt(self, queue: str, job_id: str, token: str, max_attempts: int, timeout: float | None) -> bool:
+        """Give a job sent by name the options of the worker's task definition (fenced)."""
+        timeout_ms = "" if timeout is None else int(timeout * 1000)
         with broker_errors(self.url):
-            pipe = self.client.pipeline(transaction=True)
-            pipe.hset(key, mapping={"max_attempts": max_attempts,
-                                    "timeout": "" if timeout is None else int(timeout * 1000)})
-            pipe.hdel(key, "inherit")
-            pipe.execute()
+            return bool(self.scripts.call("adopt", QueueKeys(queue), job_id, token, max_attempts, timeout_ms))
+
+    def peek(self, queues: Sequence[str]) -> list[tuple[float | None, float | None]]:
+        """For each queue, in one round trip: (head score or None, seconds to next due or None).
+
+        Promotes due scheduled jobs first, so the head reflects everything ready.
+        A lower score is a higher priority (see ``priority_of_score``).
+        """
+        with broker_errors(self.url):
+            pipe = self.client.pipeline(transaction=False)
+            for queue in queues:
+                self.scripts.call("peek", QueueKeys(queue), PROMOTE_LIMIT, client=pipe)
+            replies = pipe.execute()
+        out: list[tuple[float | None, float | None]] = []
+        for head, wait in replies:
+            head_score = float(head)
+            out.append((None if head_score < 0 else head_score, None if int(wait) < 0 else int(wait) / 1000))
+        return out
 
     def extend(self, queue: str, lease_ms: int, claims: Iterable[tuple[str, str]]) -> list[str]:
         """Renew leases of (id, token) pairs; returns the ids whose claim is lost."""
@@ -335,3 +393,70 @@ class Broker:
             if batch:
                 removed += self.client.unlink(*batch)
         return removed
+
+    # -- inspection (taskforge status, dead list, dashboard) -------------
+    # Added for the operator CLI: read-only, each one or two round trips,
+    # none proportional to the size of a queue.
+
+    def pending_by_priority(self, queue: str) -> dict[int, int]:
+        """Pending jobs per priority (0 low .. 3 critical), by ZCOUNT over score bands: O(log n)."""
+        band = 2**50  # BAND in lua/_lib.lua: pending score = (3 - priority) * band + seq
+        key = QueueKeys(queue).pending
+        with broker_errors(self.url):
+            pipe = self.client.pipeline(transaction=False)
+            for priority in range(4):
+                low = (3 - priority) * band
+                pipe.zcount(key, low, f"({low + band}")
+            counts = pipe.execute()
+        return {priority: int(n) for priority, n in enumerate(counts)}
+
+    def next_due_ms(self, queue: str) -> int | None:
+        """When the soonest scheduled or retrying job of ``queue`` is due (ms since the epoch)."""
+        with broker_errors(self.url):
+            first = self.client.zrange(QueueKeys(queue).scheduled, 0, 0, withscores=True)
+        return int(first[0][1]) if first else None
+
+    def scheduled_states(self, queue: str, sample: int) -> tuple[int, list[str]]:
+        """The size of the scheduled set, and the states of up to ``sample`` random members.
+
+        Scheduled and retrying jobs share one zset; only their hashes tell them
+        apart. When fewer than ``sample`` are in the set, the states cover all
+        of them. ('' for a member without a job record.)
+        """
+        q = QueueKeys(queue)
+        with broker_errors(self.url):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zcard(q.scheduled)
+            pipe.zrandmember(q.scheduled, sample)
+            try:
+                total, ids = pipe.execute()
+            except redis.ResponseError:  # Redis < 6.2 has no ZRANDMEMBER: sample the soonest due
+                total = self.client.zcard(q.scheduled)
+                ids = self.client.zrange(q.scheduled, 0, sample - 1)
+            if not ids:
+                return int(total), []
+            pipe = self.client.pipeline(transaction=False)
+            for job_id in ids:
+                pipe.hget(q.job(job_id.decode()), "state")
+            states = pipe.execute(raise_on_error=False)
+        return int(total), [s.decode() if isinstance(s, bytes) else "" for s in states]
+
+    def dead_ids(self, queue: str, limit: int) -> list[tuple[str, int]]:
+        """The ``limit`` most recent dead-letter ids with their time of death (ms), newest first."""
+        if limit <= 0:
+            return []
+        with broker_errors(self.url):
+            rows = self.client.zrevrange(QueueKeys(queue).dead, 0, limit - 1, withscores=True)
+        return [(job_id.decode(), int(score)) for job_id, score in rows]
+
+    def read_many(self, queue: str, job_ids: Sequence[str]) -> list[dict[bytes, bytes] | None]:
+        """The raw hashes of ``job_ids`` in one round trip; None where there is no such job."""
+        if not job_ids:
+            return []
+        q = QueueKeys(queue)
+        with broker_errors(self.url):
+            pipe = self.client.pipeline(transaction=False)
+            for job_id in job_ids:
+                pipe.hgetall(q.job(job_id))
+            rows = pipe.execute(raise_on_error=False)
+        return [row if isinstance(row, dict) and row else None for row in rows]

@@ -27,6 +27,8 @@ SCRIPT_NAMES = (
     "retry_dead",
     "purge",
     "await",
+    "adopt",
+    "peek",
 )
 
 

@@ -18,11 +18,19 @@ import time
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 
-from ..broker.queue import Claim
+import redis
+
+from ..broker.queue import PRIORITY_BAND, Claim, new_token
 from ..errors import BrokerUnavailable
-from .runner import run_claim
+from .runner import record, run_claim
 
 log = logging.getLogger("taskforge.worker")
+
+
+def priority_band(score: float) -> int:
+    """0 for the highest priority: lower is better, as in the pending zset."""
+    return int(score // PRIORITY_BAND)
+
 
 IDLE_BLOCK = 1.0  # longest block on the wake list; also the watchdog heartbeat period
 OUTAGE_BACKOFF_CAP = 5.0
@@ -78,6 +86,7 @@ class Child:
         self.broker = self.app.broker
         self.queues = list(config.queues)
         self.next_queue = 0
+        self.tokens: dict[str, str] = {}
         self.last_alive = 0.0
 
     def request_stop(self, *_: object) -> None:
@@ -89,19 +98,34 @@ class Child:
             self.pipe.send(("alive",))
             self.last_alive = now
 
+    def dequeue(self, queue: str) -> tuple[list[Claim], float | None]:
+        """One dequeue with this queue's current token; a fresh token only once Redis answered."""
+        claims, wait = self.broker.dequeue(queue, self.config.lease_ms, token=self.tokens.get(queue))
+        self.tokens[queue] = new_token()
+        return claims, wait
+
     def claim(self) -> tuple[list[Claim], float | None]:
-        """Try each queue once, starting after the last one served (round-robin)."""
-        soonest: float | None = None
+        """Claim the best ready job across this child's queues.
+
+        One queue: dequeue it. Several: peek at every queue's head in one
+        round trip and claim from the highest priority; queues whose heads
+        tie take turns (round-robin), so none starves another of its level.
+        """
+        if len(self.queues) == 1:
+            return self.dequeue(self.queues[0])
+        heads = self.broker.peek(self.queues)
+        ready = [(score, i) for i, (score, _) in enumerate(heads) if score is not None]
+        waits = [wait for _, wait in heads if wait is not None]
+        soonest = min(waits) if waits else None
+        if not ready:
+            return [], soonest
+        best = min(priority_band(score) for score, _ in ready)
         n = len(self.queues)
-        for i in range(n):
-            queue = self.queues[(self.next_queue + i) % n]
-            claims, wait = self.broker.dequeue(queue, self.config.lease_ms)
-            if claims:
-                self.next_queue = (self.next_queue + i + 1) % n
-                return claims, None
-            if wait is not None:
-                soonest = wait if soonest is None else min(soonest, wait)
-        return [], soonest
+        tied = sorted((i - self.next_queue) % n for score, i in ready if priority_band(score) == best)
+        index = (self.next_queue + tied[0]) % n
+        self.next_queue = (index + 1) % n
+        claims, wait = self.dequeue(self.queues[index])
+        return claims, (0.0 if not claims else wait)
 
     def adopt(self, claim: Claim) -> Claim:
         """A job sent by name takes max_attempts and timeout from this worker's task."""
@@ -109,8 +133,17 @@ class Child:
         if not claim.inherit or task is None:
             return claim
         opts = task.options
-        self.broker.adopt(claim.queue, claim.id, opts.max_attempts, opts.timeout)
+        record(self.broker.adopt, claim.queue, claim.id, claim.token, opts.max_attempts, opts.timeout)
         return replace(claim, max_attempts=opts.max_attempts, timeout=opts.timeout, inherit=False)
+
+    def idle(self, wait: float | None) -> None:
+        self.alive()
+        if wait == 0:
+            return
+        try:
+            self.broker.wait_for_work(self.queues, IDLE_BLOCK if wait is None else min(wait, IDLE_BLOCK))
+        except BrokerUnavailable:
+            pass
 
     def run(self) -> int:
         done = 0
@@ -119,38 +152,36 @@ class Child:
             try:
                 claims, wait = self.claim()
                 outage = 0.05
-            except BrokerUnavailable as exc:
+            except (BrokerUnavailable, redis.RedisError) as exc:
                 log.warning("child %d: %s; retrying in %.1f s", self.config.index, exc, outage)
                 self.alive()
                 time.sleep(outage)
                 outage = min(outage * 2, OUTAGE_BACKOFF_CAP)
                 continue
             if not claims:
-                if self.config.burst:
+                if self.config.burst and wait != 0:
                     return 0
-                self.alive()
-                if wait == 0:
-                    continue
-                try:
-                    self.broker.wait_for_work(self.queues, IDLE_BLOCK if wait is None else min(wait, IDLE_BLOCK))
-                except BrokerUnavailable:
-                    continue
+                self.idle(wait)
                 continue
             for claim in claims:
                 claim = self.adopt(claim)
                 self.pipe.send(("start", claim.id, claim.token, claim.queue, claim.task, claim.attempts,
                                 claim.timeout))
-                outcome = run_claim(self.app, claim)
-                self.pipe.send(("done", claim.id, outcome.state))
-                log.info(
-                    "%s %s attempt %d/%d %s in %.3f s%s",
-                    claim.task, claim.id, claim.attempts, claim.max_attempts, outcome.state,
-                    outcome.duration, f": {outcome.error}" if outcome.error else "",
-                )
+                self.execute(claim)
                 done += 1
             if self.config.max_jobs and done >= self.config.max_jobs:
                 return EXIT_RECYCLE
         return 0
+
+    def execute(self, claim: Claim) -> None:
+        outcome = run_claim(self.app, claim)
+        self.pipe.send(("done", claim.id, outcome.state))
+        if log.isEnabledFor(logging.INFO):
+            log.info(
+                "%s %s attempt %d/%d %s in %.3f s%s",
+                claim.task, claim.id, claim.attempts, claim.max_attempts, outcome.state,
+                outcome.duration, f": {outcome.error}" if outcome.error else "",
+            )
 
 
 def child_main(config: ChildConfig, pipe: Connection) -> None:

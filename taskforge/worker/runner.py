@@ -13,6 +13,8 @@ import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import redis
+
 from ..broker.queue import Claim
 from ..errors import BrokerUnavailable, Retry, SerializationError
 from ..serialization import dumps_result
@@ -23,13 +25,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("taskforge.worker")
 
 RECORD_BACKOFF_CAP = 5.0
+RECORD_ATTEMPTS_ON_ERROR = 3
 
 
 @dataclass(frozen=True)
 class Outcome:
     """What happened to one run; ``state`` is what the queue said after recording."""
 
-    state: str  # succeeded | retrying | dead | fenced
+    state: str | None  # succeeded | retrying | dead | fenced | None (not recorded: lease will expire)
     duration: float
     error: str | None = None
 
@@ -45,8 +48,14 @@ def retry_delay(app: TaskForge, task_name: str, attempt: int, requested: float |
 
 
 def record(call: Any, *args: Any, stop: Any = None) -> Any:
-    """Call a broker method until Redis answers; ``stop()`` true gives up (returns None)."""
+    """Call a broker method until Redis answers; ``stop()`` true gives up (returns None).
+
+    An outage is waited out. Any other Redis error (the job's record was
+    overwritten by something else, say) is tried a few times and then given
+    up: the claim's lease then expires and the job is reclaimed, not lost.
+    """
     delay = 0.05
+    errors = 0
     while True:
         try:
             return call(*args)
@@ -54,8 +63,15 @@ def record(call: Any, *args: Any, stop: Any = None) -> Any:
             if stop is not None and stop():
                 return None
             log.warning("%s; retrying in %.1f s", exc, delay)
-            time.sleep(delay)
-            delay = min(delay * 2, RECORD_BACKOFF_CAP)
+        except redis.RedisError as exc:
+            errors += 1
+            if errors >= RECORD_ATTEMPTS_ON_ERROR:
+                log.error("giving up on %s after %d errors (%s); the lease will expire and the job "
+                          "will be reclaimed", getattr(call, "__name__", call), errors, exc)
+                return None
+            log.warning("%s: %s; retrying in %.1f s", getattr(call, "__name__", call), exc, delay)
+        time.sleep(delay)
+        delay = min(delay * 2, RECORD_BACKOFF_CAP)
 
 
 def run_claim(app: TaskForge, claim: Claim) -> Outcome:
@@ -96,4 +112,4 @@ def run_claim(app: TaskForge, claim: Claim) -> Outcome:
         state = record(broker.fail, claim.queue, claim.id, claim.token, error, "", None)
         return Outcome(state, duration, error)
     ok = record(broker.succeed, claim.queue, claim.id, claim.token, result)
-    return Outcome("succeeded" if ok else "fenced", duration)
+    return Outcome({True: "succeeded", False: "fenced"}.get(ok), duration)

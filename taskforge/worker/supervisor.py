@@ -31,10 +31,12 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
+import redis
+
 from ..errors import BrokerUnavailable
 from .child import EXIT_RECYCLE, ChildConfig, child_main
 from .registry import WorkerRegistry
-from .runner import record, retry_delay
+from .runner import retry_delay
 
 if TYPE_CHECKING:
     from ..app import TaskForge
@@ -43,7 +45,11 @@ log = logging.getLogger("taskforge.worker")
 
 TICK = 0.25
 RECLAIM_EVERY = 1.0
-WATCHDOG_SILENCE = 30.0  # an idle child reports every second; this much silence means it hangs
+# An idle child reports every second, but one Redis call may legitimately take
+# 3 tries x (connect + socket timeout) during an outage: only silence well past
+# that means a hung loop.
+WATCHDOG_SILENCE = 90.0
+RENEW_RETRY = 0.5
 RESPAWN_BACKOFF_CAP = 10.0
 
 
@@ -69,6 +75,7 @@ class ChildSlot:
     last_seen: float = field(default_factory=time.monotonic)
     current: Running | None = None
     killed: bool = False
+    kill_target: str | None = None  # the job a timeout kill was meant for
 
 
 @dataclass(frozen=True)
@@ -104,6 +111,7 @@ class Supervisor:
         self.children: dict[int, ChildSlot] = {}
         self.respawn_at: dict[int, float] = {}
         self.crash_streak: dict[int, int] = {}
+        self.unsettled: list[tuple[Running, int | None]] = []
         self.stopping = False
         self.stop_deadline = 0.0
         self.jobs_done = 0
@@ -174,7 +182,11 @@ class Supervisor:
         slot.pipe.close()
         running = slot.current
         if running is not None:
-            self.settle(running, code)
+            if slot.kill_target is not None and running.job_id != slot.kill_target:
+                # Killed for the previous job's timeout just as this one started: not its fault.
+                running.give_back = True
+            self.unsettled.append((running, code))
+            self.settle_pending()
         finished_cleanly = code == 0 and running is None
         if self.stopping or (self.options.burst and finished_cleanly):
             return
@@ -189,33 +201,48 @@ class Supervisor:
                         describe_exit(code))
         self.respawn_at[slot.index] = time.monotonic() + delay
 
+    def settle_pending(self) -> None:
+        """Record the outcome of jobs whose child died, without ever blocking the loop.
+
+        During an outage they wait here and are retried every tick; their
+        leases are still renewed meanwhile (renew_leases includes them), so no
+        other worker reclaims them first.
+        """
+        still = []
+        for running, code in self.unsettled:
+            try:
+                self.settle(running, code)
+            except BrokerUnavailable:
+                still.append((running, code))
+            except redis.RedisError as exc:
+                log.error("cannot record the outcome of %s (%s); its lease will expire and it will be "
+                          "reclaimed", running.job_id, exc)
+        self.unsettled = still
+
     def settle(self, running: Running, code: int | None) -> None:
         broker = self.app.broker
         if running.give_back:
-            record(broker.requeue, running.queue, running.job_id, running.token, stop=self.gave_up)
-            log.info("%s %s went back to its queue unrun (shutdown)", running.task, running.job_id)
+            broker.requeue(running.queue, running.job_id, running.token)
+            log.info("%s %s went back to its queue unrun", running.task, running.job_id)
             return
         if running.timed_out:
             error = f"TimeoutError: the job ran longer than its timeout of {running.timeout:g} s and was killed"
         else:
             error = f"WorkerCrashed: the child process running this job {describe_exit(code)}"
         delay = retry_delay(self.app, running.task, running.attempts)
-        state = record(broker.fail, running.queue, running.job_id, running.token, error, "", delay,
-                       stop=self.gave_up)
+        state = broker.fail(running.queue, running.job_id, running.token, error, "", delay)
         log.warning("%s %s attempt %d %s: %s", running.task, running.job_id, running.attempts, state, error)
-
-    def gave_up(self) -> bool:
-        """While stopping past the grace period, stop retrying writes: the lease will expire instead."""
-        return self.stopping and time.monotonic() >= self.stop_deadline
 
     # -- periodic duties -------------------------------------------------
 
     def enforce_timeouts(self, now: float) -> None:
         for slot in self.children.values():
+            self.read_messages(slot)  # the job may have just ended, and another started
             running = slot.current
             if running and running.timeout and not running.timed_out and now - running.started > running.timeout:
                 running.timed_out = True
                 slot.killed = True
+                slot.kill_target = running.job_id
                 self.signal_child(slot, signal.SIGKILL)
             elif running is None and not slot.killed and now - slot.last_seen > WATCHDOG_SILENCE:
                 log.warning("child %d silent for %.0f s; replacing it", slot.index, now - slot.last_seen)
@@ -224,11 +251,13 @@ class Supervisor:
 
     def renew_leases(self) -> None:
         by_queue: dict[str, list[tuple[str, str]]] = {}
-        for slot in self.children.values():
-            if slot.current:
-                by_queue.setdefault(slot.current.queue, []).append((slot.current.job_id, slot.current.token))
+        held = [s.current for s in self.children.values() if s.current] + [r for r, _ in self.unsettled]
+        for running in held:
+            by_queue.setdefault(running.queue, []).append((running.job_id, running.token))
         for queue, claims in by_queue.items():
-            self.app.broker.extend(queue, self.lease_ms, claims)
+            for job_id in self.app.broker.extend(queue, self.lease_ms, claims):
+                log.warning("%s in %s: this worker no longer holds its claim (lease expired and the job "
+                            "was reclaimed, or it was cancelled)", job_id, queue)
         current = [
             {"id": s.current.job_id, "task": s.current.task, "queue": s.current.queue,
              "started_at": int((time.time() - (time.monotonic() - s.current.started)) * 1000)}
@@ -265,30 +294,54 @@ class Supervisor:
         log.info("worker %s: %d children on queues %s (pid %d)", self.registry.id, opts.concurrency,
                  ", ".join(opts.queues), os.getpid())
         self.duty(self.reclaim)
-        for index in range(opts.concurrency):
-            self.spawn(index)
+        try:
+            for index in range(opts.concurrency):
+                self.spawn(index)
+            self.loop()
+        finally:
+            # Whatever went wrong, never leave children running without a
+            # supervisor renewing their leases: that would run jobs twice.
+            for slot in self.children.values():
+                self.signal_child(slot, signal.SIGKILL)
+        self.duty(self.registry.remove)
+        log.info("worker %s stopped after %d jobs", self.registry.id, self.jobs_done)
+        return 0
+
+    def loop(self) -> None:
         next_renew = 0.0
         next_reclaim = time.monotonic() + RECLAIM_EVERY
-        while self.children or (self.respawn_at and not self.stopping):
+        while self.children or self.unsettled or (self.respawn_at and not self.stopping):
             self.loop_once()
             now = time.monotonic()
             self.enforce_timeouts(now)
+            if self.unsettled:
+                self.settle_pending()
             for index, when in list(self.respawn_at.items()):
                 if now >= when:
                     del self.respawn_at[index]
                     if not self.stopping:
                         self.spawn(index)
             if now >= next_renew:
-                self.duty(self.renew_leases)
-                next_renew = now + self.renew_every
+                # After a failed renewal, retry soon, and reclaim nothing until
+                # it works: after an outage this worker's own live jobs may look
+                # expired, and must be renewed before anyone's reclaim runs.
+                renewed = self.duty(self.renew_leases)
+                next_renew = now + (self.renew_every if renewed else RENEW_RETRY)
+                if not renewed:
+                    next_reclaim = max(next_reclaim, next_renew)
             if now >= next_reclaim:
                 self.duty(self.reclaim)
                 next_reclaim = now + RECLAIM_EVERY
             if self.stopping:
                 self.shutdown_step(now)
-        self.duty(self.registry.remove)
-        log.info("worker %s stopped after %d jobs", self.registry.id, self.jobs_done)
-        return 0
+                if self.unsettled and self.gave_up():
+                    log.warning("%d job outcomes not recorded before shutdown; their leases will expire "
+                                "and they will be reclaimed", len(self.unsettled))
+                    self.unsettled = []
+
+    def gave_up(self) -> bool:
+        """Past the grace period of a shutdown, stop retrying writes: leases expire instead."""
+        return self.stopping and time.monotonic() >= self.stop_deadline
 
     def loop_once(self) -> None:
         slots = list(self.children.values())
@@ -302,9 +355,13 @@ class Supervisor:
             if slot.process.sentinel in ready:
                 self.reap(slot)
 
-    def duty(self, action: Any) -> None:
-        """Periodic Redis work must never bring the supervisor down during an outage."""
+    def duty(self, action: Any) -> bool:
+        """Periodic Redis work must never bring the supervisor down; True if it worked."""
         try:
             action()
+            return True
         except BrokerUnavailable as exc:
             log.warning("%s; will retry", exc)
+        except redis.RedisError as exc:
+            log.error("%s failed: %s; will retry", getattr(action, "__name__", action), exc)
+        return False

@@ -304,3 +304,83 @@ def test_app_job_finds_the_queue(app: TaskForge) -> None:
     handle = send.delay()
     assert app.job(handle.id).status() is JobState.PENDING
     assert app.job(handle.id).queue == "mail"
+
+
+def test_enqueue_retried_after_a_lost_reply_changes_nothing(app: TaskForge) -> None:
+    from taskforge.broker.queue import NewJob
+
+    job = NewJob(id="fixed-id", task="t", payload=b"\x92\x90\x80", priority=1, max_attempts=3)
+    app.broker.enqueue("default", [job])
+    claim = claim_one(app)
+    app.broker.succeed("default", claim.id, claim.token, b"\xc0")
+    app.broker.enqueue("default", [job])  # the client re-sends after a dropped connection
+    assert app.job("fixed-id").status() is JobState.SUCCEEDED
+    assert app.broker.counts("default")["pending"] == 0
+
+
+def test_dequeue_retried_with_the_same_token_hands_back_the_same_job(app: TaskForge) -> None:
+    @app.task
+    def job(n):
+        pass
+
+    first, second = job.delay(1), job.delay(2)
+    claims, _ = app.broker.dequeue("default", LEASE, token="t1")
+    again, _ = app.broker.dequeue("default", LEASE, token="t1")  # the first reply was lost
+    assert [c.id for c in claims] == [c.id for c in again] == [first.id]
+    assert again[0].attempts == 1
+    app.broker.succeed("default", first.id, "t1", b"\xc0")
+    assert claim_one(app).id == second.id
+    assert not app.broker.client.exists("taskforge:{default}:claim:t1")
+
+
+def test_retry_dead_clears_the_done_list(app: TaskForge) -> None:
+    @app.task(max_attempts=1)
+    def job():
+        pass
+
+    handle = job.delay()
+    claim = claim_one(app)
+    assert app.broker.await_state("default", handle.id) == "running"
+    app.broker.fail("default", claim.id, claim.token, "boom", "", None)
+    assert app.broker.client.exists(QueueKeys("default").done(handle.id))
+    app.broker.retry_dead("default", [handle.id])
+    assert not app.broker.client.exists(QueueKeys("default").done(handle.id))
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        handle.result(timeout=0.3)
+    assert time.monotonic() - started >= 0.3
+
+
+def test_peek_reports_each_queues_best_head(app: TaskForge) -> None:
+    from taskforge.broker.queue import priority_of_score
+
+    @app.task(queue="bulk", priority="low")
+    def bulk():
+        pass
+
+    @app.task(queue="urgent", priority="critical")
+    def urgent():
+        pass
+
+    bulk.delay()
+    urgent.apply_in(0.05)
+    time.sleep(0.1)
+    (bulk_head, _), (urgent_head, _), (empty, wait) = app.broker.peek(["bulk", "urgent", "none"])
+    assert priority_of_score(bulk_head) == 0 and priority_of_score(urgent_head) == 3
+    assert empty is None and wait is None
+
+
+def test_transient_replies_become_broker_unavailable() -> None:
+    import redis as redis_py
+
+    from taskforge import BrokerUnavailable
+    from taskforge.broker.connection import broker_errors
+
+    for reply in ("BUSY Redis is busy running a script", "READONLY You can't write against a read only replica.",
+                  "LOADING Redis is loading the dataset in memory"):
+        with pytest.raises(BrokerUnavailable, match="retry later|cannot reach"):
+            with broker_errors("redis://u:secret@h:1/0"):
+                raise redis_py.ResponseError(reply)
+    with pytest.raises(redis_py.ResponseError):
+        with broker_errors("redis://h:1/0"):
+            raise redis_py.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")

@@ -261,3 +261,23 @@ def test_scheduled_job_starts_within_100ms_of_its_due_time(start_worker, produce
         lateness.append(float(raw) - due)
     assert max(lateness) < 0.1, lateness
     assert min(lateness) > -0.05, lateness  # and never early
+
+
+def test_strict_priority_across_queues(start_worker, producer, side) -> None:
+    for i in range(5):
+        producer.task_for("userapp.record").with_options(queue="bulk", priority="low").delay("xq", f"low{i}")
+    producer.task_for("userapp.record").with_options(queue="urgent", priority="critical").delay("xq", "crit")
+    worker = start_worker("-c", "1", "-q", "bulk", "-q", "urgent", "--burst")
+    assert worker.wait(60) == 0
+    assert side.lrange("side:xq", 0, -1)[0] == b"crit"
+
+
+def test_burst_does_not_stop_at_a_corrupt_job(start_worker, producer, side) -> None:
+    from taskforge.broker.keys import QueueKeys
+
+    bad = producer.send("userapp.record", "corrupt", 0)
+    good = [producer.send("userapp.record", "corrupt", i) for i in range(1, 5)]
+    producer.broker.client.hset(QueueKeys("default").job(bad.id), "payload", b"\xc1")
+    worker = start_worker("-c", "1", "--burst")
+    assert worker.wait(60) == 0
+    assert bad.status() is JobState.DEAD and all(h.status() is JobState.SUCCEEDED for h in good)

@@ -68,6 +68,24 @@ local function notify_done(id, jk, ttl)
   end
 end
 
+-- Move scheduled and retrying jobs whose time has come to pending, at most
+-- `limit` per call so a million due jobs never stall Redis. Returns how many
+-- ids had no job record left and were dropped.
+local function promote_due(now, limit)
+  local dropped = 0
+  local due = redis.call('ZRANGEBYSCORE', SCHEDULED, '-inf', now, 'LIMIT', 0, limit)
+  for _, id in ipairs(due) do
+    redis.call('ZREM', SCHEDULED, id)
+    local jk = job_key(id)
+    if redis.call('TYPE', jk)['ok'] == 'hash' then
+      make_pending(id, jk)
+    else
+      dropped = dropped + 1
+    end
+  end
+  return dropped
+end
+
 local function finish(id, jk, state, now, ttl)
   redis.call('HSET', jk, 'state', state, 'finished_at', now, 'token', '')
   redis.call('PEXPIRE', jk, ttl)
@@ -82,6 +100,14 @@ local function bury(id, jk, now, err, traceback, dead_ttl)
   redis.call('ZADD', DEAD, now, id)
   redis.call('ZREMRANGEBYSCORE', DEAD, '-inf', now - dead_ttl)
   finish(id, jk, 'dead', now, dead_ttl)
+end
+
+-- The claim list of a token only matters until its dequeue reply arrives;
+-- drop it as soon as the claim ends so claims do not pile up under load.
+local function release_claim(token)
+  if token and token ~= '' then
+    redis.call('DEL', PREFIX .. 'claim:' .. token)
+  end
 end
 
 local function is_job(jk)

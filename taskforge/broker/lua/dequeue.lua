@@ -1,5 +1,6 @@
 -- dequeue: promote due scheduled jobs, then claim up to `count` ready jobs.
--- ARGV[2] claim token   ARGV[3] lease_ms   ARGV[4] promote limit   ARGV[5] count
+-- ARGV[2] claim token (fresh per successful call; reused after an error)
+-- ARGV[3] lease_ms   ARGV[4] promote limit   ARGV[5] count
 -- Returns {dropped, wait_ms, then per claimed job 8 values:
 --   id, task, payload, attempts, max_attempts, timeout, priority, inherit}
 -- wait_ms: when nothing was claimed, ms until the next scheduled job is due
@@ -11,17 +12,34 @@ local token, lease = ARGV[2], tonumber(ARGV[3])
 local limit, count = tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = now_ms()
 local dropped = 0
-
-local due = redis.call('ZRANGEBYSCORE', SCHEDULED, '-inf', now, 'LIMIT', 0, limit)
-for _, id in ipairs(due) do
-  redis.call('ZREM', SCHEDULED, id)
-  local jk = job_key(id)
-  if is_job(jk) then
-    make_pending(id, jk)
-  else
-    dropped = dropped + 1
+local function row(out, id, jk, attempts)
+  local f = redis.call('HMGET', jk, 'task', 'payload', 'max_attempts', 'timeout', 'priority', 'inherit')
+  local values = {id, f[1] or '', f[2] or '', attempts, f[3] or '', f[4] or '', f[5] or '', f[6] or ''}
+  for _, v in ipairs(values) do
+    out[#out + 1] = v
   end
 end
+
+-- The caller picks the token and reuses it until a dequeue answers. If this
+-- token already holds claims, the previous call ran but its reply was lost
+-- (a timeout, a dropped connection): hand the same jobs back instead of
+-- claiming new ones, so no claimed job is orphaned until its lease expires.
+local claim_key = PREFIX .. 'claim:' .. token
+local previous = redis.call('LRANGE', claim_key, 0, -1)
+if #previous > 0 then
+  local out = {0, -1}
+  for _, id in ipairs(previous) do
+    local jk = job_key(id)
+    if redis.call('HGET', jk, 'token') == token and redis.call('HGET', jk, 'state') == 'running' then
+      row(out, id, jk, redis.call('HGET', jk, 'attempts'))
+    end
+  end
+  if #out > 2 then
+    return out
+  end
+end
+
+dropped = promote_due(now, limit)
 
 local out = {0, -1}
 local claimed = 0
@@ -36,11 +54,8 @@ while claimed < count do
     local attempts = redis.call('HINCRBY', jk, 'attempts', 1)
     redis.call('HSET', jk, 'state', 'running', 'started_at', now, 'token', token)
     redis.call('ZADD', RUNNING, now + lease, id)
-    local f = redis.call('HMGET', jk, 'task', 'payload', 'max_attempts', 'timeout', 'priority', 'inherit')
-    local row = {id, f[1] or '', f[2] or '', attempts, f[3] or '', f[4] or '', f[5] or '', f[6] or ''}
-    for _, v in ipairs(row) do
-      out[#out + 1] = v
-    end
+    redis.call('RPUSH', claim_key, id)
+    row(out, id, jk, attempts)
     claimed = claimed + 1
   else
     -- An id whose record expired or was deleted by hand: it can never run.
@@ -48,7 +63,9 @@ while claimed < count do
   end
 end
 out[1] = dropped
-if claimed == 0 then
+if claimed > 0 then
+  redis.call('PEXPIRE', claim_key, lease)
+else
   local nxt = redis.call('ZRANGE', SCHEDULED, 0, 0, 'WITHSCORES')
   if #nxt > 0 then
     out[2] = math.max(0, tonumber(nxt[2]) - now)

@@ -22,6 +22,10 @@ for i = 0, n - 1 do
   local base = 4 + i * FIELDS
   local id = ARGV[base]
   local jk = job_key(id)
+  -- A client that lost the reply re-sends this script with the same ids:
+  -- jobs already stored are left alone, so a retry never resets a job that
+  -- has since run, or revives one that finished.
+  if redis.call('EXISTS', jk) == 0 then
   local due = 0
   if ARGV[base + 6] ~= '' then
     due = tonumber(ARGV[base + 6])
@@ -39,6 +43,7 @@ for i = 0, n - 1 do
     redis.call('ZADD', SCHEDULED, due, id)
   else
     make_pending(id, jk)
+  end
   end
 end
 wake(n)

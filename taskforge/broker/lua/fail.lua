@@ -7,6 +7,7 @@ local jk = job_key(id)
 if redis.call('HGET', jk, 'token') ~= token or redis.call('HGET', jk, 'state') ~= 'running' then
   return 0
 end
+release_claim(token)
 local now = now_ms()
 local delay = tonumber(ARGV[6])
 local attempts = tonumber(redis.call('HGET', jk, 'attempts')) or 0

@@ -13,6 +13,7 @@ for _, id in ipairs(expired) do
   if not is_job(jk) then
     dropped = dropped + 1
   else
+    release_claim(redis.call('HGET', jk, 'token'))
     local attempts = tonumber(redis.call('HGET', jk, 'attempts')) or 0
     local max_attempts = tonumber(redis.call('HGET', jk, 'max_attempts')) or 1
     if attempts >= max_attempts then

@@ -7,6 +7,7 @@ local jk = job_key(id)
 if redis.call('HGET', jk, 'token') ~= token or redis.call('HGET', jk, 'state') ~= 'running' then
   return 0
 end
+release_claim(token)
 redis.call('ZREM', RUNNING, id)
 redis.call('HINCRBY', jk, 'attempts', -1)
 restore_pending(id, jk)

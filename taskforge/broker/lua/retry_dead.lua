@@ -15,6 +15,8 @@ for _, id in ipairs(ids) do
     redis.call('PERSIST', jk)
     redis.call('HSET', jk, 'attempts', 0)
     redis.call('HDEL', jk, 'finished_at', 'result', 'waiting')
+    -- A leftover done list would make every result() wait return at once.
+    redis.call('UNLINK', PREFIX .. 'done:' .. id)
     make_pending(id, jk)
     moved[#moved + 1] = id
   end

@@ -8,6 +8,7 @@ local jk = job_key(id)
 if redis.call('HGET', jk, 'token') ~= token or redis.call('HGET', jk, 'state') ~= 'running' then
   return 0
 end
+release_claim(token)
 redis.call('ZREM', RUNNING, id)
 redis.call('HSET', jk, 'result', ARGV[4])
 finish(id, jk, 'succeeded', now_ms(), tonumber(ARGV[5]))
