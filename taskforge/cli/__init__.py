@@ -5,6 +5,13 @@ from __future__ import annotations
 import click
 
 from .. import __version__
+from .broker import broker
+from .dead import dead
+from .demo import demo
+from .enqueue import enqueue
+from .job import job
+from .purge import purge
+from .status import status
 from .worker import worker
 
 
@@ -20,3 +27,10 @@ def main() -> None:
 
 
 main.add_command(worker)
+main.add_command(status)
+main.add_command(job)
+main.add_command(dead)
+main.add_command(enqueue)
+main.add_command(purge)
+main.add_command(broker)
+main.add_command(demo)

@@ -1,0 +1,94 @@
+"""``taskforge job APP JOB_ID``: one job's whole record."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import click
+
+from ..errors import JobNotFound
+from ..inspect import job_to_json
+from ..job import JobInfo, JobState
+from .common import USAGE, cli_errors, fail, open_app
+
+JOB_HELP = """Show one job's record: state, attempts, times, arguments, result, error.
+
+\b
+Example:
+  taskforge job myapp:app 3f2a9c0d5e8b4a61a7c2e9f01b3d5c77
+  taskforge job myapp:app 3f2a9c0d5e8b4a61a7c2e9f01b3d5c77 --json | jq .state
+
+--json prints one object with exactly the field names of JobInfo: id, task,
+queue, args, kwargs, priority (low, normal, high, critical), state, attempts,
+max_attempts, created_at, scheduled_at, started_at, finished_at (ISO 8601
+UTC or null), error, traceback, result, progress, progress_message.
+Values in args, kwargs and result that JSON has no type for are rendered:
+datetime, date, time as ISO 8601 strings; timedelta as seconds; UUID and
+Decimal as strings; tuple as an array; set and frozenset as sorted arrays;
+bytes as {"$bytes": "<base64>"}; NaN and infinities as the strings "NaN",
+"Infinity", "-Infinity"; non-string dict keys as their JSON text.
+
+An unknown id (never existed, or finished longer ago than the app's
+retention) exits with status 2.
+"""
+
+STATE_COLOURS = {
+    JobState.SUCCEEDED: "green",
+    JobState.RUNNING: "cyan",
+    JobState.RETRYING: "yellow",
+    JobState.DEAD: "red",
+    JobState.CANCELLED: "magenta",
+}
+
+
+@contextmanager
+def missing_is_usage() -> Iterator[None]:
+    """An unknown job id is the caller's mistake, like a bad option: exit 2."""
+    try:
+        yield
+    except JobNotFound as exc:
+        fail(str(exc), USAGE)
+
+
+@click.command(help=JOB_HELP)
+@click.argument("app")
+@click.argument("job_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the JobInfo fields as one JSON object.")
+def job(app: str, job_id: str, as_json: bool) -> None:
+    the_app = open_app(app)
+    with cli_errors(), missing_is_usage():
+        info = the_app.job(job_id).info()
+    if as_json:
+        click.echo(json.dumps(job_to_json(info), indent=2))
+    else:
+        click.echo(format_job(info))
+
+
+def format_job(info: JobInfo) -> str:
+    data = info.to_dict()
+    rows = [
+        ("id", info.id),
+        ("task", info.task),
+        ("queue", info.queue),
+        ("state", click.style(info.state.value, fg=STATE_COLOURS.get(info.state), bold=True)),
+        ("priority", data["priority"]),
+        ("attempts", f"{info.attempts} of {info.max_attempts}"),
+        ("created_at", data["created_at"] or "-"),
+        ("scheduled_at", data["scheduled_at"] or "-"),
+        ("started_at", data["started_at"] or "-"),
+        ("finished_at", data["finished_at"] or "-"),
+        ("args", repr(info.args)),
+        ("kwargs", repr(info.kwargs)),
+    ]
+    if info.state is JobState.SUCCEEDED:
+        rows.append(("result", repr(info.result)))
+    if info.progress is not None:
+        rows.append(("progress", f"{info.progress:.0%} {info.progress_message or ''}".rstrip()))
+    if info.error:
+        rows.append(("error", click.style(info.error, fg="red")))
+    lines = [f"{click.style(name.ljust(13), bold=True)}{value}" for name, value in rows]
+    if info.traceback:
+        lines += [click.style("traceback", bold=True), info.traceback.rstrip()]
+    return "\n".join(lines)

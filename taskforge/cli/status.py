@@ -1,0 +1,106 @@
+"""``taskforge status APP``: queue counts, live workers, the next scheduled job."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from .. import inspect
+from .common import cli_errors, open_app
+from .table import Cell, cell, count, relative, render, timestamp
+
+STATUS_HELP = """Show every queue's counts, the live workers and the next scheduled job.
+
+Queues shown: the app's own, then every queue ever enqueued to on this
+Redis. PENDING is split by priority (CRIT HIGH NORM LOW). SCHEDULED and
+RETRYING share one Redis set; above 500 such jobs in a queue their split
+is estimated from a random sample (marked ~). Per-queue success counts are
+not kept in Redis: DONE is each live worker's count of finished runs
+(any outcome) since it started.
+
+\b
+Example:
+  taskforge status myapp:app
+  taskforge status myapp:app --json | jq '.queues[] | {name, pending, dead}'
+
+\b
+--json prints one object (schema_version 1; times are ISO 8601 UTC
+strings or null, counts are integers):
+  schema_version  1
+  broker          the broker URL, password replaced by ***
+  generated_at    when the snapshot was taken
+  queues          [{name, pending, pending_by_priority: {critical, high,
+                  normal, low}, scheduled, retrying, running, dead,
+                  estimated (true: scheduled/retrying split sampled),
+                  next_due}]
+  workers         [{id, host, pid, queues: [name], concurrency, jobs_done,
+                  current: [{id, task, queue, started_at}], started_at,
+                  heartbeat}]
+  jobs_done       the sum of the workers' jobs_done
+  next_due        the soonest next_due of all queues
+"""
+
+
+RUNNING_WIDTH = 50
+
+
+@click.command(help=STATUS_HELP)
+@click.argument("app")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON document described above.")
+def status(app: str, as_json: bool) -> None:
+    the_app = open_app(app)
+    with cli_errors():
+        snapshot = inspect.status(the_app)
+    if as_json:
+        click.echo(json.dumps(snapshot.to_dict(), indent=2))
+    else:
+        click.echo(format_status(snapshot))
+
+
+def format_status(snapshot: inspect.Status) -> str:
+    parts = [f"broker {snapshot.broker}", "", queue_table(snapshot), ""]
+    if snapshot.workers:
+        parts.append(worker_table(snapshot))
+    else:
+        parts.append(click.style("no live workers", fg="yellow") + ": start one with `taskforge worker APP`")
+    parts.append("")
+    due = snapshot.next_due
+    if due is None:
+        parts.append("next scheduled job: none")
+    else:
+        parts.append(f"next scheduled job: {relative(due, snapshot.generated_at)} ({timestamp(due)})")
+    return "\n".join(parts)
+
+
+def queue_table(snapshot: inspect.Status) -> str:
+    headers = ["QUEUE", "PENDING", "CRIT", "HIGH", "NORM", "LOW", "SCHEDULED", "RETRYING", "RUNNING",
+               "DEAD", "NEXT DUE"]
+    rows = []
+    for q in snapshot.queues:
+        by = q.pending_by_priority
+        mark = "~" if q.estimated else ""
+        rows.append([
+            cell(q.name, bold=True), count(q.pending, "cyan"),
+            cell(by["critical"]), cell(by["high"]), cell(by["normal"]), cell(by["low"]),
+            Cell(f"{mark}{q.scheduled}", right=True),
+            Cell(f"{mark}{q.retrying}", fg="yellow" if q.retrying else None, right=True),
+            count(q.running, "green"), count(q.dead, "red"),
+            cell(relative(q.next_due, snapshot.generated_at)),
+        ])
+    return render(headers, rows)
+
+
+def worker_table(snapshot: inspect.Status) -> str:
+    headers = ["WORKER", "HOST", "PID", "CONC", "RUNNING", "DONE", "QUEUES", "HEARTBEAT"]
+    rows = []
+    for w in snapshot.workers:
+        running = ", ".join(str(job["task"]) for job in w.current)
+        if len(running) > RUNNING_WIDTH:
+            running = running[: RUNNING_WIDTH - 3] + "..."
+        rows.append([
+            cell(w.id), cell(w.host), cell(w.pid), cell(w.concurrency),
+            cell(f"{len(w.current)} {running}" if w.current else "0"), cell(w.jobs_done),
+            cell(",".join(w.queues)), cell(relative(w.heartbeat, snapshot.generated_at)),
+        ])
+    return render(headers, rows)

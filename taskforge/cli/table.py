@@ -1,0 +1,68 @@
+"""Aligned plain-text tables and relative times for the operator commands.
+
+Cells are padded before they are styled, so colour codes (written only to a
+terminal: ``click.echo`` strips them otherwise) never break the alignment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import click
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    fg: str | None = None
+    bold: bool = False
+    right: bool = False
+
+
+def cell(value: object, fg: str | None = None, bold: bool = False) -> Cell:
+    """A cell; numbers are right-aligned."""
+    return Cell(str(value), fg=fg, bold=bold, right=isinstance(value, int))
+
+
+def count(value: int, fg: str) -> Cell:
+    """A count, coloured only when it is not zero."""
+    return cell(value, fg=fg if value else None)
+
+
+def render(headers: Sequence[str], rows: Sequence[Sequence[Cell]]) -> str:
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, c in enumerate(row):
+            widths[i] = max(widths[i], len(c.text))
+    lines = ["  ".join(click.style(h.ljust(w), bold=True) for h, w in zip(headers, widths, strict=True))]
+    for row in rows:
+        parts = []
+        for c, w in zip(row, widths, strict=True):
+            text = c.text.rjust(w) if c.right else c.text.ljust(w)
+            parts.append(click.style(text, fg=c.fg, bold=c.bold) if c.fg or c.bold else text)
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def relative(when: datetime | None, now: datetime) -> str:
+    """'in 3.2 s', '4 min ago', or '-'."""
+    if when is None:
+        return "-"
+    seconds = (when - now).total_seconds()
+    span = abs(seconds)
+    if span < 60:
+        text = f"{span:.1f} s"
+    elif span < 3600:
+        text = f"{span / 60:.1f} min"
+    elif span < 86400:
+        text = f"{span / 3600:.1f} h"
+    else:
+        text = f"{span / 86400:.1f} days"
+    return f"in {text}" if seconds > 0 else f"{text} ago"
+
+
+def timestamp(when: datetime | None) -> str:
+    """An aware UTC datetime as '2027-01-01 12:00:03 UTC', or '-'."""
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC") if when else "-"

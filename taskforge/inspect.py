@@ -1,0 +1,261 @@
+"""What an operator looks at: queue counts, live workers, dead letters, as plain data.
+
+``taskforge status`` and ``taskforge dead list`` format these; a dashboard can
+serve them as they are. Every figure costs a bounded number of Redis calls,
+whatever the size of the queues:
+
+* pending, by priority: ZCOUNT over the score band of each priority
+  (``(3 - priority) * 2**50 + seq``), O(log n);
+* running, dead, scheduled + retrying: ZCARD;
+* scheduled versus retrying: both wait in one zset, and only the job hash
+  says which. Up to ``SAMPLE`` members are read: below that the split is
+  exact, above it is an estimate from a random sample (``estimated: true``);
+* recently finished: the ``jobs_done`` counter of each live worker (runs
+  finished, whatever their outcome, since that worker started). Nothing in
+  Redis counts successes per queue.
+
+JSON rendering of job values (``jsonable``), for ``job --json`` and
+``dead list --json``: None, bool, int, str and finite floats as they are;
+NaN and infinities as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``;
+list and tuple as arrays; set and frozenset as arrays sorted by their JSON
+text; dict as an object whose non-string keys are rendered by these rules and
+then, unless already a string, written as their JSON text (``1`` -> ``"1"``,
+``None`` -> ``"null"``, ``(1, 2)`` -> ``"[1, 2]"``); datetime, date and time
+as ISO 8601 strings (``isoformat()``, an aware datetime keeps its offset);
+timedelta as a number of seconds; UUID and Decimal as their strings; bytes as
+``{"$bytes": "<base64>"}``, the one tagged form, since bytes have no faithful
+JSON text.
+"""
+
+from __future__ import annotations
+
+import base64
+import decimal
+import json
+import math
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+from .broker.connection import broker_errors, redact
+from .handle import job_info
+from .job import JobInfo, Priority, ms_to_datetime
+from .worker.registry import live_workers
+
+if TYPE_CHECKING:
+    from .app import TaskForge
+
+SAMPLE = 500
+SCHEMA_VERSION = 1
+PRIORITY_NAMES = [p.name.lower() for p in sorted(Priority, reverse=True)]  # critical first
+
+
+def now_utc() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+@dataclass(frozen=True)
+class QueueStatus:
+    name: str
+    pending_by_priority: dict[str, int]  # priority name -> count, critical first
+    scheduled: int
+    retrying: int
+    running: int
+    dead: int
+    next_due: datetime | None
+    estimated: bool = False  # scheduled/retrying split estimated from a sample
+
+    @property
+    def pending(self) -> int:
+        return sum(self.pending_by_priority.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "pending": self.pending,
+            "pending_by_priority": dict(self.pending_by_priority),
+            "scheduled": self.scheduled,
+            "retrying": self.retrying,
+            "running": self.running,
+            "dead": self.dead,
+            "estimated": self.estimated,
+            "next_due": iso(self.next_due),
+        }
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    id: str
+    host: str
+    pid: int
+    queues: list[str]
+    concurrency: int
+    jobs_done: int
+    current: list[dict[str, Any]]  # {"id", "task", "queue", "started_at": datetime | None}
+    started_at: datetime | None
+    heartbeat: datetime | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "host": self.host,
+            "pid": self.pid,
+            "queues": list(self.queues),
+            "concurrency": self.concurrency,
+            "jobs_done": self.jobs_done,
+            "current": [{**job, "started_at": iso(job["started_at"])} for job in self.current],
+            "started_at": iso(self.started_at),
+            "heartbeat": iso(self.heartbeat),
+        }
+
+
+@dataclass(frozen=True)
+class Status:
+    broker: str  # the URL, password redacted
+    queues: list[QueueStatus]
+    workers: list[WorkerStatus]
+    generated_at: datetime = field(default_factory=now_utc)
+
+    @property
+    def next_due(self) -> datetime | None:
+        due = [q.next_due for q in self.queues if q.next_due is not None]
+        return min(due) if due else None
+
+    @property
+    def jobs_done(self) -> int:
+        return sum(w.jobs_done for w in self.workers)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``status --json`` document; see ``taskforge status --help`` for the schema."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "broker": self.broker,
+            "generated_at": iso(self.generated_at),
+            "queues": [q.to_dict() for q in self.queues],
+            "workers": [w.to_dict() for w in self.workers],
+            "jobs_done": self.jobs_done,
+            "next_due": iso(self.next_due),
+        }
+
+
+def all_queues(app: TaskForge) -> list[str]:
+    """The app's queues, then every other queue ever enqueued to on this Redis, sorted."""
+    return list(dict.fromkeys([*app.queues(), *app.broker.queues()]))
+
+
+def queue_status(app: TaskForge, name: str, sample: int = SAMPLE) -> QueueStatus:
+    broker = app.broker
+    counts = broker.counts(name)
+    by_priority = broker.pending_by_priority(name)
+    total, states = broker.scheduled_states(name, sample)
+    retrying = states.count("retrying")
+    estimated = len(states) < total
+    if estimated:
+        retrying = round(retrying * total / len(states))
+    due = broker.next_due_ms(name)
+    return QueueStatus(
+        name=name,
+        pending_by_priority={p.name.lower(): by_priority.get(int(p), 0) for p in sorted(Priority, reverse=True)},
+        scheduled=total - retrying,
+        retrying=retrying,
+        running=counts["running"],
+        dead=counts["dead"],
+        next_due=ms_to_datetime(due),
+        estimated=estimated,
+    )
+
+
+def worker_status(raw: dict[str, Any]) -> WorkerStatus:
+    current = [
+        {"id": job.get("id"), "task": job.get("task"), "queue": job.get("queue"),
+         "started_at": ms_to_datetime(job.get("started_at"))}
+        for job in raw.get("current", [])
+    ]
+    return WorkerStatus(
+        id=raw["id"],
+        host=raw["host"],
+        pid=raw["pid"],
+        queues=list(raw["queues"]),
+        concurrency=raw["concurrency"],
+        jobs_done=raw["jobs_done"],
+        current=current,
+        started_at=ms_to_datetime(raw["started_at"] or None),
+        heartbeat=ms_to_datetime(raw["heartbeat"] or None),
+    )
+
+
+def workers(app: TaskForge) -> list[WorkerStatus]:
+    """The workers whose heartbeat has not expired, on any queue of this Redis."""
+    with broker_errors(app.broker.url):
+        return [worker_status(raw) for raw in live_workers(app.broker.client)]
+
+
+def status(app: TaskForge, queues: Sequence[str] | None = None) -> Status:
+    """A snapshot of ``queues`` (default: ``all_queues``) and of the live workers."""
+    names = list(queues) if queues is not None else all_queues(app)
+    return Status(
+        broker=redact(app.url),
+        queues=[queue_status(app, name) for name in names],
+        workers=workers(app),
+    )
+
+
+def dead_jobs(app: TaskForge, queues: Sequence[str] | None = None, limit: int = 20) -> list[JobInfo]:
+    """The ``limit`` most recent dead jobs across ``queues``, newest first."""
+    names = list(queues) if queues is not None else all_queues(app)
+    newest: list[tuple[int, str, str]] = []
+    for name in names:
+        newest += [(died, name, job_id) for job_id, died in app.broker.dead_ids(name, limit)]
+    newest = sorted(newest, reverse=True)[:limit]
+    infos: list[JobInfo] = []
+    for name in dict.fromkeys(q for _, q, _ in newest):
+        ids = [job_id for _, q, job_id in newest if q == name]
+        for job_id, fields in zip(ids, app.broker.read_many(name, ids), strict=True):
+            if fields is not None:
+                infos.append(job_info(job_id, name, fields))
+    order = {job_id: i for i, (_, _, job_id) in enumerate(newest)}
+    return sorted(infos, key=lambda info: order[info.id])
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON-native data, by the rules in this module's docstring."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, (list, tuple)):
+        return [jsonable(item) for item in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((jsonable(item) for item in value), key=lambda item: json.dumps(item, sort_keys=True))
+    if isinstance(value, dict):
+        return {_json_key(key): jsonable(item) for key, item in value.items()}
+    if isinstance(value, bytes):
+        return {"$bytes": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, (datetime, date, time)):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, (uuid.UUID, decimal.Decimal)):
+        return str(value)
+    return repr(value)
+
+
+def _json_key(key: Any) -> str:
+    rendered = jsonable(key)
+    return rendered if isinstance(rendered, str) else json.dumps(rendered, sort_keys=True)
+
+
+def job_to_json(info: JobInfo) -> dict[str, Any]:
+    """``JobInfo.to_dict()`` with args, kwargs and result made JSON-native (``job --json``)."""
+    data = info.to_dict()
+    for name in ("args", "kwargs", "result"):
+        data[name] = jsonable(data[name])
+    return data

@@ -1,0 +1,65 @@
+"""Errors every command shares: an unreachable broker is exit 1, a bad APP exit 2, one line each."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .conftest import one_line_error
+
+DOWN_APP = """
+from taskforge import TaskForge
+
+app = TaskForge("down")
+
+
+@app.task
+def ping():
+    return "pong"
+"""
+
+COMMANDS = [
+    ["status", "downapp"],
+    ["status", "downapp", "--json"],
+    ["job", "downapp", "0" * 32],
+    ["dead", "downapp", "list"],
+    ["dead", "downapp", "retry", "--all"],
+    ["dead", "downapp", "retry", "0" * 32],
+    ["dead", "downapp", "purge", "--yes"],
+    ["enqueue", "downapp", "downapp.ping"],
+    ["purge", "downapp", "--yes"],
+]
+
+
+@pytest.fixture
+def down_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    (tmp_path / "downapp.py").write_text(DOWN_APP)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("TASKFORGE_BROKER_URL", "redis://user:s3cret@127.0.0.1:1/0")
+    sys.modules.pop("downapp", None)
+    yield
+    sys.modules.pop("downapp", None)
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=" ".join)
+def test_unreachable_broker_exits_1_naming_the_redacted_url(down_app, invoke, args: list[str]) -> None:
+    result = invoke(*args)
+    assert result.exit_code == 1, result.output
+    line = one_line_error(result)
+    assert "redis://user:***@127.0.0.1:1/0" in line and "s3cret" not in result.output
+
+
+@pytest.mark.parametrize("args", [c[:1] + ["nosuchmodule:app"] + c[2:] for c in COMMANDS], ids=" ".join)
+def test_bad_app_exits_2_with_one_line(down_app, invoke, args: list[str]) -> None:
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert "nosuchmodule" in one_line_error(result)
+
+
+def test_app_that_is_not_an_app_exits_2(down_app, invoke) -> None:
+    result = invoke("status", "downapp:ping")
+    assert result.exit_code == 2 and "not a TaskForge app" in one_line_error(result)
