@@ -12,8 +12,10 @@ from contextlib import contextmanager
 from typing import NoReturn
 
 import click
+import redis
 
 from ..app import TaskForge
+from ..broker.connection import redact
 from ..errors import BrokerUnavailable, ConfigurationError, TaskforgeError
 from ..loader import AppNotFound, load_app
 
@@ -47,3 +49,5 @@ def cli_errors() -> Iterator[None]:
         fail(str(exc), USAGE)
     except TaskforgeError as exc:
         fail(str(exc), FAILURE)
+    except redis.RedisError as exc:  # e.g. WRONGTYPE from a key written by something else
+        fail(f"Redis answered with an error: {redact(str(exc))}", FAILURE)

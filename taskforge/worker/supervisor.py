@@ -45,6 +45,7 @@ log = logging.getLogger("taskforge.worker")
 
 TICK = 0.25
 RECLAIM_EVERY = 1.0
+HEARTBEAT_EVERY = 2.0  # how fresh `taskforge status` is about workers
 # An idle child reports every second, but one Redis call may legitimately take
 # 3 tries x (connect + socket timeout) during an outage: only silence well past
 # that means a hung loop.
@@ -116,7 +117,7 @@ class Supervisor:
         self.stop_deadline = 0.0
         self.jobs_done = 0
         self.registry = WorkerRegistry(app.broker.client, list(options.queues), options.concurrency,
-                                       ttl=max(10.0, self.renew_every * 3))
+                                       ttl=10 * HEARTBEAT_EVERY)
 
     # -- signals ---------------------------------------------------------
 
@@ -258,6 +259,8 @@ class Supervisor:
             for job_id in self.app.broker.extend(queue, self.lease_ms, claims):
                 log.warning("%s in %s: this worker no longer holds its claim (lease expired and the job "
                             "was reclaimed, or it was cancelled)", job_id, queue)
+
+    def heartbeat(self) -> None:
         current = [
             {"id": s.current.job_id, "task": s.current.task, "queue": s.current.queue,
              "started_at": int((time.time() - (time.monotonic() - s.current.started)) * 1000)}
@@ -308,7 +311,7 @@ class Supervisor:
         return 0
 
     def loop(self) -> None:
-        next_renew = 0.0
+        next_renew = next_beat = 0.0
         next_reclaim = time.monotonic() + RECLAIM_EVERY
         while self.children or self.unsettled or (self.respawn_at and not self.stopping):
             self.loop_once()
@@ -332,6 +335,9 @@ class Supervisor:
             if now >= next_reclaim:
                 self.duty(self.reclaim)
                 next_reclaim = now + RECLAIM_EVERY
+            if now >= next_beat:
+                self.duty(self.heartbeat)
+                next_beat = now + HEARTBEAT_EVERY
             if self.stopping:
                 self.shutdown_step(now)
                 if self.unsettled and self.gave_up():
