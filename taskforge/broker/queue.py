@@ -175,6 +175,10 @@ class Broker:
         token = token or new_token()
         with broker_errors(self.url):
             raw = self.scripts.call("dequeue", q, token, lease_ms, PROMOTE_LIMIT, count)
+        return self._claimed(queue, token, raw)
+
+    def _claimed(self, queue: str, token: str, raw: list[Any]) -> tuple[list[Claim], float | None]:
+        """Decode what claim_ready (lua/_lib.lua) returned; see ``dequeue``."""
         claims: list[Claim] = []
         rows = raw[2:]
         for i in range(0, len(rows), 8):
@@ -231,6 +235,24 @@ class Broker:
             if done and self.replicated:
                 self._replicate_outcome(job_id)
         return done
+
+    def succeed_and_claim(
+        self, queue: str, job_id: str, token: str, result: bytes, lease_ms: int, next_token: str
+    ) -> tuple[bool, tuple[list[Claim], float | None]]:
+        """Record success and claim the next job of the same queue in one round trip.
+
+        What a busy worker does between two jobs, halved. Same contract as
+        ``succeed`` then ``dequeue(queue, lease_ms, token=next_token)``.
+        """
+        with broker_errors(self.url):
+            raw = self.scripts.call(
+                "succeed", QueueKeys(queue), job_id, token, result, self.retention_ms, next_token, lease_ms,
+                PROMOTE_LIMIT,
+            )
+            done = bool(raw[0])
+            if done and self.replicated:
+                self._replicate_outcome(job_id)
+        return done, self._claimed(queue, next_token, raw[1:])
 
     def _replicate_outcome(self, job_id: str) -> None:
         # The outcome is recorded either way; retrying would be fenced. A lost

@@ -22,7 +22,7 @@ import redis
 
 from ..broker.queue import PRIORITY_BAND, Claim, new_token
 from ..errors import BrokerUnavailable
-from .runner import record, run_claim
+from .runner import Chain, record, run_claim
 
 log = logging.getLogger("taskforge.worker")
 
@@ -148,9 +148,11 @@ class Child:
     def run(self) -> int:
         done = 0
         outage = 0.05
+        following: tuple[list[Claim], float | None] | None = None
         while not self.stopping:
             try:
-                claims, wait = self.claim()
+                claims, wait = following if following is not None else self.claim()
+                following = None
                 outage = 0.05
             except (BrokerUnavailable, redis.RedisError) as exc:
                 log.warning("child %d: %s; retrying in %.1f s", self.config.index, exc, outage)
@@ -164,24 +166,43 @@ class Child:
                 self.idle(wait)
                 continue
             for claim in claims:
-                claim = self.adopt(claim)
-                self.pipe.send(("start", claim.id, claim.token, claim.queue, claim.task, claim.attempts,
-                                claim.timeout))
-                self.execute(claim)
                 done += 1
+                recycle = bool(self.config.max_jobs and done >= self.config.max_jobs)
+                following = self.execute(claim, chain=not recycle)
             if self.config.max_jobs and done >= self.config.max_jobs:
                 return EXIT_RECYCLE
+        if following is not None:
+            self.give_back(following[0])
         return 0
 
-    def execute(self, claim: Claim) -> None:
-        outcome = run_claim(self.app, claim)
-        self.pipe.send(("done", claim.id, outcome.state))
+    def give_back(self, claims: list[Claim]) -> None:
+        """Jobs claimed in the very call that recorded the last one, as a shutdown began."""
+        for claim in claims:
+            record(self.broker.requeue, claim.queue, claim.id, claim.token)
+
+    def execute(self, claim: Claim, chain: bool) -> tuple[list[Claim], float | None] | None:
+        """Run one job; with ``chain``, also claim this child's next job in the same call."""
+        claim = self.adopt(claim)
+        # "start" also tells the supervisor the previous job is over: one message per job.
+        self.pipe.send(("start", claim.id, claim.token, claim.queue, claim.task, claim.attempts, claim.timeout))
+        def link() -> Chain | None:
+            if not chain or self.stopping or len(self.queues) != 1:
+                return None
+            return Chain(self.config.lease_ms, self.tokens.get(claim.queue) or new_token())
+
+        outcome = run_claim(self.app, claim, link)
+        if outcome.next is not None:
+            self.tokens[claim.queue] = new_token()
         if log.isEnabledFor(logging.INFO):
             log.info(
                 "%s %s attempt %d/%d %s in %.3f s%s",
                 claim.task, claim.id, claim.attempts, claim.max_attempts, outcome.state,
                 outcome.duration, f": {outcome.error}" if outcome.error else "",
             )
+        if outcome.next is None or not outcome.next[0]:
+            self.pipe.send(("idle",))
+            self.last_alive = time.monotonic()
+        return outcome.next
 
 
 def child_main(config: ChildConfig, pipe: Connection) -> None:

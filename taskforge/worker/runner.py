@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,16 @@ class Outcome:
     state: str | None  # succeeded | retrying | dead | fenced | None (not recorded: lease will expire)
     duration: float
     error: str | None = None
+    # When the caller asked to chain: what claiming the next job returned.
+    next: tuple[list[Claim], float | None] | None = None
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Ask run_claim to claim the next job in the same call that records success."""
+
+    lease_ms: int
+    token: str
 
 
 def retry_delay(app: TaskForge, task_name: str, attempt: int, requested: float | None = None) -> float:
@@ -74,7 +85,10 @@ def record(call: Any, *args: Any, stop: Any = None) -> Any:
         delay = min(delay * 2, RECORD_BACKOFF_CAP)
 
 
-def run_claim(app: TaskForge, claim: Claim) -> Outcome:
+def run_claim(app: TaskForge, claim: Claim, chain: Callable[[], Chain | None] | None = None) -> Outcome:
+    """Run ``claim`` and record its outcome; ``chain()`` is asked, once the task has
+    returned, whether to claim the next job in the same call (a shutdown may
+    have begun while the task ran)."""
     broker = app.broker
     started = time.monotonic()
     task = app.tasks.get(claim.task)
@@ -111,5 +125,13 @@ def run_claim(app: TaskForge, claim: Claim) -> Outcome:
         error = f"SerializationError: {exc}"
         state = record(broker.fail, claim.queue, claim.id, claim.token, error, "", None)
         return Outcome(state, duration, error)
-    ok = record(broker.succeed, claim.queue, claim.id, claim.token, result)
-    return Outcome({True: "succeeded", False: "fenced"}.get(ok), duration)
+    link = chain() if chain is not None else None
+    if link is None:
+        ok = record(broker.succeed, claim.queue, claim.id, claim.token, result)
+        return Outcome({True: "succeeded", False: "fenced"}.get(ok), duration)
+    answer = record(broker.succeed_and_claim, claim.queue, claim.id, claim.token, result, link.lease_ms,
+                    link.token)
+    if answer is None:
+        return Outcome(None, duration)
+    ok, following = answer
+    return Outcome("succeeded" if ok else "fenced", duration, next=following)

@@ -166,12 +166,14 @@ class Supervisor:
                 message = slot.pipe.recv()
                 slot.last_seen = time.monotonic()
                 kind = message[0]
+                # A child says "start" for each job, and "idle" when it has none:
+                # either one means the job before it is over.
+                if slot.current is not None and kind in ("start", "idle"):
+                    slot.current = None
+                    self.jobs_done += 1
                 if kind == "start":
                     _, job_id, token, queue, task, attempts, timeout = message
                     slot.current = Running(job_id, token, queue, task, attempts, timeout)
-                elif kind == "done":
-                    slot.current = None
-                    self.jobs_done += 1
         except (EOFError, OSError):
             pass
 
@@ -257,8 +259,8 @@ class Supervisor:
             by_queue.setdefault(running.queue, []).append((running.job_id, running.token))
         for queue, claims in by_queue.items():
             for job_id in self.app.broker.extend(queue, self.lease_ms, claims):
-                log.warning("%s in %s: this worker no longer holds its claim (lease expired and the job "
-                            "was reclaimed, or it was cancelled)", job_id, queue)
+                log.warning("%s in %s: this worker no longer holds its claim (its lease expired and the job "
+                            "was reclaimed)", job_id, queue)
 
     def heartbeat(self) -> None:
         current = [

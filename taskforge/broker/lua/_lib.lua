@@ -113,3 +113,73 @@ end
 local function is_job(jk)
   return redis.call('TYPE', jk)['ok'] == 'hash'
 end
+
+local function claim_row(out, id, jk, attempts)
+  local f = redis.call('HMGET', jk, 'task', 'payload', 'max_attempts', 'timeout', 'priority', 'inherit')
+  local values = {id, f[1] or '', f[2] or '', attempts, f[3] or '', f[4] or '', f[5] or '', f[6] or ''}
+  for _, v in ipairs(values) do
+    out[#out + 1] = v
+  end
+end
+
+-- Promote due jobs, then claim up to `count` ready jobs for `token`.
+-- Returns {dropped, wait_ms, then 8 values per claimed job:
+--   id, task, payload, attempts, max_attempts, timeout, priority, inherit}
+-- (the layout dequeue.lua documents). Shared by dequeue and by succeed,
+-- which can claim the next job in the same call.
+local function claim_ready(token, lease, limit, count)
+  local now = now_ms()
+  local dropped = 0
+  -- The caller picks the token and reuses it until a dequeue answers. If this
+  -- token already holds claims, the previous call ran but its reply was lost
+  -- (a timeout, a dropped connection): hand the same jobs back instead of
+  -- claiming new ones, so no claimed job is orphaned until its lease expires.
+  local claim_key = PREFIX .. 'claim:' .. token
+  local previous = redis.call('LRANGE', claim_key, 0, -1)
+  if #previous > 0 then
+    local out = {0, -1}
+    for _, id in ipairs(previous) do
+      local jk = job_key(id)
+      if redis.call('HGET', jk, 'token') == token and redis.call('HGET', jk, 'state') == 'running' then
+        claim_row(out, id, jk, redis.call('HGET', jk, 'attempts'))
+      end
+    end
+    if #out > 2 then
+      return out
+    end
+  end
+
+  dropped = promote_due(now, limit)
+
+  local out = {0, -1}
+  local claimed = 0
+  while claimed < count do
+    local popped = redis.call('ZPOPMIN', PENDING, 1)
+    if #popped == 0 then
+      break
+    end
+    local id = popped[1]
+    local jk = job_key(id)
+    if is_job(jk) and redis.call('HGET', jk, 'state') == 'pending' then
+      local attempts = redis.call('HINCRBY', jk, 'attempts', 1)
+      redis.call('HSET', jk, 'state', 'running', 'started_at', now, 'token', token)
+      redis.call('ZADD', RUNNING, now + lease, id)
+      redis.call('RPUSH', claim_key, id)
+      claim_row(out, id, jk, attempts)
+      claimed = claimed + 1
+    else
+      -- An id whose record expired or was deleted by hand: it can never run.
+      dropped = dropped + 1
+    end
+  end
+  out[1] = dropped
+  if claimed > 0 then
+    redis.call('PEXPIRE', claim_key, lease)
+  else
+    local nxt = redis.call('ZRANGE', SCHEDULED, 0, 0, 'WITHSCORES')
+    if #nxt > 0 then
+      out[2] = math.max(0, tonumber(nxt[2]) - now)
+    end
+  end
+  return out
+end

@@ -1,15 +1,25 @@
--- succeed: record a result and release the claim.
+-- succeed: record a result and release the claim; optionally claim the next job.
 -- ARGV[2] id   ARGV[3] claim token   ARGV[4] result (msgpack)   ARGV[5] retention_ms
+-- ARGV[6] next claim token ('' = claim nothing)   ARGV[7] lease_ms   ARGV[8] promote limit
 -- Returns 1, or 0 when the claim is no longer ours (the lease expired and the
 -- job was reclaimed): fencing, so a late worker never overwrites the outcome
--- of the attempt that replaced it.
+-- of the attempt that replaced it. With a next token: {1 or 0, then what
+-- dequeue returns}, so a busy worker pays one round trip per job, not two.
+-- The claim runs whatever the fencing said: a retry of this call after a lost
+-- reply is fenced (the job already succeeded) yet must get its claim back.
 local id, token = ARGV[2], ARGV[3]
 local jk = job_key(id)
-if redis.call('HGET', jk, 'token') ~= token or redis.call('HGET', jk, 'state') ~= 'running' then
-  return 0
+local ok = 0
+if redis.call('HGET', jk, 'token') == token and redis.call('HGET', jk, 'state') == 'running' then
+  release_claim(token)
+  redis.call('ZREM', RUNNING, id)
+  redis.call('HSET', jk, 'result', ARGV[4])
+  finish(id, jk, 'succeeded', now_ms(), tonumber(ARGV[5]))
+  ok = 1
 end
-release_claim(token)
-redis.call('ZREM', RUNNING, id)
-redis.call('HSET', jk, 'result', ARGV[4])
-finish(id, jk, 'succeeded', now_ms(), tonumber(ARGV[5]))
-return 1
+if not ARGV[6] or ARGV[6] == '' then
+  return ok
+end
+local out = claim_ready(ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), 1)
+table.insert(out, 1, ok)
+return out
