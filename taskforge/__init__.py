@@ -2,6 +2,7 @@
 
 from . import errors
 from .app import TaskForge
+from .context import CurrentJob, current_job
 from .errors import (
     BrokerUnavailable,
     ConfigurationError,
@@ -22,6 +23,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BrokerUnavailable",
     "ConfigurationError",
+    "CurrentJob",
     "JobHandle",
     "JobInfo",
     "JobNotFound",
@@ -36,5 +38,6 @@ __all__ = [
     "TaskforgeError",
     "UnknownTask",
     "__version__",
+    "current_job",
     "errors",
 ]

@@ -13,7 +13,8 @@ from .broker.connection import connect, redact, resolve_url
 from .broker.queue import Broker
 from .errors import ConfigurationError, JobNotFound
 from .handle import JobHandle
-from .job import BackoffPolicy, Priority
+from .hooks import Event, Hooks, Middleware
+from .job import BackoffPolicy, JobInfo, Priority
 from .task import Task, TaskOptions
 
 P = ParamSpec("P")
@@ -92,6 +93,8 @@ class TaskForge:
         self.dead_retention = _seconds("dead_retention", dead_retention)
         self.durability = durability
         self.tasks: dict[str, Task[Any, Any]] = {}
+        self.hooks = Hooks()
+        self.eager = False
         self._broker: Broker | None = None
 
     def __repr__(self) -> str:
@@ -185,6 +188,29 @@ class TaskForge:
         if not isinstance(task_name, str) or not task_name:
             raise ConfigurationError(f"task name {task_name!r}: use a non-empty string")
         return Task(self, _unregistered, task_name, TaskOptions(), registered=False)
+
+    def on(self, event: str) -> Callable[[Callable[[Event], Any]], Callable[[Event], Any]]:
+        """Register a hook: ``@app.on("job_succeeded")``. Events: see ``taskforge.hooks.EVENTS``.
+
+        Hooks run in the worker process that saw the event; one that raises
+        is logged and changes nothing for the job.
+        """
+        return self.hooks.on(event)
+
+    def middleware(self, func: Middleware) -> Middleware:
+        """Wrap every task run in this app's workers: ``func(job_info, call_next)``."""
+        return self.hooks.add_middleware(func)
+
+    def drain(self, *, advance: timedelta | float | None = None, max_jobs: int = 100_000) -> list[JobInfo]:
+        """Run every ready job in this process, until none is ready; returns what ran.
+
+        For tests (see ``taskforge.testing``). ``advance`` makes jobs scheduled
+        or retrying within that much time due now, again after every job, so
+        retries and schedules play out without waiting.
+        """
+        from .inprocess import drain
+
+        return drain(self, advance=advance, max_jobs=max_jobs)
 
     def queues(self) -> list[str]:
         """The queues a worker of this app serves by default: its tasks' queues, then ``default``.

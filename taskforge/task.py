@@ -190,6 +190,8 @@ class Task(Generic[P, R]):
     def _enqueue_one(self, args: tuple[Any, ...], kwargs: dict[str, Any], **timing: Any) -> JobHandle[R]:
         job = self._new_job(args, kwargs, **timing)
         self.app.broker.enqueue(self.queue, [job], self.app.max_size)
+        if self.app.eager:
+            self.app.drain()
         return JobHandle(self.app, job.id, self.queue)
 
 

@@ -308,6 +308,15 @@ class Broker:
             out.append((None if head_score < 0 else head_score, None if int(wait) < 0 else int(wait) / 1000))
         return out
 
+    def progress(self, queue: str, job_id: str, token: str, fraction: float, message: str | None) -> bool:
+        with broker_errors(self.url):
+            return bool(self.scripts.call("progress", QueueKeys(queue), job_id, token, repr(fraction), message or ""))
+
+    def fast_forward(self, queue: str, seconds: float) -> int:
+        """Make every job due within ``seconds`` due now (testing: app.drain(advance=...))."""
+        with broker_errors(self.url):
+            return int(self.scripts.call("fast_forward", QueueKeys(queue), int(seconds * 1000)))
+
     def extend(self, queue: str, lease_ms: int, claims: Iterable[tuple[str, str]]) -> list[str]:
         """Renew leases of (id, token) pairs; returns the ids whose claim is lost."""
         flat = [value for pair in claims for value in pair]

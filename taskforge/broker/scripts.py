@@ -29,6 +29,8 @@ SCRIPT_NAMES = (
     "await",
     "adopt",
     "peek",
+    "progress",
+    "fast_forward",
 )
 
 

@@ -11,13 +11,15 @@ import logging
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import redis
 
 from ..broker.queue import Claim
+from ..context import enter, leave
 from ..errors import BrokerUnavailable, Retry, SerializationError
+from ..job import JobInfo, JobState, Priority
 from ..serialization import dumps_result
 
 if TYPE_CHECKING:
@@ -85,12 +87,23 @@ def record(call: Any, *args: Any, stop: Any = None) -> Any:
         delay = min(delay * 2, RECORD_BACKOFF_CAP)
 
 
+def claim_info(claim: Claim) -> JobInfo:
+    """The JobInfo hooks and middleware see, built from the claim without a round trip."""
+    return JobInfo(
+        id=claim.id, task=claim.task, queue=claim.queue, args=claim.args, kwargs=claim.kwargs,
+        priority=Priority(claim.priority) if 0 <= claim.priority <= 3 else Priority.NORMAL,
+        state=JobState.RUNNING, attempts=claim.attempts, max_attempts=claim.max_attempts,
+        created_at=None, scheduled_at=None, started_at=None, finished_at=None,
+    )
+
+
 def run_claim(app: TaskForge, claim: Claim, chain: Callable[[], Chain | None] | None = None) -> Outcome:
     """Run ``claim`` and record its outcome; ``chain()`` is asked, once the task has
     returned, whether to claim the next job in the same call (a shutdown may
     have begun while the task ran)."""
-    broker = app.broker
     started = time.monotonic()
+    info = claim_info(claim)
+    hooks = app.hooks
     task = app.tasks.get(claim.task)
     if task is None:
         known = ", ".join(sorted(app.tasks)) or "none"
@@ -98,21 +111,19 @@ def run_claim(app: TaskForge, claim: Claim, chain: Callable[[], Chain | None] | 
             f"UnknownTask: no task named {claim.task!r} is registered in app {app.name!r} "
             f"(known: {known}); deploy the code that defines it, then retry the dead job"
         )
-        state = record(broker.fail, claim.queue, claim.id, claim.token, error, "", None)
-        return Outcome(state, time.monotonic() - started, error)
+        return failed(app, claim, info, error, "", None, started)
+    hooks.emit("job_started", info)
+    context = enter(claim, app.broker)
     try:
-        value = task.func(*claim.args, **claim.kwargs)
+        value = hooks.run(info, lambda: task.func(*claim.args, **claim.kwargs))
     except Retry as request:
-        error = f"Retry: {request}"
         delay = retry_delay(app, claim.task, claim.attempts, request.after)
-        state = record(broker.fail, claim.queue, claim.id, claim.token, error, "", delay)
-        return Outcome(state, time.monotonic() - started, error)
+        return failed(app, claim, info, f"Retry: {request}", "", delay, started)
     except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
-        tb = traceback.format_exc()
         delay = retry_delay(app, claim.task, claim.attempts)
-        state = record(broker.fail, claim.queue, claim.id, claim.token, error, tb, delay)
-        return Outcome(state, time.monotonic() - started, error)
+        return failed(app, claim, info, f"{type(exc).__name__}: {exc}", traceback.format_exc(), delay, started)
+    finally:
+        leave(context)
     duration = time.monotonic() - started
     try:
         result = dumps_result(value)
@@ -122,9 +133,16 @@ def run_claim(app: TaskForge, claim: Claim, chain: Callable[[], Chain | None] | 
                 f"max_job_size of {app.max_job_size:,}; store big results elsewhere and return a reference"
             )
     except SerializationError as exc:
-        error = f"SerializationError: {exc}"
-        state = record(broker.fail, claim.queue, claim.id, claim.token, error, "", None)
-        return Outcome(state, duration, error)
+        return failed(app, claim, info, f"SerializationError: {exc}", "", None, started)
+    outcome = succeeded(app, claim, result, duration, chain)
+    if outcome.state == "succeeded":
+        hooks.emit("job_succeeded", replace(info, state=JobState.SUCCEEDED, result=value), result=value)
+    return outcome
+
+
+def succeeded(app: TaskForge, claim: Claim, result: bytes, duration: float,
+              chain: Callable[[], Chain | None] | None) -> Outcome:
+    broker = app.broker
     link = chain() if chain is not None else None
     if link is None:
         ok = record(broker.succeed, claim.queue, claim.id, claim.token, result)
@@ -135,3 +153,22 @@ def run_claim(app: TaskForge, claim: Claim, chain: Callable[[], Chain | None] | 
         return Outcome(None, duration)
     ok, following = answer
     return Outcome("succeeded" if ok else "fenced", duration, next=following)
+
+
+def failed(app: TaskForge, claim: Claim, info: JobInfo, error: str, tb: str, retry_in: float | None,
+           started: float) -> Outcome:
+    """Record a failed run (retry or dead), then tell the hooks."""
+    state = record(app.broker.fail, claim.queue, claim.id, claim.token, error, tb, retry_in)
+    notify_failure(app, info, state, error, tb)
+    return Outcome(state, time.monotonic() - started, error)
+
+
+def notify_failure(app: TaskForge, info: JobInfo, state: str | None, error: str, tb: str = "") -> None:
+    """job_failed for every failed run; job_dead too when it was the last."""
+    if state not in ("retrying", "dead"):
+        return
+    final = JobState.DEAD if state == "dead" else JobState.RETRYING
+    after = replace(info, state=final, error=error, traceback=tb or None)
+    app.hooks.emit("job_failed", after, error=error)
+    if state == "dead":
+        app.hooks.emit("job_dead", after, error=error)

@@ -21,6 +21,7 @@ What happens on each failure:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -33,10 +34,11 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from ..errors import BrokerUnavailable
+from ..errors import BrokerUnavailable, TaskforgeError
+from ..handle import JobHandle
 from .child import EXIT_RECYCLE, ChildConfig, child_main
 from .registry import WorkerRegistry
-from .runner import retry_delay
+from .runner import notify_failure, retry_delay
 
 if TYPE_CHECKING:
     from ..app import TaskForge
@@ -127,6 +129,7 @@ class Supervisor:
             log.info("received %s: stopping; running jobs get %.0f s to finish",
                      signal.Signals(signum).name, self.options.grace)
             self.stopping = True
+            self.app.hooks.emit("worker_stopping")
             self.stop_deadline = now + self.options.grace
             for slot in self.children.values():
                 self.signal_child(slot, signal.SIGTERM)
@@ -235,6 +238,10 @@ class Supervisor:
         delay = retry_delay(self.app, running.task, running.attempts)
         state = broker.fail(running.queue, running.job_id, running.token, error, "", delay)
         log.warning("%s %s attempt %d %s: %s", running.task, running.job_id, running.attempts, state, error)
+        if self.app.hooks.handlers["job_failed"] or self.app.hooks.handlers["job_dead"]:
+            with contextlib.suppress(TaskforgeError):
+                info = JobHandle(self.app, running.job_id, running.queue).info()
+                notify_failure(self.app, info, state, error)
 
     # -- periodic duties -------------------------------------------------
 
@@ -299,6 +306,7 @@ class Supervisor:
         log.info("worker %s: %d children on queues %s (pid %d)", self.registry.id, opts.concurrency,
                  ", ".join(opts.queues), os.getpid())
         self.duty(self.reclaim)
+        self.app.hooks.emit("worker_started")
         try:
             for index in range(opts.concurrency):
                 self.spawn(index)
@@ -308,6 +316,8 @@ class Supervisor:
             # supervisor renewing their leases: that would run jobs twice.
             for slot in self.children.values():
                 self.signal_child(slot, signal.SIGKILL)
+        if not self.stopping:  # burst mode ran out of work
+            self.app.hooks.emit("worker_stopping")
         self.duty(self.registry.remove)
         log.info("worker %s stopped after %d jobs", self.registry.id, self.jobs_done)
         return 0

@@ -281,3 +281,16 @@ def test_burst_does_not_stop_at_a_corrupt_job(start_worker, producer, side) -> N
     worker = start_worker("-c", "1", "--burst")
     assert worker.wait(60) == 0
     assert bad.status() is JobState.DEAD and all(h.status() is JobState.SUCCEEDED for h in good)
+
+
+def test_hooks_and_middleware_run_in_the_worker(start_worker, producer, side) -> None:
+    worker = start_worker("-c", "1")
+    assert producer.send("userapp.tagged").result(timeout=20) == "ok"
+    doomed = producer.send("userapp.always_crash", "hookdead")
+    assert final(doomed) is JobState.DEAD
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(30) == 0
+    events = [e.decode() for e in side.lrange("side:events", 0, -1)]
+    assert events[0] == "worker_started -" and events[-1] == "worker_stopping -"
+    assert "job_dead userapp.always_crash" in events  # the supervisor saw that crash
+    assert side.lrange("side:tagged", 0, -1) == [b"before 1"]

@@ -11,6 +11,25 @@ app = TaskForge("userapp")
 side = redis.Redis.from_url(os.environ["SIDE_REDIS"])
 
 
+@app.on("worker_started")
+@app.on("worker_stopping")
+@app.on("job_dead")
+def remember(event):
+    side.rpush("side:events", f"{event.name} {event.job.task if event.job else '-'}")
+
+
+@app.middleware
+def tag(job, call_next):
+    if job.task.endswith("tagged"):
+        side.rpush("side:tagged", f"before {job.attempts}")
+    return call_next()
+
+
+@app.task
+def tagged():
+    return "ok"
+
+
 @app.task
 def record(key, value=1):
     side.rpush(f"side:{key}", value)

@@ -1,0 +1,78 @@
+"""Event hooks and middleware: user code around every job a worker runs.
+
+A hook or middleware that raises is logged and never loses the job: hooks
+are called after the queue has recorded the outcome, and a middleware's own
+exception is treated as the task's failure (it wrapped the task, after all).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConfigurationError
+from .job import JobInfo
+
+log = logging.getLogger("taskforge.hooks")
+
+EVENTS = ("job_started", "job_succeeded", "job_failed", "job_dead", "worker_started", "worker_stopping")
+
+Middleware = Callable[[JobInfo, Callable[[], Any]], Any]
+
+
+@dataclass(frozen=True)
+class Event:
+    """What a hook receives. ``job`` is None for worker events."""
+
+    name: str
+    job: JobInfo | None = None
+    result: Any = None
+    error: str | None = None
+
+
+class Hooks:
+    """An app's hooks and middleware, in registration order."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, list[Callable[[Event], Any]]] = {name: [] for name in EVENTS}
+        self.middleware: list[Middleware] = []
+
+    def on(self, name: str) -> Callable[[Callable[[Event], Any]], Callable[[Event], Any]]:
+        if name not in self.handlers:
+            raise ConfigurationError(f"unknown event {name!r}; use one of: {', '.join(EVENTS)}")
+
+        def register(func: Callable[[Event], Any]) -> Callable[[Event], Any]:
+            self.handlers[name].append(func)
+            return func
+
+        return register
+
+    def add_middleware(self, func: Middleware) -> Middleware:
+        if not callable(func):
+            raise ConfigurationError(f"@app.middleware decorates a function (job_info, call_next), not {func!r}")
+        self.middleware.append(func)
+        return func
+
+    def emit(self, name: str, job: JobInfo | None = None, result: Any = None, error: str | None = None) -> None:
+        handlers = self.handlers[name]
+        if not handlers:
+            return
+        event = Event(name, job, result, error)
+        for handler in handlers:
+            try:
+                handler(event)
+            except Exception:
+                log.exception("hook %s for %s raised; the job is not affected", getattr(handler, "__name__", handler),
+                              name)
+
+    def run(self, job: JobInfo, call: Callable[[], Any]) -> Any:
+        """Call ``call`` inside every middleware, the first registered outermost."""
+        for middleware in reversed(self.middleware):
+            call = _bind(middleware, job, call)
+        return call()
+
+
+def _bind(middleware: Middleware, job: JobInfo, call_next: Callable[[], Any]) -> Callable[[], Any]:
+    return lambda: middleware(job, call_next)

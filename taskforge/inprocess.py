@@ -1,0 +1,40 @@
+"""Run jobs in the calling process: ``app.drain()``, for tests and eager mode.
+
+The same runner a worker uses (hooks, middleware, retries, dead letters,
+results), without processes, leases renewal or timeouts.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from .handle import JobHandle
+
+if TYPE_CHECKING:
+    from .app import TaskForge
+    from .job import JobInfo
+
+DRAIN_LEASE_MS = 3_600_000
+
+
+def drain(app: TaskForge, *, advance: timedelta | float | None = None, max_jobs: int = 100_000) -> list[JobInfo]:
+    from .worker.runner import run_claim
+
+    seconds = advance.total_seconds() if isinstance(advance, timedelta) else advance
+    broker = app.broker
+    queues = list(dict.fromkeys([*app.queues(), *broker.queues()]))
+    ran: list[JobInfo] = []
+    while len(ran) < max_jobs:
+        claimed = False
+        for queue in queues:
+            if seconds:
+                broker.fast_forward(queue, seconds)
+            claims, _ = broker.dequeue(queue, DRAIN_LEASE_MS)
+            for claim in claims:
+                run_claim(app, claim)
+                ran.append(JobHandle(app, claim.id, queue).info())
+                claimed = True
+        if not claimed:
+            return ran
+    return ran
