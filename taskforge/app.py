@@ -15,6 +15,7 @@ from .errors import ConfigurationError, JobNotFound
 from .handle import JobHandle
 from .hooks import Event, Hooks, Middleware
 from .job import BackoffPolicy, JobInfo, Priority
+from .periodic import Schedule
 from .task import Task, TaskOptions
 
 P = ParamSpec("P")
@@ -94,6 +95,7 @@ class TaskForge:
         self.durability = durability
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.hooks = Hooks()
+        self.schedules: list[Schedule] = []
         self.eager = False
         self._broker: Broker | None = None
 
@@ -130,6 +132,11 @@ class TaskForge:
         max_attempts: int = 3,
         timeout: float | None = None,
         backoff: float | BackoffPolicy = 1.0,
+        unique: bool = False,
+        unique_for: float | None = None,
+        unique_key: Callable[..., Any] | None = None,
+        rate_limit: str | None = None,
+        concurrency: int | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -143,13 +150,21 @@ class TaskForge:
         max_attempts: int = 3,
         timeout: float | None = None,
         backoff: float | BackoffPolicy = 1.0,
+        unique: bool = False,
+        unique_for: float | None = None,
+        unique_key: Callable[..., Any] | None = None,
+        rate_limit: str | None = None,
+        concurrency: int | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function as a task: ``@app.task`` or ``@app.task(priority="high", ...)``.
 
         Every option is checked here, so a typo fails at import time rather
         than in a worker at 3 a.m.
         """
-        options = TaskOptions.build(queue=queue, priority=priority, max_attempts=max_attempts, timeout=timeout)
+        options = TaskOptions.build(
+            queue=queue, priority=priority, max_attempts=max_attempts, timeout=timeout, unique=unique,
+            unique_for=unique_for, unique_key=unique_key, rate_limit=rate_limit, concurrency=concurrency,
+        )
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise ConfigurationError(f"task name {name!r}: use a non-empty string")
 
@@ -167,6 +182,32 @@ class TaskForge:
 
         if func is not None:
             return register(func)
+        return register
+
+    def periodic(
+        self,
+        *,
+        cron: str | None = None,
+        every: timedelta | float | None = None,
+        timezone: str = "UTC",
+        **options: Any,
+    ) -> Callable[[Callable[[], R]], Task[[], R]]:
+        """Register a task that the workers enqueue on schedule, once per tick.
+
+        ``cron`` is a 5-field cron expression evaluated in ``timezone``;
+        ``every`` a fixed interval (ticks aligned on multiples of it since the
+        epoch, so every worker agrees). Other options are ``@app.task``'s.
+        """
+
+        def register(fn: Callable[[], R]) -> Task[[], R]:
+            task = self.task(**options)(fn)
+            try:
+                self.schedules.append(Schedule.build(task, cron, timezone, every))
+            except ConfigurationError:
+                del self.tasks[task.name]
+                raise
+            return task
+
         return register
 
     def send(self, task_name: str, /, *args: Any, **kwargs: Any) -> JobHandle[Any]:

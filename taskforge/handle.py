@@ -132,6 +132,18 @@ class JobHandle(Generic[R]):
             raise JobNotFound(self._missing())
         return outcome == 1
 
+    def abort(self) -> bool:
+        """Stop the job: cancelled now if not started; if running, its worker kills it.
+
+        A running job is stopped at its supervisor's next lease check (within
+        about a second) and ends ``cancelled``. Returns False when the job had
+        already finished.
+        """
+        outcome = self.app.broker.abort(self.queue, self.id)
+        if outcome < 0:
+            raise JobNotFound(self._missing())
+        return outcome > 0
+
     def result(self, timeout: float | None = None) -> R:
         """Wait for the job to finish and return its value.
 

@@ -116,11 +116,23 @@ class WorkerStatus:
 
 
 @dataclass(frozen=True)
+class PeriodicStatus:
+    task: str
+    queue: str
+    schedule: str
+    next_run: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task": self.task, "queue": self.queue, "schedule": self.schedule, "next_run": iso(self.next_run)}
+
+
+@dataclass(frozen=True)
 class Status:
     broker: str  # the URL, password redacted
     queues: list[QueueStatus]
     workers: list[WorkerStatus]
     generated_at: datetime = field(default_factory=now_utc)
+    periodic: list[PeriodicStatus] = field(default_factory=list)
 
     @property
     def next_due(self) -> datetime | None:
@@ -141,6 +153,7 @@ class Status:
             "workers": [w.to_dict() for w in self.workers],
             "jobs_done": self.jobs_done,
             "next_due": iso(self.next_due),
+            "periodic": [p.to_dict() for p in self.periodic],
         }
 
 
@@ -199,10 +212,12 @@ def workers(app: TaskForge) -> list[WorkerStatus]:
 def status(app: TaskForge, queues: Sequence[str] | None = None) -> Status:
     """A snapshot of ``queues`` (default: ``all_queues``) and of the live workers."""
     names = list(queues) if queues is not None else all_queues(app)
+    now = now_utc()
     return Status(
         broker=redact(app.url),
         queues=[queue_status(app, name) for name in names],
         workers=workers(app),
+        periodic=[PeriodicStatus(s.task.name, s.task.queue, s.describe(), s.following(now)) for s in app.schedules],
     )
 
 

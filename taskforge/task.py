@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import numbers
+import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
-from .broker.keys import validate_queue_name
+from .broker.keys import QueueKeys, validate_queue_name
 from .broker.queue import NewJob
 from .errors import ConfigurationError, SerializationError
 from .handle import JobHandle
@@ -24,6 +26,21 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+UNIQUE_DEFAULT_TTL = 24 * 3600.0
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*(s|sec|second|m|min|minute|h|hour|d|day)s?\s*$", re.IGNORECASE)
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_rate_limit(value: str) -> tuple[int, float]:
+    """``"100/m"`` -> (100, 60.0): at most 100 starts in any 60-second window."""
+    match = _RATE.match(value) if isinstance(value, str) else None
+    if not match or int(match[1]) < 1:
+        raise ConfigurationError(
+            f"rate_limit={value!r}: use 'N/unit' with N >= 1 and unit s, m, h or d (e.g. '100/m', '5/10s')"
+        )
+    return int(match[1]), float(match[2] or 1) * _UNIT_SECONDS[match[3][0].lower()]
+
+
 @dataclass(frozen=True)
 class TaskOptions:
     """What a job carries from its task's definition; validated once, at decoration."""
@@ -32,6 +49,18 @@ class TaskOptions:
     priority: Priority = Priority.NORMAL
     max_attempts: int = 3
     timeout: float | None = None
+    unique_for: float | None = None  # None: not unique
+    unique_key: Callable[..., Any] | None = None
+    rate_limit: tuple[int, float] | None = None
+    concurrency: int = 0
+
+    @property
+    def limits(self) -> str:
+        """The limits as the enqueue script stores them ('' when unlimited)."""
+        if self.rate_limit is None and not self.concurrency:
+            return ""
+        rate, period = self.rate_limit or (0, 1.0)
+        return f"{rate}:{int(period * 1000)}:{self.concurrency}"
 
     @classmethod
     def build(
@@ -40,6 +69,11 @@ class TaskOptions:
         priority: Priority | str | int = Priority.NORMAL,
         max_attempts: int = 3,
         timeout: float | None = None,
+        unique: bool = False,
+        unique_for: float | None = None,
+        unique_key: Callable[..., Any] | None = None,
+        rate_limit: str | None = None,
+        concurrency: int | None = None,
     ) -> TaskOptions:
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise ConfigurationError(f"max_attempts={max_attempts!r}: use a whole number >= 1 (total runs)")
@@ -50,11 +84,24 @@ class TaskOptions:
             or timeout <= 0
         ):
             raise ConfigurationError(f"timeout={timeout!r}: use a number of seconds > 0, or None")
+        if unique_for is not None and (isinstance(unique_for, bool) or not isinstance(unique_for, numbers.Real)
+                                       or not math.isfinite(unique_for) or unique_for <= 0):
+            raise ConfigurationError(f"unique_for={unique_for!r}: use a number of seconds > 0")
+        if unique_key is not None and not callable(unique_key):
+            raise ConfigurationError(f"unique_key={unique_key!r}: use a callable taking the task's arguments")
+        if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
+                                        or concurrency < 1):
+            raise ConfigurationError(f"concurrency={concurrency!r}: use a whole number >= 1")
+        is_unique = bool(unique) or unique_for is not None or unique_key is not None
         return cls(
             queue=validate_queue_name(queue),
             priority=Priority.parse(priority),
             max_attempts=max_attempts,
             timeout=None if timeout is None else float(timeout),
+            unique_for=(float(unique_for) if unique_for else UNIQUE_DEFAULT_TTL) if is_unique else None,
+            unique_key=unique_key,
+            rate_limit=None if rate_limit is None else parse_rate_limit(rate_limit),
+            concurrency=concurrency or 0,
         )
 
 
@@ -129,12 +176,15 @@ class Task(Generic[P, R]):
     ) -> Task[P, R]:
         """A copy of this task whose jobs use other options; the registry is unchanged."""
         current = self.options
-        options = TaskOptions.build(
-            queue=current.queue if queue is None else queue,
-            priority=current.priority if priority is None else priority,
-            max_attempts=current.max_attempts if max_attempts is None else max_attempts,
-            timeout=current.timeout if timeout is None else timeout,
+        options = replace(
+            current,
+            queue=current.queue if queue is None else validate_queue_name(queue),
+            priority=current.priority if priority is None else Priority.parse(priority),
         )
+        if max_attempts is not None or timeout is not None:
+            checked = TaskOptions.build(max_attempts=current.max_attempts if max_attempts is None else max_attempts,
+                                        timeout=current.timeout if timeout is None else timeout)
+            options = replace(options, max_attempts=checked.max_attempts, timeout=checked.timeout)
         clone: Task[P, R] = Task.__new__(Task)
         clone.__dict__.update(self.__dict__)
         clone.options = options
@@ -163,9 +213,10 @@ class Task(Generic[P, R]):
                 jobs.append(self._new_job(args, kwargs))
             except SerializationError as exc:
                 raise SerializationError(f"delay_many() call #{index}: {exc}; nothing was stored") from None
-        if jobs:
-            self.app.broker.enqueue(self.queue, jobs, self.app.max_size)
-        return [JobHandle(self.app, job.id, self.queue) for job in jobs]
+        if not jobs:
+            return []
+        ids = self.app.broker.enqueue(self.queue, jobs, self.app.max_size)
+        return [JobHandle(self.app, job_id, self.queue) for job_id in ids]
 
     def _new_job(self, args: tuple[Any, ...], kwargs: dict[str, Any], **timing: Any) -> NewJob:
         payload = dumps_call(args, kwargs)
@@ -176,6 +227,10 @@ class Task(Generic[P, R]):
                 f"max_job_size of {limit:,}; pass a reference (a URL, a key) instead of the data"
             )
         opts = self.options
+        unique_key, lock_ttl_ms = "", 0
+        if opts.unique_for is not None:
+            unique_key = self.unique_lock(args, kwargs, payload)
+            lock_ttl_ms = int(opts.unique_for * 1000)
         return NewJob(
             id=uuid.uuid4().hex,
             task=self.name,
@@ -184,15 +239,25 @@ class Task(Generic[P, R]):
             max_attempts=opts.max_attempts,
             timeout_ms=None if opts.timeout is None else int(opts.timeout * 1000),
             inherit=not self.registered,
+            limits=opts.limits,
+            unique_key=unique_key,
+            lock_ttl_ms=lock_ttl_ms,
             **timing,
         )
 
+    def unique_lock(self, args: tuple[Any, ...], kwargs: dict[str, Any], payload: bytes) -> str:
+        """The lock key of a unique job: its task and arguments (or unique_key's answer)."""
+        custom = self.options.unique_key
+        material = str(custom(*args, **kwargs)).encode() if custom is not None else payload
+        digest = hashlib.sha1(self.name.encode() + b"\0" + material).hexdigest()
+        return QueueKeys(self.queue).unique(digest)
+
     def _enqueue_one(self, args: tuple[Any, ...], kwargs: dict[str, Any], **timing: Any) -> JobHandle[R]:
         job = self._new_job(args, kwargs, **timing)
-        self.app.broker.enqueue(self.queue, [job], self.app.max_size)
+        [job_id] = self.app.broker.enqueue(self.queue, [job], self.app.max_size)
         if self.app.eager:
             self.app.drain()
-        return JobHandle(self.app, job.id, self.queue)
+        return JobHandle(self.app, job_id, self.queue)
 
 
 

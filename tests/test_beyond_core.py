@@ -113,3 +113,84 @@ def test_testing_kit_example_runs_under_pytest_like_a_users_suite(tmp_path: Path
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "3 passed" in result.stdout
+
+
+def test_periodic_options_are_checked_and_status_lists_them(app: TaskForge) -> None:
+    from datetime import timedelta
+
+    from taskforge import inspect
+
+    @app.periodic(cron="*/5 * * * *", timezone="Europe/Paris")
+    def cleanup():
+        pass
+
+    @app.periodic(every=timedelta(seconds=30), queue="beats")
+    def beat():
+        pass
+
+    for bad in ({"cron": "every day"}, {"every": 0.5}, {}, {"cron": "* * * * *", "every": 5},
+                {"cron": "* * * * *", "timezone": "Mars/Olympus"}):
+        with pytest.raises(ConfigurationError):
+            app.periodic(**bad)(lambda: None)
+    snapshot = inspect.status(app).to_dict()["periodic"]
+    assert [p["task"] for p in snapshot] == [cleanup.name, beat.name]
+    assert snapshot[0]["schedule"] == "cron '*/5 * * * *' (Europe/Paris)" and snapshot[1]["queue"] == "beats"
+
+
+def test_scheduler_enqueues_each_tick_once_and_catches_up_at_most_once(app: TaskForge) -> None:
+    from datetime import datetime, timezone
+
+    from taskforge.periodic import Scheduler
+
+    @app.periodic(every=60)
+    def minutely():
+        pass
+
+    first, second = Scheduler(app.schedules), Scheduler(app.schedules)
+    noon = datetime(2030, 1, 1, 12, 0, 30, tzinfo=timezone.utc)
+    assert first.run_due(noon) == 1  # the latest tick (12:00), once: no burst of missed ones
+    assert second.run_due(noon) == 0  # another worker: the same tick is already enqueued
+    assert first.run_due(noon) == 0
+    assert second.run_due(noon.replace(minute=1)) == 1 and first.run_due(noon.replace(minute=1)) == 0
+    assert app.broker.counts("default")["pending"] == 2
+
+
+def test_unique_rate_and_concurrency_options(app: TaskForge) -> None:
+    from taskforge.task import parse_rate_limit
+
+    assert parse_rate_limit("100/m") == (100, 60.0) and parse_rate_limit("5/10s") == (5, 10.0)
+    for bad in ("100", "0/s", "x/m", "10/fortnight"):
+        with pytest.raises(ConfigurationError):
+            parse_rate_limit(bad)
+    with pytest.raises(ConfigurationError):
+        app.task(concurrency=0)(lambda: None)
+
+    @app.task(unique_key=lambda user_id, **_: str(user_id))
+    def rebuild(user_id, reason=""):
+        return user_id
+
+    a, b = rebuild.delay(1, reason="x"), rebuild.delay(1, reason="y")
+    c = rebuild.delay(2)
+    assert a.id == b.id != c.id
+    app.drain()
+    assert rebuild.delay(1).id != a.id  # finished: the lock went with it
+
+
+def test_a_limited_task_never_blocks_the_rest_of_its_queue(app: TaskForge) -> None:
+    @app.task(concurrency=1)
+    def narrow(n):
+        pass
+
+    @app.task
+    def wide(n):
+        pass
+
+    first = narrow.delay(1)
+    narrow.delay(2)
+    wide.delay(3)
+    claims, _ = app.broker.dequeue("default", 60_000)
+    assert claims[0].id == first.id
+    claims, _ = app.broker.dequeue("default", 60_000)
+    assert claims[0].task == wide.name  # narrow #2 waits for its slot; wide goes past it
+    assert app.broker.dequeue("default", 60_000)[0] == []
+    assert app.broker.counts("default")["pending"] == 1

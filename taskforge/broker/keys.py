@@ -12,6 +12,12 @@ touches a single slot and Redis Cluster needs no special handling::
     taskforge:{q}:wake         list    one token per enqueue, so idle workers block instead of poll
     taskforge:{q}:done:<id>    list    exists once a job is finished and someone waits on it
     taskforge:{q}:claim:<tok>  list    ids one dequeue claimed, until the claim ends (TTL: the lease)
+    taskforge:{q}:limits       hash    task -> "rate:period_ms:concurrency", for limited tasks
+    taskforge:{q}:pending:<t>  zset    ready jobs of limited task t (scored like pending)
+    taskforge:{q}:active:<t>   set     running jobs of limited task t (bounded by its concurrency)
+    taskforge:{q}:rate:<t>     zset    start times of task t within its rate window (TTL: the window)
+    taskforge:{q}:unique:<h>   string  the unfinished job holding a unique key (TTL: unique_for)
+    taskforge:{q}:tick:<t>:<ms> string a periodic tick already enqueued (TTL: two periods)
     taskforge:queues           set     every queue name ever enqueued to (for status and purge)
     taskforge:workers          zset    worker id -> last heartbeat (ms)
     taskforge:worker:<id>      hash    one live worker's description; expires with its heartbeat
@@ -89,6 +95,19 @@ class QueueKeys:
     @property
     def dead(self) -> str:
         return self.prefix + "dead"
+
+    @property
+    def limits(self) -> str:
+        return self.prefix + "limits"
+
+    def group_pending(self, task: str) -> str:
+        return f"{self.prefix}pending:{task}"
+
+    def unique(self, digest: str) -> str:
+        return f"{self.prefix}unique:{digest}"
+
+    def tick(self, task: str, tick_ms: int) -> str:
+        return f"{self.prefix}tick:{task}:{tick_ms}"
 
     @property
     def seq(self) -> str:

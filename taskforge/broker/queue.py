@@ -67,6 +67,10 @@ class NewJob:
     due_ms: int | None = None  # absolute, producer's clock (apply_at)
     delay_ms: int = 0  # relative, resolved on Redis's clock (apply_in, retries)
     inherit: bool = False  # sent by name: the worker's task definition supplies max_attempts, timeout
+    limits: str = ""  # "rate:period_ms:concurrency" for a rate- or concurrency-limited task
+    unique_key: str = ""  # the full lock key of a unique job
+    lock_ttl_ms: int = 0  # TTL of the unique lock or periodic tick key
+    tick_key: str = ""  # the full key of a periodic tick: enqueued once across all workers
 
 
 @dataclass(frozen=True)
@@ -125,8 +129,12 @@ class Broker:
 
     # -- producers -------------------------------------------------------
 
-    def enqueue(self, queue: str, jobs: Sequence[NewJob], max_size: int = 0) -> None:
-        """Store ``jobs`` in ``queue``, all or none; raises QueueFull."""
+    def enqueue(self, queue: str, jobs: Sequence[NewJob], max_size: int = 0) -> list[str]:
+        """Store ``jobs`` in ``queue``, all or none; raises QueueFull.
+
+        Returns, per job, its id, or the id of the unfinished job holding its
+        unique lock, or '' for a periodic tick some other worker enqueued.
+        """
         q = QueueKeys(queue)
         args: list[Any] = [max_size, len(jobs)]
         for job in jobs:
@@ -140,20 +148,26 @@ class Broker:
                 "" if job.due_ms is None else job.due_ms,
                 job.delay_ms,
                 "1" if job.inherit else "",
+                job.limits,
+                job.unique_key,
+                job.lock_ttl_ms,
+                job.tick_key,
             ]
         with broker_errors(self.url):
             if queue not in self._known_queues:
                 self.client.sadd(keys.QUEUES, queue)
                 self._known_queues.add(queue)
-            status, size = self.scripts.call("enqueue", q, *args)
-            if status == b"OK" and self.replicated:
+            reply = self.scripts.call("enqueue", q, *args)
+            if reply[0] == b"OK" and self.replicated:
                 self.wait_for_replica("the enqueue")
-        if status == b"FULL":
-            raise QueueFull(
-                f"queue {queue!r} holds {int(size)} unfinished jobs and max_size is {max_size}; "
-                f"the {'job was' if len(jobs) == 1 else f'{len(jobs)} jobs were'} not stored. "
-                "Wait for workers to catch up or raise max_size."
-            )
+        if reply[0] == b"OK":
+            return [i.decode() for i in reply[1:]]
+        size = reply[1]
+        raise QueueFull(
+            f"queue {queue!r} holds {int(size)} unfinished jobs and max_size is {max_size}; "
+            f"the {'job was' if len(jobs) == 1 else f'{len(jobs)} jobs were'} not stored. "
+            "Wait for workers to catch up or raise max_size."
+        )
 
     # -- workers ---------------------------------------------------------
 
@@ -317,14 +331,27 @@ class Broker:
         with broker_errors(self.url):
             return int(self.scripts.call("fast_forward", QueueKeys(queue), int(seconds * 1000)))
 
-    def extend(self, queue: str, lease_ms: int, claims: Iterable[tuple[str, str]]) -> list[str]:
-        """Renew leases of (id, token) pairs; returns the ids whose claim is lost."""
+    def extend(
+        self, queue: str, lease_ms: int, claims: Iterable[tuple[str, str]]
+    ) -> tuple[list[str], list[str]]:
+        """Renew leases of (id, token) pairs; returns (ids whose claim is lost, ids to abort)."""
         flat = [value for pair in claims for value in pair]
         if not flat:
-            return []
+            return [], []
         with broker_errors(self.url):
-            lost = self.scripts.call("extend", QueueKeys(queue), lease_ms, *flat)
-        return [i.decode() for i in lost]
+            raw = [i.decode() for i in self.scripts.call("extend", QueueKeys(queue), lease_ms, *flat)]
+        cut = raw.index("|")
+        return raw[:cut], raw[cut + 1 :]
+
+    def abort(self, queue: str, job_id: str) -> int:
+        """1 cancelled now, 2 running (its worker will stop it), 0 finished, -1 no such job."""
+        with broker_errors(self.url):
+            return int(self.scripts.call("abort", QueueKeys(queue), job_id, self.retention_ms))
+
+    def abandon(self, queue: str, job_id: str, token: str) -> bool:
+        """Record an aborted job, killed by its supervisor, as cancelled (fenced)."""
+        with broker_errors(self.url):
+            return bool(self.scripts.call("abandon", QueueKeys(queue), job_id, token, self.retention_ms))
 
     def reclaim(self, queue: str) -> tuple[list[str], list[str], int]:
         """Return expired claims to the queue: (reclaimed ids, dead ids, dropped ids count)."""
@@ -395,15 +422,33 @@ class Broker:
                 if n == 0:
                     return total
 
-    def counts(self, queue: str) -> dict[str, int]:
-        """Sizes of the queue's sets, in one round trip."""
-        q = QueueKeys(queue)
+    def register_limits(self, queue: str, limits: dict[str, str]) -> None:
+        """A worker publishes its tasks' limits ('' = none), so jobs sent by name obey them too."""
+        key = QueueKeys(queue).limits
         with broker_errors(self.url):
             pipe = self.client.pipeline(transaction=False)
-            for key in (q.pending, q.scheduled, q.running, q.dead):
+            for task, spec in limits.items():
+                if spec:
+                    pipe.hset(key, task, spec)
+                else:
+                    pipe.hdel(key, task)
+            pipe.execute()
+
+    def limited_groups(self, queue: str) -> list[str]:
+        """Tasks of ``queue`` with a rate or concurrency limit (each has its own pending set)."""
+        with broker_errors(self.url):
+            return [g.decode() for g in self.client.hkeys(QueueKeys(queue).limits)]
+
+    def counts(self, queue: str) -> dict[str, int]:
+        """Sizes of the queue's sets, in two round trips at most."""
+        q = QueueKeys(queue)
+        groups = self.limited_groups(queue)
+        with broker_errors(self.url):
+            pipe = self.client.pipeline(transaction=False)
+            for key in (q.pending, q.scheduled, q.running, q.dead, *(q.group_pending(g) for g in groups)):
                 pipe.zcard(key)
-            pending, scheduled, running, dead = pipe.execute()
-        return {"pending": pending, "scheduled": scheduled, "running": running, "dead": dead}
+            pending, scheduled, running, dead, *limited = pipe.execute()
+        return {"pending": pending + sum(limited), "scheduled": scheduled, "running": running, "dead": dead}
 
     def queues(self) -> list[str]:
         """Every queue name ever enqueued to through any app on this Redis."""
@@ -430,16 +475,20 @@ class Broker:
     # none proportional to the size of a queue.
 
     def pending_by_priority(self, queue: str) -> dict[int, int]:
-        """Pending jobs per priority (0 low .. 3 critical), by ZCOUNT over score bands: O(log n)."""
-        band = 2**50  # BAND in lua/_lib.lua: pending score = (3 - priority) * band + seq
-        key = QueueKeys(queue).pending
+        """Pending jobs per priority (0 low .. 3 critical), by ZCOUNT over score bands: O(log n).
+
+        Counts the main pending set and those of rate- or concurrency-limited tasks.
+        """
+        q = QueueKeys(queue)
+        keys = [q.pending, *(q.group_pending(g) for g in self.limited_groups(queue))]
         with broker_errors(self.url):
             pipe = self.client.pipeline(transaction=False)
-            for priority in range(4):
-                low = (3 - priority) * band
-                pipe.zcount(key, low, f"({low + band}")
+            for key in keys:
+                for priority in range(4):
+                    low = (3 - priority) * PRIORITY_BAND
+                    pipe.zcount(key, low, f"({low + PRIORITY_BAND}")
             counts = pipe.execute()
-        return {priority: int(n) for priority, n in enumerate(counts)}
+        return {priority: sum(int(n) for n in counts[priority::4]) for priority in range(4)}
 
     def next_due_ms(self, queue: str) -> int | None:
         """When the soonest scheduled or retrying job of ``queue`` is due (ms since the epoch)."""

@@ -31,6 +31,8 @@ SCRIPT_NAMES = (
     "peek",
     "progress",
     "fast_forward",
+    "abort",
+    "abandon",
 )
 
 

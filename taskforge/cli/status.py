@@ -39,6 +39,7 @@ strings or null, counts are integers):
                   heartbeat}]
   jobs_done       the sum of the workers' jobs_done
   next_due        the soonest next_due of all queues
+  periodic        [{task, queue, schedule, next_run}]: the app's periodic tasks
 """
 
 
@@ -65,6 +66,11 @@ def format_status(snapshot: inspect.Status) -> str:
     else:
         parts.append(click.style("no live workers", fg="yellow") + ": start one with `taskforge worker APP`")
     parts.append("")
+    if snapshot.periodic:
+        rows = [[cell(p.task, bold=True), cell(p.queue), cell(p.schedule),
+                 cell(f"{relative(p.next_run, snapshot.generated_at)} ({timestamp(p.next_run)})")]
+                for p in snapshot.periodic]
+        parts += [render(["PERIODIC TASK", "QUEUE", "SCHEDULE", "NEXT RUN"], rows), ""]
     due = snapshot.next_due
     if due is None:
         parts.append("next scheduled job: none")

@@ -30,8 +30,9 @@ LOG_LEVELS = ["debug", "info", "warning", "error"]
               show_default=True)
 @click.option("--max-jobs-per-child", type=click.IntRange(min=0), default=0, show_default=True,
               help="Replace a child after this many jobs (0: never), for memory hygiene.")
+@click.option("--no-periodic", is_flag=True, help="Do not enqueue the app's periodic tasks from this worker.")
 def worker(app: str, concurrency: int | None, queues: tuple[str, ...], burst: bool, visibility_timeout: float,
-           grace: float, log_level: str, max_jobs_per_child: int) -> None:
+           grace: float, log_level: str, max_jobs_per_child: int, no_periodic: bool) -> None:
     """Run jobs: a supervisor and N child processes.
 
     APP is module:attribute (or module, whose attribute is app), importable
@@ -56,6 +57,7 @@ def worker(app: str, concurrency: int | None, queues: tuple[str, ...], burst: bo
         burst=burst,
         max_jobs_per_child=max_jobs_per_child,
         log_level=log_level,
+        periodic=not no_periodic,
     )
     with cli_errors():
         the_app.broker.ping()

@@ -36,6 +36,7 @@ import redis
 
 from ..errors import BrokerUnavailable, TaskforgeError
 from ..handle import JobHandle
+from ..periodic import Scheduler
 from .child import EXIT_RECYCLE, ChildConfig, child_main
 from .registry import WorkerRegistry
 from .runner import notify_failure, retry_delay
@@ -53,6 +54,7 @@ HEARTBEAT_EVERY = 2.0  # how fresh `taskforge status` is about workers
 # that means a hung loop.
 WATCHDOG_SILENCE = 90.0
 RENEW_RETRY = 0.5
+ABORT_CHECK_EVERY = 1.0
 RESPAWN_BACKOFF_CAP = 10.0
 
 
@@ -67,6 +69,7 @@ class Running:
     started: float = field(default_factory=time.monotonic)
     timed_out: bool = False
     give_back: bool = False
+    aborted: bool = False
 
 
 @dataclass
@@ -90,6 +93,7 @@ class WorkerOptions:
     burst: bool = False
     max_jobs_per_child: int = 0
     log_level: str = "info"
+    periodic: bool = True
 
 
 def describe_exit(code: int | None) -> str:
@@ -109,12 +113,14 @@ class Supervisor:
         self.spec = app_spec
         self.options = options
         self.lease_ms = int(options.visibility_timeout * 1000)
-        self.renew_every = max(0.1, options.visibility_timeout / 3)
+        # At least every second: renewal is also how an abort() reaches a running job.
+        self.renew_every = max(0.1, min(ABORT_CHECK_EVERY, options.visibility_timeout / 3))
         self.ctx = multiprocessing.get_context("spawn")
         self.children: dict[int, ChildSlot] = {}
         self.respawn_at: dict[int, float] = {}
         self.crash_streak: dict[int, int] = {}
         self.unsettled: list[tuple[Running, int | None]] = []
+        self.scheduler = Scheduler(app.schedules) if options.periodic and app.schedules else None
         self.stopping = False
         self.stop_deadline = 0.0
         self.jobs_done = 0
@@ -231,6 +237,10 @@ class Supervisor:
             broker.requeue(running.queue, running.job_id, running.token)
             log.info("%s %s went back to its queue unrun", running.task, running.job_id)
             return
+        if running.aborted:
+            broker.abandon(running.queue, running.job_id, running.token)
+            log.info("%s %s aborted: its child was stopped", running.task, running.job_id)
+            return
         if running.timed_out:
             error = f"TimeoutError: the job ran longer than its timeout of {running.timeout:g} s and was killed"
         else:
@@ -265,9 +275,20 @@ class Supervisor:
         for running in held:
             by_queue.setdefault(running.queue, []).append((running.job_id, running.token))
         for queue, claims in by_queue.items():
-            for job_id in self.app.broker.extend(queue, self.lease_ms, claims):
+            lost, aborted = self.app.broker.extend(queue, self.lease_ms, claims)
+            for job_id in lost:
                 log.warning("%s in %s: this worker no longer holds its claim (its lease expired and the job "
                             "was reclaimed)", job_id, queue)
+            if aborted:
+                self.stop_aborted(set(aborted))
+
+    def stop_aborted(self, job_ids: set[str]) -> None:
+        for slot in self.children.values():
+            if slot.current and slot.current.job_id in job_ids and not slot.killed:
+                slot.current.aborted = True
+                slot.killed = True
+                slot.kill_target = slot.current.job_id
+                self.signal_child(slot, signal.SIGKILL)
 
     def heartbeat(self) -> None:
         current = [
@@ -286,6 +307,13 @@ class Supervisor:
                 log.warning("%s in %s is dead: its worker was lost on the last attempt", job_id, queue)
             if dropped:
                 log.warning("dropped %d expired claims without a job record in %s", dropped, queue)
+
+    def register_limits(self) -> None:
+        by_queue: dict[str, dict[str, str]] = {}
+        for task in self.app.tasks.values():
+            by_queue.setdefault(task.queue, {})[task.name] = task.options.limits
+        for queue, limits in by_queue.items():
+            self.app.broker.register_limits(queue, limits)
 
     def shutdown_step(self, now: float) -> None:
         if now < self.stop_deadline:
@@ -306,6 +334,7 @@ class Supervisor:
         log.info("worker %s: %d children on queues %s (pid %d)", self.registry.id, opts.concurrency,
                  ", ".join(opts.queues), os.getpid())
         self.duty(self.reclaim)
+        self.duty(self.register_limits)
         self.app.hooks.emit("worker_started")
         try:
             for index in range(opts.concurrency):
@@ -323,39 +352,50 @@ class Supervisor:
         return 0
 
     def loop(self) -> None:
-        next_renew = next_beat = 0.0
-        next_reclaim = time.monotonic() + RECLAIM_EVERY
+        self.next_renew = self.next_beat = 0.0
+        self.next_reclaim = time.monotonic() + RECLAIM_EVERY
         while self.children or self.unsettled or (self.respawn_at and not self.stopping):
             self.loop_once()
             now = time.monotonic()
             self.enforce_timeouts(now)
             if self.unsettled:
                 self.settle_pending()
-            for index, when in list(self.respawn_at.items()):
-                if now >= when:
-                    del self.respawn_at[index]
-                    if not self.stopping:
-                        self.spawn(index)
-            if now >= next_renew:
-                # After a failed renewal, retry soon, and reclaim nothing until
-                # it works: after an outage this worker's own live jobs may look
-                # expired, and must be renewed before anyone's reclaim runs.
-                renewed = self.duty(self.renew_leases)
-                next_renew = now + (self.renew_every if renewed else RENEW_RETRY)
-                if not renewed:
-                    next_reclaim = max(next_reclaim, next_renew)
-            if now >= next_reclaim:
-                self.duty(self.reclaim)
-                next_reclaim = now + RECLAIM_EVERY
-            if now >= next_beat:
-                self.duty(self.heartbeat)
-                next_beat = now + HEARTBEAT_EVERY
+            self.respawn_due(now)
+            self.periodic_duties(now)
             if self.stopping:
                 self.shutdown_step(now)
                 if self.unsettled and self.gave_up():
                     log.warning("%d job outcomes not recorded before shutdown; their leases will expire "
                                 "and they will be reclaimed", len(self.unsettled))
                     self.unsettled = []
+
+    def respawn_due(self, now: float) -> None:
+        for index, when in list(self.respawn_at.items()):
+            if now >= when:
+                del self.respawn_at[index]
+                if not self.stopping:
+                    self.spawn(index)
+
+    def periodic_duties(self, now: float) -> None:
+        if now >= self.next_renew:
+            # After a failed renewal, retry soon, and reclaim nothing until
+            # it works: after an outage this worker's own live jobs may look
+            # expired, and must be renewed before anyone's reclaim runs.
+            renewed = self.duty(self.renew_leases)
+            self.next_renew = now + (self.renew_every if renewed else RENEW_RETRY)
+            if not renewed:
+                self.next_reclaim = max(self.next_reclaim, self.next_renew)
+        if now >= self.next_reclaim:
+            self.duty(self.reclaim)
+            self.next_reclaim = now + RECLAIM_EVERY
+        if now >= self.next_beat:
+            self.duty(self.heartbeat)
+            self.next_beat = now + HEARTBEAT_EVERY
+        if self.scheduler is not None and not self.stopping:
+            try:
+                self.duty(self.scheduler.run_due)
+            except Exception:  # a broken schedule must not stop the worker from running jobs
+                log.exception("the periodic scheduler failed; it will try again")
 
     def gave_up(self) -> bool:
         """Past the grace period of a shutdown, stop retrying writes: leases expire instead."""

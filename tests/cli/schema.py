@@ -65,6 +65,7 @@ STATUS_SCHEMA = {
     }],
     "jobs_done": int,
     "next_due": NULLABLE_ISO,
+    "periodic": [{"task": str, "queue": str, "schedule": str, "next_run": ISO}],
 }
 
 JSON_VALUE = (type(None), bool, int, float, str, list, dict)

@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 import redis
 
-USER_APP = Path(__file__).with_name("userapp.py").read_text()
+HERE = Path(__file__).parent
+USER_APPS = ("userapp.py", "featureapp.py")
+USER_APP = (HERE / "userapp.py").read_text()
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, message: str, interval: float = 0.05) -> object:
@@ -58,12 +60,12 @@ def child_pids(pid: int) -> list[int]:
 class Worker:
     """One ``taskforge worker`` command, started in its own session."""
 
-    def __init__(self, cwd: Path, url: str, args: list[str], log: Path) -> None:
+    def __init__(self, cwd: Path, url: str, args: list[str], log: Path, app: str = "userapp:app") -> None:
         env = {**os.environ, "TASKFORGE_BROKER_URL": url, "SIDE_REDIS": url, "PYTHONUNBUFFERED": "1"}
         self.log_path = log
         self.log = log.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "taskforge", "worker", "userapp:app", *args],
+            [sys.executable, "-m", "taskforge", "worker", app, *args],
             cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         self.pgid = self.proc.pid
@@ -109,7 +111,8 @@ def side(redis_url: str) -> redis.Redis:
 
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
-    (tmp_path / "userapp.py").write_text(USER_APP)
+    for name in USER_APPS:
+        (tmp_path / name).write_text((HERE / name).read_text())
     return tmp_path
 
 
@@ -117,8 +120,8 @@ def workdir(tmp_path: Path) -> Path:
 def start_worker(workdir: Path, redis_url: str) -> Iterator[Callable[..., Worker]]:
     started: list[Worker] = []
 
-    def start(*args: str, url: str | None = None) -> Worker:
-        worker = Worker(workdir, url or redis_url, list(args), workdir / f"worker-{len(started)}.log")
+    def start(*args: str, url: str | None = None, app: str = "userapp:app") -> Worker:
+        worker = Worker(workdir, url or redis_url, list(args), workdir / f"worker-{len(started)}.log", app)
         started.append(worker)
         return worker
 

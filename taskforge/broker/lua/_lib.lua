@@ -40,11 +40,28 @@ local function wake(count)
   end
 end
 
+-- Jobs of a task with a rate or concurrency limit wait in a pending set of
+-- their own ("group", the task name), so a limited task that cannot start
+-- never blocks the other tasks of its queue: the claim looks past it.
+local LIMITS = PREFIX .. 'limits'
+
+local function group_pending(group)
+  return PREFIX .. 'pending:' .. group
+end
+
+local function pending_key(jk)
+  local group = redis.call('HGET', jk, 'group')
+  if group and group ~= '' then
+    return group_pending(group)
+  end
+  return PENDING
+end
+
 -- Put a job at the back of its priority (a new sequence number).
 local function make_pending(id, jk)
   local seq = redis.call('INCR', SEQ)
   redis.call('HSET', jk, 'state', 'pending', 'seq', seq, 'token', '')
-  redis.call('ZADD', PENDING, pending_score(redis.call('HGET', jk, 'priority'), seq), id)
+  redis.call('ZADD', pending_key(jk), pending_score(redis.call('HGET', jk, 'priority'), seq), id)
 end
 
 -- Put a job back where it stood in line (its original sequence number), for
@@ -55,7 +72,28 @@ local function restore_pending(id, jk)
     seq = redis.call('INCR', SEQ)
   end
   redis.call('HSET', jk, 'state', 'pending', 'seq', seq, 'token', '')
-  redis.call('ZADD', PENDING, pending_score(redis.call('HGET', jk, 'priority'), seq), id)
+  redis.call('ZADD', pending_key(jk), pending_score(redis.call('HGET', jk, 'priority'), seq), id)
+end
+
+-- Every way out of `running` passes here, so a concurrency slot is released
+-- by success, failure, timeout, crash reclaim and abort alike.
+local function leave_running(id, jk)
+  redis.call('ZREM', RUNNING, id)
+  local group = redis.call('HGET', jk, 'group')
+  if group and group ~= '' then
+    if redis.call('SREM', PREFIX .. 'active:' .. group, id) == 1
+        and redis.call('ZCARD', group_pending(group)) > 0 then
+      wake(1)
+    end
+  end
+end
+
+-- A unique job's lock goes when the job finishes (or dies); its TTL covers crashes.
+local function release_unique(id, jk)
+  local lock = redis.call('HGET', jk, 'unique')
+  if lock and lock ~= '' and redis.call('GET', lock) == id then
+    redis.call('DEL', lock)
+  end
 end
 
 -- Wake whoever waits in JobHandle.result(); only when somebody does, so a
@@ -87,6 +125,7 @@ local function promote_due(now, limit)
 end
 
 local function finish(id, jk, state, now, ttl)
+  release_unique(id, jk)
   redis.call('HSET', jk, 'state', state, 'finished_at', now, 'token', '')
   redis.call('PEXPIRE', jk, ttl)
   notify_done(id, jk, ttl)
@@ -94,9 +133,9 @@ end
 
 local function bury(id, jk, now, err, traceback, dead_ttl)
   redis.call('HSET', jk, 'error', err, 'traceback', traceback or '')
-  redis.call('ZREM', PENDING, id)
+  redis.call('ZREM', pending_key(jk), id)
   redis.call('ZREM', SCHEDULED, id)
-  redis.call('ZREM', RUNNING, id)
+  leave_running(id, jk)
   redis.call('ZADD', DEAD, now, id)
   redis.call('ZREMRANGEBYSCORE', DEAD, '-inf', now - dead_ttl)
   finish(id, jk, 'dead', now, dead_ttl)
@@ -112,6 +151,78 @@ end
 
 local function is_job(jk)
   return redis.call('TYPE', jk)['ok'] == 'hash'
+end
+
+-- limits hash: task -> "rate:period_ms:concurrency" (0 = none), written by enqueue.
+local function limit_spec(group)
+  local raw = redis.call('HGET', LIMITS, group) or ''
+  local rate, period, conc = string.match(raw, '^(%d+):(%d+):(%d+)$')
+  return {rate = tonumber(rate) or 0, period = tonumber(period) or 1000, concurrency = tonumber(conc) or 0}
+end
+
+-- May a job of `group` start now? If not, also how many ms until it may
+-- (-1: unknown, e.g. waiting for a running one to end, which wakes workers).
+local function group_allows(group, now)
+  local spec = limit_spec(group)
+  if spec.concurrency > 0 then
+    local ak = PREFIX .. 'active:' .. group
+    local active = redis.call('SMEMBERS', ak)
+    if #active >= spec.concurrency then
+      -- Self-healing: forget members no longer running (a record deleted by hand).
+      for _, id in ipairs(active) do
+        if redis.call('HGET', job_key(id), 'state') ~= 'running' then
+          redis.call('SREM', ak, id)
+        end
+      end
+      if redis.call('SCARD', ak) >= spec.concurrency then
+        return false, -1
+      end
+    end
+  end
+  if spec.rate > 0 then
+    local rk = PREFIX .. 'rate:' .. group
+    redis.call('ZREMRANGEBYSCORE', rk, '-inf', now - spec.period)
+    if redis.call('ZCARD', rk) >= spec.rate then
+      local oldest = redis.call('ZRANGE', rk, 0, 0, 'WITHSCORES')
+      return false, math.max(1, tonumber(oldest[2]) + spec.period - now)
+    end
+  end
+  return true, -1
+end
+
+-- The pending set whose head is the best job allowed to start now: the main
+-- set, or a limited task's set whose limits allow it. Returns key, group
+-- (nil for the main set), and the ms until a blocked group may start (-1).
+local function best_ready(now)
+  local best_key, best_group, best_score = nil, nil, nil
+  local head = redis.call('ZRANGE', PENDING, 0, 0, 'WITHSCORES')
+  if #head > 0 then
+    best_key, best_score = PENDING, tonumber(head[2])
+  end
+  local blocked_wait = -1
+  local groups = redis.call('HKEYS', LIMITS)
+  for _, group in ipairs(groups) do
+    local key = group_pending(group)
+    local ghead = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if #ghead > 0 and (best_score == nil or tonumber(ghead[2]) < best_score) then
+      local ok, wait = group_allows(group, now)
+      if ok then
+        best_key, best_group, best_score = key, group, tonumber(ghead[2])
+      elseif wait >= 0 and (blocked_wait < 0 or wait < blocked_wait) then
+        blocked_wait = wait
+      end
+    end
+  end
+  return best_key, best_group, blocked_wait, best_score
+end
+
+-- Jobs not finished yet (pending in any set, scheduled, retrying, running): what max_size bounds.
+local function unfinished_count()
+  local size = redis.call('ZCARD', PENDING) + redis.call('ZCARD', SCHEDULED) + redis.call('ZCARD', RUNNING)
+  for _, group in ipairs(redis.call('HKEYS', LIMITS)) do
+    size = size + redis.call('ZCARD', group_pending(group))
+  end
+  return size
 end
 
 local function claim_row(out, id, jk, attempts)
@@ -153,11 +264,14 @@ local function claim_ready(token, lease, limit, count)
 
   local out = {0, -1}
   local claimed = 0
+  local blocked_wait = -1
   while claimed < count do
-    local popped = redis.call('ZPOPMIN', PENDING, 1)
-    if #popped == 0 then
+    local key, group
+    key, group, blocked_wait = best_ready(now)
+    if not key then
       break
     end
+    local popped = redis.call('ZPOPMIN', key, 1)
     local id = popped[1]
     local jk = job_key(id)
     if is_job(jk) and redis.call('HGET', jk, 'state') == 'pending' then
@@ -165,6 +279,15 @@ local function claim_ready(token, lease, limit, count)
       redis.call('HSET', jk, 'state', 'running', 'started_at', now, 'token', token)
       redis.call('ZADD', RUNNING, now + lease, id)
       redis.call('RPUSH', claim_key, id)
+      if group then
+        redis.call('SADD', PREFIX .. 'active:' .. group, id)
+        local spec = limit_spec(group)
+        if spec.rate > 0 then
+          local rk = PREFIX .. 'rate:' .. group
+          redis.call('ZADD', rk, now, id .. ':' .. attempts)
+          redis.call('PEXPIRE', rk, spec.period)
+        end
+      end
       claim_row(out, id, jk, attempts)
       claimed = claimed + 1
     else
@@ -179,6 +302,9 @@ local function claim_ready(token, lease, limit, count)
     local nxt = redis.call('ZRANGE', SCHEDULED, 0, 0, 'WITHSCORES')
     if #nxt > 0 then
       out[2] = math.max(0, tonumber(nxt[2]) - now)
+    end
+    if blocked_wait >= 0 and (out[2] < 0 or blocked_wait < out[2]) then
+      out[2] = blocked_wait
     end
   end
   return out

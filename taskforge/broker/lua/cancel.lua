@@ -8,7 +8,7 @@ if not is_job(jk) then
 end
 local state = redis.call('HGET', jk, 'state')
 if state == 'pending' then
-  redis.call('ZREM', PENDING, id)
+  redis.call('ZREM', pending_key(jk), id)
 elseif state == 'scheduled' or state == 'retrying' then
   redis.call('ZREM', SCHEDULED, id)
 else

@@ -14,7 +14,7 @@ local attempts = tonumber(redis.call('HGET', jk, 'attempts')) or 0
 local max_attempts = tonumber(redis.call('HGET', jk, 'max_attempts')) or 1
 if delay >= 0 and attempts < max_attempts then
   local due = now + delay
-  redis.call('ZREM', RUNNING, id)
+  leave_running(id, jk)
   redis.call('HSET', jk, 'state', 'retrying', 'token', '', 'error', ARGV[4],
     'traceback', ARGV[5], 'scheduled_at', due)
   redis.call('ZADD', SCHEDULED, due, id)

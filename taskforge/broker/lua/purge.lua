@@ -8,6 +8,16 @@ if not key then
   return redis.error_reply('purge: unknown set ' .. tostring(ARGV[2]))
 end
 local ids = redis.call('ZRANGE', key, 0, tonumber(ARGV[3]) - 1)
+if #ids == 0 and ARGV[2] == 'pending' then
+  -- then the pending sets of rate- or concurrency-limited tasks
+  for _, group in ipairs(redis.call('HKEYS', LIMITS)) do
+    key = group_pending(group)
+    ids = redis.call('ZRANGE', key, 0, tonumber(ARGV[3]) - 1)
+    if #ids > 0 then
+      break
+    end
+  end
+end
 for _, id in ipairs(ids) do
   redis.call('ZREM', key, id)
   redis.call('UNLINK', job_key(id), PREFIX .. 'done:' .. id)

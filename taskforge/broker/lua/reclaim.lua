@@ -8,11 +8,12 @@ local now = now_ms()
 local expired = redis.call('ZRANGEBYSCORE', RUNNING, '-inf', now, 'LIMIT', 0, limit)
 local back, buried, dropped = {}, {}, 0
 for _, id in ipairs(expired) do
-  redis.call('ZREM', RUNNING, id)
   local jk = job_key(id)
   if not is_job(jk) then
+    redis.call('ZREM', RUNNING, id)
     dropped = dropped + 1
   else
+    leave_running(id, jk)
     release_claim(redis.call('HGET', jk, 'token'))
     local attempts = tonumber(redis.call('HGET', jk, 'attempts')) or 0
     local max_attempts = tonumber(redis.call('HGET', jk, 'max_attempts')) or 1

@@ -8,7 +8,7 @@ if redis.call('HGET', jk, 'token') ~= token or redis.call('HGET', jk, 'state') ~
   return 0
 end
 release_claim(token)
-redis.call('ZREM', RUNNING, id)
+leave_running(id, jk)
 redis.call('HINCRBY', jk, 'attempts', -1)
 restore_pending(id, jk)
 wake(1)

@@ -12,7 +12,7 @@ local jk = job_key(id)
 local ok = 0
 if redis.call('HGET', jk, 'token') == token and redis.call('HGET', jk, 'state') == 'running' then
   release_claim(token)
-  redis.call('ZREM', RUNNING, id)
+  leave_running(id, jk)
   redis.call('HSET', jk, 'result', ARGV[4])
   finish(id, jk, 'succeeded', now_ms(), tonumber(ARGV[5]))
   ok = 1

@@ -1,0 +1,121 @@
+"""Periodic tasks: ``@app.periodic(cron=... | every=...)``, enqueued by the workers.
+
+There is no separate beat process: every ``taskforge worker`` (unless
+``--no-periodic``) runs a scheduler in its supervisor. Each tick is enqueued
+exactly once however many workers run: the enqueue script claims the tick's
+key with SET NX (TTL two periods) in the same atomic step that stores the job.
+
+Ticks missed while no worker ran are not replayed in a burst: a scheduler
+that starts enqueues only the most recent tick (at most one catch-up), and
+only if no worker enqueued it already.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import numbers
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from .broker.keys import QueueKeys
+from .errors import BrokerUnavailable, ConfigurationError, QueueFull
+
+if TYPE_CHECKING:
+    from .task import Task
+
+log = logging.getLogger("taskforge.periodic")
+
+MIN_TICK_TTL = 60.0
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When one periodic task runs: a cron expression in a timezone, or a fixed interval."""
+
+    task: Task[Any, Any]
+    cron: str | None = None
+    timezone: str = "UTC"
+    every: float | None = None
+
+    @classmethod
+    def build(cls, task: Task[Any, Any], cron: str | None, tz: str, every: timedelta | float | None) -> Schedule:
+        if (cron is None) == (every is None):
+            raise ConfigurationError("@app.periodic needs exactly one of cron='*/5 * * * *' or every=timedelta(...)")
+        seconds = None
+        if every is not None:
+            seconds = every.total_seconds() if isinstance(every, timedelta) else every
+            if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real) or not math.isfinite(seconds) \
+                    or seconds < 1:
+                raise ConfigurationError(f"every={every!r}: use a timedelta or seconds >= 1")
+        try:
+            ZoneInfo(tz)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ConfigurationError(f"timezone={tz!r}: not a known IANA zone (e.g. 'Europe/Paris')") from None
+        if cron is not None:
+            from croniter import croniter
+
+            if not isinstance(cron, str) or not croniter.is_valid(cron):
+                raise ConfigurationError(f"cron={cron!r}: not a valid cron expression (e.g. '*/5 * * * *')")
+        return cls(task=task, cron=cron, timezone=tz, every=None if seconds is None else float(seconds))
+
+    def latest(self, now: datetime) -> datetime:
+        """The most recent tick at or before ``now`` (an aware datetime)."""
+        if self.every is not None:
+            period_ms = int(self.every * 1000)
+            ms = int(now.timestamp() * 1000) // period_ms * period_ms
+            return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+        from croniter import croniter
+
+        local = now.astimezone(ZoneInfo(self.timezone))
+        return croniter(self.cron, local + timedelta(microseconds=1)).get_prev(datetime)
+
+    def following(self, now: datetime) -> datetime:
+        """The first tick after ``now``."""
+        if self.every is not None:
+            return self.latest(now) + timedelta(seconds=self.every)
+        from croniter import croniter
+
+        return croniter(self.cron, now.astimezone(ZoneInfo(self.timezone))).get_next(datetime)
+
+    def period(self, now: datetime) -> float:
+        if self.every is not None:
+            return self.every
+        return max(1.0, (self.following(now) - self.latest(now)).total_seconds())
+
+    def describe(self) -> str:
+        return f"every {self.every:g} s" if self.every is not None else f"cron {self.cron!r} ({self.timezone})"
+
+
+class Scheduler:
+    """Enqueues due ticks of an app's periodic tasks; one per worker supervisor."""
+
+    def __init__(self, schedules: list[Schedule]) -> None:
+        self.schedules = schedules
+        self.done: dict[str, datetime] = {}
+
+    def run_due(self, now: datetime | None = None) -> int:
+        """Enqueue each schedule's latest tick unless this or another worker did; returns how many."""
+        now = now or datetime.now(timezone.utc)
+        enqueued = 0
+        for schedule in self.schedules:
+            task = schedule.task
+            tick = schedule.latest(now)
+            if self.done.get(task.name) == tick:
+                continue
+            tick_ms = int(tick.timestamp() * 1000)
+            ttl_ms = int(max(MIN_TICK_TTL, 2 * schedule.period(now)) * 1000)
+            job = replace(task._new_job((), {}), tick_key=QueueKeys(task.queue).tick(task.name, tick_ms),
+                          lock_ttl_ms=ttl_ms)
+            try:
+                [job_id] = task.app.broker.enqueue(task.queue, [job], task.app.max_size)
+            except (BrokerUnavailable, QueueFull) as exc:
+                log.warning("periodic %s: %s; will retry", task.name, exc)
+                continue
+            self.done[task.name] = tick
+            if job_id:
+                enqueued += 1
+                log.info("periodic %s: enqueued the tick of %s as %s", task.name, tick.isoformat(), job_id)
+        return enqueued
