@@ -133,7 +133,7 @@ def test_reclaim_counts_the_attempt_and_fences_the_old_owner(app: TaskForge) -> 
     assert new.attempts == 2 and new.token != old.token
     assert not app.broker.succeed("default", old.id, old.token, b"\xc0")
     assert app.broker.fail("default", old.id, old.token, "late", "", 0) == "fenced"
-    assert app.broker.extend("default", LEASE, [(old.id, old.token)]) == [old.id]
+    assert app.broker.extend("default", LEASE, [(old.id, old.token)]) == ([old.id], [])
     time.sleep(0.1)
     assert app.broker.reclaim("default") == ([], [handle.id], 0)
     info = handle.info()
@@ -149,7 +149,7 @@ def test_extend_keeps_a_slow_job_claimed(app: TaskForge) -> None:
     claim = claim_one(app, lease_ms=200)
     for _ in range(4):
         time.sleep(0.1)
-        assert app.broker.extend("default", 200, [(claim.id, claim.token)]) == []
+        assert app.broker.extend("default", 200, [(claim.id, claim.token)]) == ([], [])
         assert app.broker.reclaim("default") == ([], [], 0)
     assert app.broker.succeed("default", claim.id, claim.token, b"\xc0")
 
