@@ -42,6 +42,7 @@ from ..errors import BrokerUnavailable, CorruptPayload, QueueFull
 from ..serialization import loads_call
 from . import keys
 from .connection import broker_errors, redact
+from .inspection import PRIORITY_BAND, Inspection
 from .keys import QueueKeys
 from .scripts import Scripts
 
@@ -49,7 +50,6 @@ log = logging.getLogger("taskforge.broker")
 
 PROMOTE_LIMIT = 200
 REPLICA_WAIT_MS = 1000
-PRIORITY_BAND = 2**50  # BAND in lua/_lib.lua: pending score = (3 - priority) * band + sequence
 RECLAIM_LIMIT = 200
 PURGE_SLICE = 500
 
@@ -105,7 +105,7 @@ def _int(value: bytes | int | None, default: int = 0) -> int:
         return default
 
 
-class Broker:
+class Broker(Inspection):
     """One app's view of Redis: its client, its scripts, its retention settings.
 
     Methods take the queue name, so one broker serves every queue of the app.
@@ -387,15 +387,6 @@ class Broker:
         with broker_errors(self.url):
             return int(self.scripts.call("cancel", QueueKeys(queue), job_id, self.retention_ms))
 
-    def read(self, queue: str, job_id: str) -> dict[bytes, bytes] | None:
-        """The raw job hash, or None when there is no such job."""
-        with broker_errors(self.url):
-            try:
-                fields = self.client.hgetall(QueueKeys(queue).job(job_id))
-            except redis.ResponseError:  # not a hash: written by something else
-                return None
-        return fields or None
-
     def await_state(self, queue: str, job_id: str) -> str | None:
         with broker_errors(self.url):
             state = self.scripts.call("await", QueueKeys(queue), job_id)
@@ -434,27 +425,6 @@ class Broker:
                     pipe.hdel(key, task)
             pipe.execute()
 
-    def limited_groups(self, queue: str) -> list[str]:
-        """Tasks of ``queue`` with a rate or concurrency limit (each has its own pending set)."""
-        with broker_errors(self.url):
-            return [g.decode() for g in self.client.hkeys(QueueKeys(queue).limits)]
-
-    def counts(self, queue: str) -> dict[str, int]:
-        """Sizes of the queue's sets, in two round trips at most."""
-        q = QueueKeys(queue)
-        groups = self.limited_groups(queue)
-        with broker_errors(self.url):
-            pipe = self.client.pipeline(transaction=False)
-            for key in (q.pending, q.scheduled, q.running, q.dead, *(q.group_pending(g) for g in groups)):
-                pipe.zcard(key)
-            pending, scheduled, running, dead, *limited = pipe.execute()
-        return {"pending": pending + sum(limited), "scheduled": scheduled, "running": running, "dead": dead}
-
-    def queues(self) -> list[str]:
-        """Every queue name ever enqueued to through any app on this Redis."""
-        with broker_errors(self.url):
-            return sorted(q.decode() for q in self.client.smembers(keys.QUEUES))
-
     def clear(self, queue: str) -> int:
         """Delete every key of ``queue`` (SCAN + UNLINK: never blocks Redis on a big queue)."""
         pattern = QueueKeys(queue).prefix.replace("[", "\\[").replace("?", "\\?").replace("*", "\\*") + "*"
@@ -469,74 +439,3 @@ class Broker:
             if batch:
                 removed += self.client.unlink(*batch)
         return removed
-
-    # -- inspection (taskforge status, dead list, dashboard) -------------
-    # Added for the operator CLI: read-only, each one or two round trips,
-    # none proportional to the size of a queue.
-
-    def pending_by_priority(self, queue: str) -> dict[int, int]:
-        """Pending jobs per priority (0 low .. 3 critical), by ZCOUNT over score bands: O(log n).
-
-        Counts the main pending set and those of rate- or concurrency-limited tasks.
-        """
-        q = QueueKeys(queue)
-        keys = [q.pending, *(q.group_pending(g) for g in self.limited_groups(queue))]
-        with broker_errors(self.url):
-            pipe = self.client.pipeline(transaction=False)
-            for key in keys:
-                for priority in range(4):
-                    low = (3 - priority) * PRIORITY_BAND
-                    pipe.zcount(key, low, f"({low + PRIORITY_BAND}")
-            counts = pipe.execute()
-        return {priority: sum(int(n) for n in counts[priority::4]) for priority in range(4)}
-
-    def next_due_ms(self, queue: str) -> int | None:
-        """When the soonest scheduled or retrying job of ``queue`` is due (ms since the epoch)."""
-        with broker_errors(self.url):
-            first = self.client.zrange(QueueKeys(queue).scheduled, 0, 0, withscores=True)
-        return int(first[0][1]) if first else None
-
-    def scheduled_states(self, queue: str, sample: int) -> tuple[int, list[str]]:
-        """The size of the scheduled set, and the states of up to ``sample`` random members.
-
-        Scheduled and retrying jobs share one zset; only their hashes tell them
-        apart. When fewer than ``sample`` are in the set, the states cover all
-        of them. ('' for a member without a job record.)
-        """
-        q = QueueKeys(queue)
-        with broker_errors(self.url):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.zcard(q.scheduled)
-            pipe.zrandmember(q.scheduled, sample)
-            try:
-                total, ids = pipe.execute()
-            except redis.ResponseError:  # Redis < 6.2 has no ZRANDMEMBER: sample the soonest due
-                total = self.client.zcard(q.scheduled)
-                ids = self.client.zrange(q.scheduled, 0, sample - 1)
-            if not ids:
-                return int(total), []
-            pipe = self.client.pipeline(transaction=False)
-            for job_id in ids:
-                pipe.hget(q.job(job_id.decode()), "state")
-            states = pipe.execute(raise_on_error=False)
-        return int(total), [s.decode() if isinstance(s, bytes) else "" for s in states]
-
-    def dead_ids(self, queue: str, limit: int) -> list[tuple[str, int]]:
-        """The ``limit`` most recent dead-letter ids with their time of death (ms), newest first."""
-        if limit <= 0:
-            return []
-        with broker_errors(self.url):
-            rows = self.client.zrevrange(QueueKeys(queue).dead, 0, limit - 1, withscores=True)
-        return [(job_id.decode(), int(score)) for job_id, score in rows]
-
-    def read_many(self, queue: str, job_ids: Sequence[str]) -> list[dict[bytes, bytes] | None]:
-        """The raw hashes of ``job_ids`` in one round trip; None where there is no such job."""
-        if not job_ids:
-            return []
-        q = QueueKeys(queue)
-        with broker_errors(self.url):
-            pipe = self.client.pipeline(transaction=False)
-            for job_id in job_ids:
-                pipe.hgetall(q.job(job_id))
-            rows = pipe.execute(raise_on_error=False)
-        return [row if isinstance(row, dict) and row else None for row in rows]
