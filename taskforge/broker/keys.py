@@ -116,7 +116,3 @@ class QueueKeys:
     @property
     def wake(self) -> str:
         return self.prefix + "wake"
-
-    def all_fixed(self) -> list[str]:
-        """The fixed keys, in the order every script receives them as KEYS."""
-        return [self.pending, self.scheduled, self.running, self.dead, self.seq, self.wake]

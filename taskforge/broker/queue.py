@@ -30,6 +30,7 @@ can never overwrite the outcome of the attempt that replaced it.
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 from collections.abc import Iterable, Sequence
@@ -138,10 +139,9 @@ class Broker(Inspection):
         q = QueueKeys(queue)
         args: list[Any] = [max_size, len(jobs)]
         for job in jobs:
-            args += [
+            meta = [
                 job.id,
                 job.task,
-                job.payload,
                 job.priority,
                 job.max_attempts,
                 "" if job.timeout_ms is None else job.timeout_ms,
@@ -153,6 +153,7 @@ class Broker(Inspection):
                 job.lock_ttl_ms,
                 job.tick_key,
             ]
+            args += [json.dumps(meta, separators=(",", ":")), job.payload]
         with broker_errors(self.url):
             if queue not in self._known_queues:
                 self.client.sadd(keys.QUEUES, queue)

@@ -56,8 +56,8 @@ class Scripts:
         self._scripts = {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
 
     def call(self, name: str, queue: QueueKeys, *args: Any, client: Any = None) -> Any:
-        """Run script ``name`` on ``queue``: KEYS are the queue's fixed keys, ARGV its prefix + args.
+        """Run script ``name`` on ``queue``: KEYS is its pending key, ARGV its prefix + args.
 
         ``client`` may be a pipeline, to batch several calls in one round trip.
         """
-        return self._scripts[name](keys=queue.all_fixed(), args=[queue.prefix, *args], client=client)
+        return self._scripts[name](keys=[queue.pending], args=[queue.prefix, *args], client=client)

@@ -1,12 +1,18 @@
 -- Shared helpers, prepended to every script by scripts.py (Redis scripts cannot
--- `require`).  Every script receives the same fixed KEYS, in this order:
---   KEYS[1] pending  KEYS[2] scheduled  KEYS[3] running  KEYS[4] dead
---   KEYS[5] seq      KEYS[6] wake
--- and ARGV[1] = the queue's key prefix "taskforge:{<queue>}:", from which job
--- keys are built.  They carry the same hash tag as KEYS, so every script stays
--- in one Redis Cluster slot.
-local PENDING, SCHEDULED, RUNNING, DEAD, SEQ, WAKE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+-- `require`).  ARGV[1] is the queue's key prefix "taskforge:{<queue>}:", and
+-- every key a script touches is built from it, so all carry the queue's hash
+-- tag and every script stays in one Redis Cluster slot.  KEYS[1] is the
+-- queue's pending key, declared so that cluster clients route the call to the
+-- node owning that slot; declaring one key instead of six also keeps each call
+-- small (client-side argument encoding is a real share of a round trip).
 local PREFIX = ARGV[1]
+local PENDING = PREFIX .. 'pending'
+local SCHEDULED = PREFIX .. 'scheduled'
+local RUNNING = PREFIX .. 'running'
+local DEAD = PREFIX .. 'dead'
+local SEQ = PREFIX .. 'seq'
+local WAKE = PREFIX .. 'wake'
+local unpack = unpack or table.unpack  -- Lua 5.1 in Redis; newer Lua in some emulators
 
 -- Pending score = priority band + enqueue sequence: ZPOPMIN then yields the
 -- highest priority first and, within one priority, the oldest first.  (Equal

@@ -1,7 +1,8 @@
 -- enqueue: store new jobs, ready or scheduled, all or none.
 -- ARGV[2] max_size (0 = unbounded)   ARGV[3] number of jobs n
--- then n groups of 13:
---   id, task, payload, priority, max_attempts, timeout_ms,
+-- then n pairs: a JSON array of the job's plain fields, and its msgpack payload
+-- (kept apart: Lua cannot read msgpack, and JSON cannot carry bytes).
+-- The JSON array: [id, task, priority, max_attempts, timeout_ms,
 --   due_ms     ('' = none; an absolute time chosen by the producer)
 --   delay_ms   (relative, resolved against the server clock here)
 --   inherit    ('1': sent by name; the worker's task definition supplies
@@ -12,12 +13,11 @@
 --               the existing job is returned instead of a new one)
 --   lock_ttl_ms (the TTL of the lock or tick key, so a crash never leaves one forever)
 --   tick       ('' or a periodic tick key: SET NX, so each tick of a
---               periodic task is enqueued once however many workers try)
+--               periodic task is enqueued once however many workers try)]
 -- Returns {'OK', id or existing id or '' (tick already enqueued) per job},
 -- or {'FULL', size}.
 -- The max_size check and the inserts run in one script, so concurrent
 -- producers can never overshoot the bound between a check and a write.
-local FIELDS = 13
 local max_size = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
 if max_size > 0 then
@@ -35,44 +35,63 @@ local function unfinished(id)
   return state and state ~= 'succeeded' and state ~= 'dead' and state ~= 'cancelled'
 end
 
-local function store(base, id, jk)
+-- Inline rather than through make_pending: this is the hottest script, and
+-- every redis.call saved here is saved once per job enqueued.
+local limited = {}
+for _, group in ipairs(redis.call('HKEYS', LIMITS)) do
+  limited[group] = true
+end
+
+local function store(f, payload, id, jk)
+  local task = f[2]
   local due = 0
-  if ARGV[base + 6] ~= '' then
-    due = tonumber(ARGV[base + 6])
-  elseif tonumber(ARGV[base + 7]) > 0 then
-    due = now + tonumber(ARGV[base + 7])
+  if f[6] ~= '' then
+    due = tonumber(f[6])
+  elseif tonumber(f[7]) > 0 then
+    due = now + tonumber(f[7])
   end
-  redis.call('HSET', jk, 'id', id, 'task', ARGV[base + 1], 'payload', ARGV[base + 2],
-    'priority', ARGV[base + 3], 'max_attempts', ARGV[base + 4], 'timeout', ARGV[base + 5],
-    'attempts', 0, 'created_at', now)
-  if ARGV[base + 8] == '1' then
-    redis.call('HSET', jk, 'inherit', '1')
+  local fields = {'id', id, 'task', task, 'payload', payload, 'priority', f[3], 'max_attempts', f[4],
+    'timeout', f[5], 'attempts', 0, 'created_at', now, 'token', ''}
+  local function add(name, value)
+    fields[#fields + 1] = name
+    fields[#fields + 1] = value
   end
-  if ARGV[base + 9] ~= '' then
-    redis.call('HSET', LIMITS, ARGV[base + 1], ARGV[base + 9])
+  if f[8] == '1' then
+    add('inherit', '1')
+  end
+  if f[9] ~= '' then
+    redis.call('HSET', LIMITS, task, f[9])
+    limited[task] = true
   end
   -- Limits registered by a worker apply to jobs sent by name too.
-  if redis.call('HEXISTS', LIMITS, ARGV[base + 1]) == 1 then
-    redis.call('HSET', jk, 'group', ARGV[base + 1])
+  if limited[task] then
+    add('group', task)
   end
-  if ARGV[base + 10] ~= '' then
-    redis.call('SET', ARGV[base + 10], id, 'PX', tonumber(ARGV[base + 11]))
-    redis.call('HSET', jk, 'unique', ARGV[base + 10])
+  if f[10] ~= '' then
+    redis.call('SET', f[10], id, 'PX', tonumber(f[11]))
+    add('unique', f[10])
   end
   if due > now then
-    redis.call('HSET', jk, 'state', 'scheduled', 'scheduled_at', due)
+    add('state', 'scheduled')
+    add('scheduled_at', due)
+    redis.call('HSET', jk, unpack(fields))
     redis.call('ZADD', SCHEDULED, due, id)
   else
-    make_pending(id, jk)
+    local seq = redis.call('INCR', SEQ)
+    add('state', 'pending')
+    add('seq', seq)
+    redis.call('HSET', jk, unpack(fields))
+    redis.call('ZADD', limited[task] and group_pending(task) or PENDING, pending_score(f[3], seq), id)
   end
   woken = woken + 1
 end
 
 for i = 0, n - 1 do
-  local base = 4 + i * FIELDS
-  local id = ARGV[base]
+  local f = cjson.decode(ARGV[4 + 2 * i])
+  local payload = ARGV[5 + 2 * i]
+  local id = f[1]
   local jk = job_key(id)
-  local lock, tick = ARGV[base + 10], ARGV[base + 12]
+  local lock, tick = f[10], f[12]
   local holder = lock ~= '' and redis.call('GET', lock)
   if redis.call('EXISTS', jk) == 1 then
     -- A client that lost the reply re-sends this script with the same ids:
@@ -81,10 +100,10 @@ for i = 0, n - 1 do
     out[#out + 1] = id
   elseif holder and holder ~= id and unfinished(holder) then
     out[#out + 1] = holder
-  elseif tick ~= '' and not redis.call('SET', tick, id, 'NX', 'PX', tonumber(ARGV[base + 11])) then
+  elseif tick ~= '' and not redis.call('SET', tick, id, 'NX', 'PX', tonumber(f[11])) then
     out[#out + 1] = ''
   else
-    store(base, id, jk)
+    store(f, payload, id, jk)
     out[#out + 1] = id
   end
 end
