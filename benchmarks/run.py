@@ -1,0 +1,299 @@
+"""Side-by-side benchmark of taskforge and its peers on one local Redis (issue #6).
+
+Run from anywhere, with any Python >= 3.10 (the harness uses the standard
+library only; each library runs from its own venv under the cache dir):
+
+    python3 benchmarks/run.py                      # everything: N=10,000, 3 rounds, every peer
+    python3 benchmarks/run.py --quick              # < 3 min once the venvs exist (see below)
+    python3 benchmarks/run.py --only taskforge,rq --runs 5 --n 20000
+
+Workloads, on a no-op task whose side effect is an INCR in the counter db:
+  W1  enqueue: one producer, N calls of the normal API; beside it the same
+      process doing N bare redis-py SETs (the round-trip floor right now)
+  W1b bulk: one bulk call of N jobs (taskforge delay_many, RQ enqueue_many)
+  W2  drain: N jobs queued, start the worker, time until the counter is N
+  W3  latency: idle worker, jobs one at a time; task start - enqueue start
+  and Redis commands per job (MONITOR on the queue db, one untimed pass).
+
+Every figure is the median of --runs rounds with min-max. Rounds are
+interleaved (taskforge, huey, ..., then again), one library at a time, so
+a slow moment of a shared machine spreads over everyone. Only ratios within
+one run mean much on a shared machine.
+
+--quick: N=1,000, 1 round, 100 latency jobs, 300 jobs for the command
+count of taskforge only (a peer's count depends only on its version: see
+RESULTS.md; with --only, every library named is counted), no idle
+measurement, optional peers (arq) only if named in --only;
+writes benchmarks/.cache/RESULTS-quick.md so it never replaces the full
+RESULTS.md.
+
+Output: progress on stderr; on stdout one JSON line per result (also saved
+under benchmarks/.cache/), then the Markdown tables, also written to
+benchmarks/RESULTS.md with the date, machine, versions and worker command lines.
+Uses databases 8 (queues) and 9 (counters) of the Redis, and FLUSHDBs both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+sys.path.insert(0, str(BENCH_DIR))
+
+from harness import processes, venvs  # noqa: E402
+from harness.peers import Peer, discover  # noqa: E402
+from harness.report import Results, targets_table  # noqa: E402
+from harness.resp import Redis, RedisError  # noqa: E402
+from harness.workloads import Bench, Settings, log  # noqa: E402
+
+ORDER = ["taskforge", "huey", "dramatiq", "saq", "celery", "rq", "arq"]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="\n".join(__doc__.splitlines()[2:]))
+    p.add_argument("--quick", action="store_true", help="small and fast: see below")
+    p.add_argument("--only", help="comma-separated libraries, e.g. taskforge,huey")
+    p.add_argument("--skip", help="comma-separated libraries to leave out")
+    p.add_argument("--runs", type=int, help="rounds per library (default 3, quick 1)")
+    p.add_argument("--n", type=int, help="jobs for W1, W1b, W2 (default 10000, quick 1000)")
+    p.add_argument("--latency-jobs", type=int, help="W3 jobs (default 300, quick 100)")
+    p.add_argument("--cmd-n", type=int, help="jobs for the command count (default 2000, quick 300)")
+    p.add_argument("--idle", type=float, help="seconds of idle worker in the command count (default 3, quick 0)")
+    p.add_argument("--procs", type=int, default=2, help="worker processes per library (default 2)")
+    p.add_argument("--redis", default="redis://127.0.0.1:6379", help="Redis, without a database")
+    p.add_argument("--queue-db", type=int, default=8)
+    p.add_argument("--counter-db", type=int, default=9)
+    p.add_argument("--drain-timeout", type=float, default=120.0, help="a longer drain is a failure (s)")
+    p.add_argument("--stop-grace", type=float, default=5.0, help="SIGTERM to SIGKILL of a worker (s)")
+    p.add_argument("--cache", type=Path, default=BENCH_DIR / ".cache", help="venvs, logs, raw results")
+    p.add_argument("--taskforge-src", type=Path, default=REPO,
+                   help="the taskforge tree to install (default: this repo, as it is now)")
+    p.add_argument("--python", default=venvs.default_base_python(), help="interpreter the venvs are made from")
+    p.add_argument("--out", type=Path, help="Markdown file (default RESULTS.md; quick: .cache/RESULTS-quick.md)")
+    p.add_argument("--json", type=Path, help="JSON lines file (default .cache/results-<time>.jsonl)")
+    opts = p.parse_args(argv)
+    quick = opts.quick
+    opts.runs = opts.runs or (1 if quick else 3)
+    opts.n = opts.n or (1000 if quick else 10000)
+    opts.latency_jobs = opts.latency_jobs or (100 if quick else 300)
+    opts.cmd_n = opts.cmd_n or (300 if quick else 2000)
+    opts.idle = opts.idle if opts.idle is not None else (0.0 if quick else 3.0)
+    opts.out = opts.out or (opts.cache / "RESULTS-quick.md" if quick else BENCH_DIR / "RESULTS.md")
+    return opts
+
+
+def select(peers: dict[str, Peer], opts: argparse.Namespace) -> list[Peer]:
+    order = ORDER + sorted(set(peers) - set(ORDER))
+    if opts.only:
+        wanted = [name.strip() for name in opts.only.split(",") if name.strip()]
+        unknown = [w for w in wanted if w not in peers]
+        if unknown:
+            sys.exit(f"--only: unknown {', '.join(unknown)}; known: {', '.join(sorted(peers))}")
+        chosen = [name for name in order if name in wanted]
+    else:
+        chosen = [name for name in order if name in peers and not (opts.quick and peers[name].optional)]
+    skip = {name.strip() for name in (opts.skip or "").split(",")}
+    return [peers[name] for name in chosen if name not in skip]
+
+
+def machine(settings: Settings) -> dict[str, Any]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    server = Redis.from_url(settings.queue_url).info("server")
+    return {
+        "type": "machine",
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "os": f"{platform.system()} {platform.release()}",
+        "harness_python": platform.python_version(),
+        "redis_version": server.get("redis_version"),
+        "redis": f"{settings.redis_url} (db {settings.queue_db} queues, db {settings.counter_db} counters)",
+    }
+
+
+def install(peers: list[Peer], opts: argparse.Namespace, fingerprint_box: dict[str, str]) -> None:
+    logs = opts.cache / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    snapshot, fingerprint = venvs.snapshot_taskforge(opts.taskforge_src.resolve(), opts.cache)
+    fingerprint_box["taskforge"] = fingerprint
+    for peer in peers:
+        log(f"[install] {peer.name} -> {peer.venv}")
+        try:
+            force = fingerprint if peer.name == "taskforge" else ""
+            peer.python = venvs.ensure_venv(peer.venv, peer.requirements(snapshot), opts.python,
+                                            logs / f"pip-{peer.name}.log", force_key=force)
+            peer.versions = venvs.versions(peer.python, peer.spec.get("distributions", []))
+        except venvs.InstallError as exc:
+            peer.unavailable = f"cannot be installed: {exc}"
+            log(f"[install] {peer.name}: {peer.unavailable}")
+
+
+def describe(env: dict[str, Any], peers: list[Peer], opts: argparse.Namespace, settings: Settings) -> list[str]:
+    """The machine and the libraries, for the top of the progress log."""
+    lines = [
+        f"machine: {env['cpu']}, {env['cores']} cores, load average {env['load_average']}, {env['os']}",
+        f"redis {env['redis_version']} at {env['redis']}; harness python {env['harness_python']}; "
+        f"taskforge source {env.get('taskforge_fingerprint')}",
+    ]
+    for peer in peers:
+        if peer.unavailable:
+            lines.append(f"  {peer.name:<10} UNAVAILABLE: {peer.unavailable}")
+            continue
+        versions = ", ".join(f"{k} {v}" for k, v in peer.versions.items())
+        lines.append(f"  {peer.name:<10} {versions}; worker: {peer.worker_display(opts.procs, settings.queue_url)}")
+    return lines
+
+
+def markdown(opts: argparse.Namespace, env: dict[str, Any], peers: list[Peer], results: Results,
+             settings: Settings, elapsed: float, fingerprint: str, targets: list[dict[str, Any]]) -> str:
+    names = [p.name for p in peers if not p.unavailable]
+    cmd = "python3 benchmarks/run.py " + " ".join(sys.argv[1:])
+    lines = [
+        "# taskforge and its peers, side by side (issue #6)",
+        "",
+        f"Generated {env['date']} by `{cmd.strip()}` in {elapsed / 60:.1f} min: N = {opts.n:,} jobs, "
+        f"{opts.runs} round(s) per library, W3 over {opts.latency_jobs} jobs, commands counted over "
+        f"{opts.cmd_n:,} jobs. Each cell: median (min–max) of the rounds.",
+        "",
+        "## Machine",
+        "",
+        f"- CPU: {env['cpu']}, {env['cores']} cores; load average at start {env['load_average']}, "
+        f"at end {env.get('load_average_end')}",
+        f"- {env['os']}; harness Python {env['harness_python']}; Redis {env['redis_version']} at {env['redis']}",
+        f"- taskforge source fingerprint {fingerprint} (sha256 of taskforge/ and pyproject.toml)",
+        "- shared machine: other engineers' test runs were using the same cores and Redis, so absolute "
+        "numbers are noisy; compare within this table only",
+        "",
+        "## Libraries and worker command lines",
+        "",
+        f"Each worker runs {opts.procs} processes, per-job logging off, from `benchmarks/` in the library's "
+        "own venv (`benchmarks/.cache/venvs/<library>`).",
+        "",
+        "| library | versions | worker command line | enqueue API | bulk API |",
+        "|---|---|---|---|---|",
+    ]
+    for peer in peers:
+        versions = ", ".join(f"{k} {v}" for k, v in peer.versions.items()) or "—"
+        bulk = peer.spec.get("bulk") or peer.spec.get("no_bulk", "—")
+        lines.append(f"| {peer.name} | {versions} | `{peer.worker_display(opts.procs, settings.queue_url)}` | "
+                     f"`{peer.spec.get('enqueue_api', '')}` | {bulk} |")
+    lines += ["", "## Results", "", *results.results_table(names), "",
+              "W1 / SET floor: the enqueue rate over the rate of bare redis-py SETs in the same producer "
+              "process, measured right after it. W2 from worker start includes process start-up and imports; "
+              "first→last excludes them. W3: from the start of the enqueue call to the start of the task body.",
+              "", "## Redis commands per job", "",
+              *results.commands_table(names), "",
+              f"Counted once per library with MONITOR over {opts.cmd_n:,} jobs, on the queue database only "
+              "(the benchmark's INCR counter and polling live in another database). A script call (EVALSHA) "
+              "counts as one client command; the commands it runs inside Redis are the \"inside Lua\" column. "
+              "Drain counts run from worker start to the last completion, so worker start-up and its "
+              "periodic housekeeping are included, spread over the jobs.",
+              "", "## taskforge against the targets of issue #6", "", *targets_table(targets), ""]
+    failures = [(peer.name, peer.unavailable) for peer in peers if peer.unavailable]
+    failures += [(peer, err) for peer, errs in results.errors.items() for err in errs]
+    if failures:
+        lines += ["## Failures", ""] + [f"- {name}: {why}" for name, why in failures] + [""]
+    return "\n".join(lines)
+
+
+def run_all(bench: Bench, ready: list[Peer], opts: argparse.Namespace, results: Results) -> None:
+    """The interleaved timed rounds, then one command-count pass per library."""
+    for round_no in range(1, opts.runs + 1):
+        for peer in ready:
+            log(f"[round {round_no}/{opts.runs}] {peer.name}")
+            try:
+                metrics, errors = bench.timed_round(peer, opts.n, opts.latency_jobs, round_no)
+            except Exception as exc:  # a harness bug or an OS error: report it, go on with the others
+                metrics, errors = {}, [f"round {round_no}: {type(exc).__name__}: {exc}"]
+            results.add_round(peer.name, metrics, errors)
+            for err in errors:
+                log(f"  {peer.name}: {err}")
+            log("  " + ", ".join(f"{k} {v:,.2f}" for k, v in metrics.items()))
+    for peer in ready:
+        if opts.quick and not opts.only and peer.name != "taskforge":
+            continue  # --quick: the peers' counts depend only on their versions; see RESULTS.md
+        log(f"[commands] {peer.name}")
+        try:
+            data, errors = bench.count_commands(peer, opts.cmd_n, opts.idle)
+        except Exception as exc:
+            data, errors = {}, [f"commands: {type(exc).__name__}: {exc}"]
+        results.commands[peer.name] = data
+        if errors:
+            results.errors.setdefault(peer.name, []).extend(errors)
+
+
+def on_signal(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = parse_args(argv)
+    began = time.monotonic()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    opts.cache.mkdir(parents=True, exist_ok=True)
+    registry = opts.cache / "live-workers.json"
+    leftovers = processes.reap_leftovers(registry)
+    if leftovers:
+        log(f"killed worker groups left by an interrupted run: {leftovers}")
+    settings = Settings(opts.redis.rstrip("/"), opts.queue_db, opts.counter_db, opts.procs, opts.drain_timeout,
+                        opts.stop_grace, BENCH_DIR, opts.cache)
+    try:
+        env = machine(settings)
+    except (OSError, RedisError) as exc:
+        sys.exit(f"cannot reach Redis at {settings.redis_url}: {exc}")
+    env["date"] = dt.datetime.now().astimezone().isoformat(timespec="seconds")
+    peers = select(discover(BENCH_DIR / "peers", opts.cache / "venvs"), opts)
+    fingerprint: dict[str, str] = {}
+    results = Results(opts.runs, opts.n)
+    try:
+        install(peers, opts, fingerprint)
+        ready = [p for p in peers if not p.unavailable]
+        env["versions"] = {p.name: p.versions for p in peers}
+        env["taskforge_fingerprint"] = fingerprint.get("taskforge")
+        for line in describe(env, peers, opts, settings):
+            log(line)
+        run_all(Bench(settings), ready, opts, results)
+    except KeyboardInterrupt:
+        log("interrupted: stopping workers, writing what was measured")
+    finally:
+        processes.stop_all()
+    env["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    elapsed = time.monotonic() - began
+    env["elapsed_s"] = round(elapsed, 1)
+    targets = results.targets() if any(p.name == "taskforge" for p in peers) else []
+    lines = [env, *results.json_lines(), *targets]
+    lines += [{"type": "unavailable", "peer": p.name, "why": p.unavailable} for p in peers if p.unavailable]
+    json_path = opts.json or opts.cache / f"results-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    json_path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    for line in lines:
+        print(json.dumps(line))
+    doc = markdown(opts, env, peers, results, settings, elapsed, fingerprint.get("taskforge", "-"), targets)
+    opts.out.write_text(doc)
+    print()
+    print(doc)
+    log(f"wrote {opts.out} and {json_path} in {elapsed:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
