@@ -171,7 +171,10 @@ class TaskForge:
         def register(fn: Callable[P, R]) -> Task[P, R]:
             if not callable(fn):
                 raise ConfigurationError(f"@app.task decorates a function, not {fn!r}")
-            task_name = name or f"{module_name(fn)}.{fn.__qualname__}"
+            qualname = getattr(fn, "__qualname__", None)  # a partial or a callable object has none
+            if name is None and not qualname:
+                raise ConfigurationError(f"@app.task cannot name {fn!r} (it has no __qualname__); pass name=")
+            task_name = name or f"{module_name(fn)}.{qualname}"
             if task_name in self.tasks:
                 raise ConfigurationError(
                     f"two tasks named {task_name!r}; give one of them another name= option"

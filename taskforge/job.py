@@ -6,6 +6,7 @@ Nothing here does I/O, so the worker, the CLI and tests can share it freely.
 from __future__ import annotations
 
 import enum
+import math
 import random
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -75,7 +76,8 @@ def backoff_policy(backoff: float | BackoffPolicy) -> BackoffPolicy:
     """
     if callable(backoff):
         return backoff
-    if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or backoff < 0:
+    if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not math.isfinite(backoff) \
+            or backoff < 0:
         raise ConfigurationError(
             f"backoff={backoff!r}: use a number of seconds >= 0 or a callable attempt -> seconds"
         )
@@ -91,7 +93,10 @@ def backoff_policy(backoff: float | BackoffPolicy) -> BackoffPolicy:
 def ms_to_datetime(value: int | None) -> datetime | None:
     if value is None:
         return None
-    return datetime.fromtimestamp(value / 1000, tz=timezone.utc)
+    try:
+        return datetime.fromtimestamp(value / 1000, tz=timezone.utc)
+    except (OverflowError, ValueError, OSError):  # float rounding at the edge of year 9999
+        return datetime.max.replace(tzinfo=timezone.utc) if value > 0 else datetime.min.replace(tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ R = TypeVar("R")
 
 
 UNIQUE_DEFAULT_TTL = 24 * 3600.0
+MAX_DELAY_SECONDS = 100 * 365.25 * 86400
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*(s|sec|second|m|min|minute|h|hour|d|day)s?\s*$", re.IGNORECASE)
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -110,7 +111,10 @@ def _due_ms(when: datetime) -> int:
         raise ConfigurationError(f"apply_at() needs a datetime, got {type(when).__name__}: {when!r}")
     if when.tzinfo is None:  # SPEC: a naive datetime means UTC
         when = when.replace(tzinfo=timezone.utc)
-    return int(when.timestamp() * 1000)
+    try:
+        return int(when.timestamp() * 1000)
+    except (OverflowError, ValueError):
+        raise ConfigurationError(f"apply_at({when!r}): that time cannot be represented; use an earlier one") from None
 
 
 def _delay_ms(delay: timedelta | float) -> int:
@@ -120,6 +124,8 @@ def _delay_ms(delay: timedelta | float) -> int:
         seconds = float(delay)
     else:
         raise ConfigurationError(f"apply_in() needs a timedelta or seconds, got {delay!r}")
+    if seconds > MAX_DELAY_SECONDS:
+        raise ConfigurationError(f"apply_in({delay!r}): more than {MAX_DELAY_SECONDS:.0f} s (~100 years) away")
     return max(0, int(seconds * 1000))
 
 

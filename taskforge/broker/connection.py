@@ -29,6 +29,7 @@ CONNECT_TIMEOUT = 3.0
 SOCKET_TIMEOUT = 10.0
 
 _PASSWORD = re.compile(r"(?P<scheme>[a-z+]+://)(?P<user>[^:@/]*):(?P<password>[^@/]*)@")
+_QUERY_PASSWORD = re.compile(r"(?P<key>[?&]password=)[^&#]*", re.IGNORECASE)
 
 
 def resolve_url(url: str | None) -> str:
@@ -38,7 +39,8 @@ def resolve_url(url: str | None) -> str:
 
 def redact(url: str) -> str:
     """The URL with any password replaced by ``***``, for every message and log line."""
-    return _PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:***@", url)
+    url = _PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:***@", url)
+    return _QUERY_PASSWORD.sub(lambda m: f"{m['key']}***", url)
 
 
 def connect(url: str) -> redis.Redis:
@@ -51,15 +53,16 @@ def connect(url: str) -> redis.Redis:
             f"broker URL {redact(url)!r}: unknown scheme {scheme!r}; use one of "
             "redis://, rediss://, unix:// or memory://"
         )
+    options: dict[str, object] = {
+        "socket_connect_timeout": CONNECT_TIMEOUT,
+        "socket_timeout": SOCKET_TIMEOUT,
+        "health_check_interval": 30,
+        "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
+    }
+    if scheme != "unix":  # unix sockets have no TCP keepalive; redis-py refuses the option
+        options["socket_keepalive"] = True
     try:
-        return redis.Redis.from_url(
-            url,
-            socket_connect_timeout=CONNECT_TIMEOUT,
-            socket_timeout=SOCKET_TIMEOUT,
-            socket_keepalive=True,
-            health_check_interval=30,
-            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
-        )
+        return redis.Redis.from_url(url, **options)
     except ValueError as exc:
         raise ConfigurationError(f"broker URL {redact(url)!r} is invalid: {exc}") from None
 

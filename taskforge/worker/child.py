@@ -49,15 +49,15 @@ class ChildConfig:
     max_jobs: int
     log_level: str
     index: int
+    supervisor_pid: int = 0  # whom to die with: the supervisor's word, not our own getppid()
 
 
-def die_with_parent() -> None:
+def die_with_parent(parent: int) -> None:
     """Make sure a child never outlives its supervisor (no orphans after a SIGKILL).
 
     Linux kills us when the parent dies; elsewhere a thread notices the
     parent change and exits.
     """
-    parent = os.getppid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -208,7 +208,7 @@ class Child:
 def child_main(config: ChildConfig, pipe: Connection) -> None:
     """Entry point of a spawned child process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the supervisor decides
-    die_with_parent()
+    die_with_parent(config.supervisor_pid or os.getppid())
     logging.basicConfig(
         level=config.log_level.upper(),
         format=f"%(asctime)s %(levelname)s [child {config.index} pid {os.getpid()}] %(message)s",

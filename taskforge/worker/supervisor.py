@@ -163,6 +163,7 @@ class Supervisor:
             max_jobs=self.options.max_jobs_per_child,
             log_level=self.options.log_level,
             index=index,
+            supervisor_pid=os.getpid(),
         )
         process = self.ctx.Process(target=child_main, args=(config, writer), name=f"taskforge-child-{index}")
         process.start()

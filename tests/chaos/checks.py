@@ -1,0 +1,287 @@
+"""The checks after the storm, each a small function adding to one Report."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from taskforge.serialization import loads_call
+
+from .analysis import Run, classify, documented_keyspace, keyspace_violation, parse_runs
+from .faults import KINDS as FAULT_KINDS
+from .faults import FaultDriver
+from .jobs import KINDS, JobPlan
+from .procs import WorkerProcess, tracebacks
+from .producer import Producer
+
+QUEUES = {kind.queue for kind in KINDS.values()}
+FINAL = {"succeeded", "dead", "cancelled"}
+UNFINISHED_SETS = ("pending", "scheduled", "running")
+
+
+@dataclass
+class Report:
+    path: Path
+    problems: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+    reasons: Counter[str] = field(default_factory=Counter)  # what explained the extra runs
+    summary: str = ""
+    stats: str = ""
+
+    def problem(self, text: str) -> None:
+        self.problems.append(text)
+
+    def failure_message(self) -> str:
+        shown = "\n".join(self.problems[:25])
+        more = f"\n... and {len(self.problems) - 25} more" if len(self.problems) > 25 else ""
+        return f"{self.summary}\n{shown}{more}\nfull report: {self.path}"
+
+    def write(self, fault_lines: list[str]) -> None:
+        self.path.write_text("\n".join([self.summary, self.stats, "", "PROBLEMS:", *self.problems, "",
+                                        "EXTRA RUNS:", *self.details, "", "FAULTS:", *fault_lines]) + "\n")
+
+
+def job_key(queue: str, job_id: str) -> str:
+    return f"taskforge:{{{queue}}}:job:{job_id}"
+
+
+def unfinished_ids(client: redis.Redis) -> int:
+    pipe = client.pipeline(transaction=False)
+    for queue in sorted(QUEUES):
+        for part in UNFINISHED_SETS:
+            pipe.zcard(f"taskforge:{{{queue}}}:{part}")
+    return sum(pipe.execute())
+
+
+def unfinished_jobs(client: redis.Redis, jobs: list[JobPlan]) -> int:
+    pipe = client.pipeline(transaction=False)
+    for job in jobs:
+        pipe.hget(job_key(KINDS[job.kind].queue, job.job_id or "?"), "state")
+    return sum(1 for state in pipe.execute() if (state or b"").decode() not in FINAL)
+
+
+# -- the queue's Redis ---------------------------------------------------------------
+
+
+def check_keyspace(client: redis.Redis, report: Report) -> list[str]:
+    """Every key documented in taskforge/broker/keys.py; returns the job hash keys."""
+    keys = sorted(k.decode() for k in client.scan_iter(match="*", count=1000))
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.type(key)
+    types = [t.decode() for t in pipe.execute()]
+    table = documented_keyspace()
+    for key, kind in zip(keys, types, strict=True):
+        why = keyspace_violation(key, kind, QUEUES, table)
+        if why:
+            report.problem(f"keyspace: {why}")
+    return [k for k, t in zip(keys, types, strict=True) if ":job:" in k and t == "hash"]
+
+
+def read_records(client: redis.Redis, job_keys: list[str], report: Report) -> tuple[dict, dict[str, int]]:
+    """Every job record, and the token each carries; none may still be claimed."""
+    pipe = client.pipeline(transaction=False)
+    for key in job_keys:
+        pipe.hgetall(key)
+    records: dict[str, dict[bytes, bytes]] = {}
+    token_of: dict[str, int] = {}
+    for key, fields in zip(job_keys, pipe.execute(), strict=True):
+        job_id = key.rsplit(":", 1)[1]
+        records[job_id] = fields
+        try:
+            args, _ = loads_call(fields.get(b"payload", b""))
+            token_of[job_id] = int(args[0])
+        except Exception as exc:  # noqa: BLE001 - reported, never raised
+            report.problem(f"job {job_id}: unreadable record {fields!r}: {exc}")
+        if fields.get(b"state") == b"running" or fields.get(b"token"):
+            report.problem(f"job {job_id}: still claimed after the drain: state {fields.get(b'state')!r}, "
+                           f"token {fields.get(b'token')!r}")
+    for queue in sorted(QUEUES):
+        for part in UNFINISHED_SETS:
+            left = client.zrange(f"taskforge:{{{queue}}}:{part}", 0, -1)
+            if left:
+                report.problem(f"{queue} {part} still holds {len(left)} ids: {left[:5]}")
+    return records, token_of
+
+
+# -- the side Redis --------------------------------------------------------------------
+
+
+def read_runs(side: redis.Redis, prefix: str, tokens: list[int]) -> dict[int, list[Run]]:
+    pipe = side.pipeline(transaction=False)
+    for token in tokens:
+        pipe.lrange(f"{prefix}runs:{token}", 0, -1)
+        pipe.lrange(f"{prefix}ends:{token}", 0, -1)
+    raw = pipe.execute()
+    return {t: parse_runs(t, raw[2 * i], raw[2 * i + 1]) for i, t in enumerate(tokens)}
+
+
+# -- jobs ---------------------------------------------------------------------------------
+
+
+def check_outcomes(jobs: list[JobPlan], records: dict, token_of: dict[str, int], runs: dict[int, list[Run]],
+                   report: Report) -> int:
+    """Every acknowledged job final, as designed, with its side effect; returns how many were lost."""
+    lost = 0
+    for job in jobs:
+        kind = KINDS[job.kind]
+        fields = records.get(job.job_id or "")
+        if job.token is None or fields is None:
+            lost += 1
+            report.problem(f"LOST: job {job.index} ({job.kind}) id {job.job_id} token {job.token}: no record")
+            continue
+        state = fields.get(b"state", b"").decode()
+        error = fields.get(b"error", b"").decode()[:300]
+        ran = "; ".join(r.describe() for r in runs[job.token]) or "none"
+        if token_of.get(job.job_id or "") != job.token:
+            report.problem(f"job {job.job_id}: record carries token {token_of.get(job.job_id or '')}, "
+                           f"sent {job.token}")
+        if state not in FINAL:
+            lost += 1
+            report.problem(f"LOST: job {job.job_id} ({job.kind}, token {job.token}) is still {state!r}: {error}; "
+                           f"runs: {ran}")
+        elif state != kind.final:
+            report.problem(f"job {job.job_id} ({job.kind}, token {job.token}) ended {state}, designed to end "
+                           f"{kind.final}: {error}; runs: {ran}")
+        if state == "succeeded" and not any(r.outcome == "ok" for r in runs[job.token]):
+            lost += 1
+            report.problem(f"LOST: job {job.job_id} ({job.kind}, token {job.token}) succeeded but its side "
+                           f"effect never happened; runs: {ran}")
+    return lost
+
+
+def check_phantoms(jobs: list[JobPlan], records: dict, token_of: dict[str, int], report: Report) -> int:
+    """Jobs stored by an enqueue call that failed: not owed to anyone, but they must finish too."""
+    acknowledged = {job.token for job in jobs}
+    phantoms = 0
+    for job_id, token in token_of.items():
+        if token in acknowledged:
+            continue
+        phantoms += 1
+        state = records[job_id].get(b"state", b"").decode()
+        if state not in FINAL:
+            report.problem(f"phantom job {job_id} (token {token}, from a failed enqueue call) is stuck {state!r}")
+    return phantoms
+
+
+def count_duplicates(driver: FaultDriver, producer: Producer, jobs: list[JobPlan], token_of: dict[str, int],
+                     runs: dict[int, list[Run]], report: Report) -> tuple[int, int]:
+    crashes = [(x.worker.pid, x.at) for x in driver.unexpected if not x.refused]
+    explained = unexplained = 0
+    for job_id, token in sorted(token_of.items(), key=lambda item: item[1]):
+        job = jobs[producer.token_owner[token]]
+        verdict = classify(runs[token], KINDS[job.kind].designed_runs(job.args(token)), driver.faults, crashes)
+        explained += verdict.explained
+        unexplained += verdict.unexplained
+        if not verdict.extra:
+            continue
+        report.reasons.update(reason.split()[0] for _, reason in verdict.reasons[: verdict.extra])
+        line = (f"job {job_id} ({job.kind}{' ' + repr(job.extra) if job.extra else ''}, token {token}): "
+                f"{len(runs[token])} runs, {verdict.extra} extra, {verdict.unexplained} unexplained\n    runs: "
+                + "\n          ".join(r.describe() for r in runs[token])
+                + "\n    disrupted: " + ("; ".join(f"{r.pid}@{r.start:.3f} by {why}" for r, why in verdict.reasons)
+                                      or "none"))
+        report.details.append(line)
+        if verdict.unexplained:
+            report.problem("UNEXPLAINED DUPLICATE: " + line + "\n" + context(driver, job_id, runs[token]))
+    for token, token_runs in runs.items():
+        if token_runs and token not in token_of.values():
+            report.problem(f"token {token} ran but no job record carries it")
+    return explained, unexplained
+
+
+def context(driver: FaultDriver, job_id: str, runs: list[Run]) -> str:
+    """What a reader needs to diagnose one duplicate: nearby faults and the workers' lines about the job."""
+    lo = min(r.start for r in runs) - 15
+    hi = max((r.end or r.start) for r in runs) + 15
+    near = [f"      {f.line()}" for f in driver.faults if f.t_end >= lo and f.t_start <= hi]
+    lines = [f"      {w}: {line}" for w in driver.workers for line in w.output().splitlines() if job_id in line]
+    return "    faults nearby:\n" + ("\n".join(near) or "      none") + "\n    worker log:\n" + "\n".join(lines)
+
+
+# -- processes and faults ---------------------------------------------------------------------
+
+
+def check_workers(driver: FaultDriver, report: Report) -> None:
+    for exit_ in driver.unexpected:
+        if not exit_.refused:
+            what = ("crashed (and hung: multiprocessing's atexit joins its children, which run on unsupervised)"
+                    if exit_.code is None else f"exited unexpectedly with code {exit_.code}")
+            report.problem(f"{exit_.worker} {what}; see {exit_.worker.log_path}")
+    errors: dict[tuple[str, str, str], list[WorkerProcess]] = defaultdict(list)
+    for worker in driver.workers:
+        code = worker.proc.poll()
+        if code is None:
+            report.problem(f"{worker} still running at the end, though it was sent {worker.signalled}")
+        elif worker.signalled == "SIGTERM" and code != 0:
+            report.problem(f"{worker} exited with {code} after SIGTERM (expected 0)")
+        for owner, where, error in tracebacks(worker.output()):
+            if owner == "spawn" and worker.signalled == "SIGKILL":
+                continue  # its supervisor was SIGKILLed while handing it its start-up data
+            if owner == "child" and ("BrokenPipeError" in error or not error) and worker.signalled == "SIGKILL":
+                # Its supervisor was SIGKILLed: the kernel closes the supervisor's end of the
+                # pipe a moment before it delivers the children's PDEATHSIG.  A child that
+                # outlived its supervisor for real is caught by check_orphans instead.  (No
+                # error line: the PDEATHSIG arrived while it was printing the traceback.)
+                continue
+            errors[(owner, where, error)].append(worker)
+    for (owner, where, error), workers in errors.items():
+        report.problem(f"uncaught error in a {owner} at {where}: {error} ({len(workers)}x, in "
+                       f"{', '.join(sorted({w.log_path.name for w in workers}))})")
+
+
+def check_orphans(driver: FaultDriver, side: redis.Redis, prefix: str, report: Report) -> None:
+    """No worker child may outlive its supervisor, let alone go on to take jobs.
+
+    Every process that imports the app records its parent: a child that loads
+    the app with a parent other than one of our supervisors is an orphan
+    about to claim jobs nobody will renew.
+    """
+    supervisors = {w.pid for w in driver.workers}
+    for raw in side.lrange(f"{prefix}imports", 0, -1):
+        pid, ppid, at = raw.decode().split(":")
+        if int(pid) not in supervisors and int(ppid) not in supervisors:
+            report.problem(f"orphan: worker child {pid} loaded the app at {float(at):.3f} with parent {ppid}: its "
+                           "supervisor was already dead, and it went on to take jobs (PDEATHSIG not armed)")
+    for orphan in driver.orphans_seen:
+        report.problem(f"orphan: {orphan}")
+    orphans = driver.orphans()
+    if orphans:
+        report.problem(f"orphan processes outlived their worker: {orphans}")
+
+
+def check_fault_counts(driver: FaultDriver, wanted: int, report: Report) -> Counter[str]:
+    counts = Counter(f.kind for f in driver.faults)
+    for kind in FAULT_KINDS:
+        if counts[kind] < wanted:
+            report.problem(f"only {counts[kind]} {kind} faults, wanted {wanted}")
+    return counts
+
+
+def check_all(path: Path, seed: int, client: redis.Redis, side: redis.Redis, prefix: str, driver: FaultDriver,
+              producer: Producer, jobs: list[JobPlan], faults_wanted: int, drained: bool) -> Report:
+    report = Report(path)
+    if not drained:
+        report.problem("the queue did not drain in time once the faults stopped (see the drain lines in faults.log)")
+    records, token_of = read_records(client, check_keyspace(client, report), report)
+    runs = read_runs(side, prefix, sorted(producer.token_owner))
+    lost = check_outcomes(jobs, records, token_of, runs, report)
+    phantoms = check_phantoms(jobs, records, token_of, report)
+    explained, unexplained = count_duplicates(driver, producer, jobs, token_of, runs, report)
+    check_workers(driver, report)
+    check_orphans(driver, side, prefix, report)
+    counts = check_fault_counts(driver, faults_wanted, report)
+    faults = ", ".join(f"{k}: {counts[k]}" for k in FAULT_KINDS)
+    acknowledged = sum(1 for job in jobs if job.token is not None)
+    report.summary = (f"chaos: seed={seed} jobs={acknowledged} faults={{{faults}}} "
+                      f"duplicates explained={explained} unexplained={unexplained} lost={lost}")
+    refused = sum(1 for x in driver.unexpected if x.refused)
+    report.stats = (f"extra runs explained by: {dict(report.reasons) or 'none'}; enqueue calls failed and retried: "
+                    f"{producer.failed_calls}, of which stored anyway (phantoms): {phantoms}; workers started: "
+                    f"{len(driver.workers)} ({refused} refused to start while Redis was down); runs recorded: "
+                    f"{sum(len(r) for r in runs.values())}")
+    report.write([f.line() for f in driver.faults])
+    return report

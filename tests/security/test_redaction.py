@@ -1,0 +1,135 @@
+"""A password in the broker URL never appears in any output: log lines, errors, CLI output.
+
+Where a URL is shown, it is shown as ``redis://user:***@host:port/db``. Checked
+against a private ``redis-server --requirepass`` with the wrong password, with
+an unreachable port, with the server going away under a running worker, and
+with the password given in the URL's query string.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+import traceback
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import redis
+
+from taskforge import BrokerUnavailable, TaskForge
+from tests.worker.conftest import wait_for
+
+from .procs import Finished, PrivateRedis, Processes, free_port, report
+
+pytestmark = pytest.mark.redis
+
+# Characters that need escaping in a URL, so both spellings must stay hidden.
+PASSWORD = f"S3cr3t-{secrets.token_hex(6)}-p@ss:w/rd"
+WRONG = f"Wr0ng-{secrets.token_hex(6)}"
+SECRETS = (PASSWORD, quote(PASSWORD, safe=""), WRONG)
+URL_IN_TEXT = re.compile(r"(?:rediss?|unix)://[^\s'\"()]*")
+
+CLI_COMMANDS = [
+    ("status",), ("status", "--json"), ("job", "0123456789abcdef0123456789abcdef"),
+    ("enqueue", "echo", "--args", "[1]"), ("dead", "list"), ("dead", "retry", "--all"), ("purge", "--yes"),
+    ("worker", "--burst", "-c", "1", "--no-periodic"),
+]
+SOME_COMMANDS = [CLI_COMMANDS[i] for i in (0, 2, 3, 7)]
+
+
+def leaks(text: str) -> list[str]:
+    return [s for s in SECRETS if s in text]
+
+
+def unredacted_urls(text: str) -> list[str]:
+    """URLs in ``text`` that carry credentials other than ``***``."""
+    return [url for url in URL_IN_TEXT.findall(text) if "@" in url.split("/", 3)[2] and ":***@" not in url]
+
+
+def check_output(what: str, text: str, problems: list[str], url_shown: bool = False) -> None:
+    if leaks(text):
+        lines = [line for line in text.splitlines() if leaks(line)]
+        problems.append(f"{what}: the password appears: {lines[0][:200]!r}")
+    if unredacted_urls(text):
+        problems.append(f"{what}: a URL with credentials: {unredacted_urls(text)[0]!r}")
+    if url_shown and "***" not in text:
+        problems.append(f"{what}: the URL is not shown redacted (no ***): {text.strip()[-300:]!r}")
+
+
+@pytest.fixture
+def server(processes: Processes) -> PrivateRedis:
+    srv = PrivateRedis(processes, "--requirepass", PASSWORD)
+    return srv.start(lambda: redis.Redis(port=srv.port, password=PASSWORD).ping())
+
+
+def url(port: int, password: str, user: str = "", scheme: str = "redis") -> str:
+    return f"{scheme}://{user}:{quote(password, safe='')}@127.0.0.1:{port}/0"
+
+
+def run_all(processes: Processes, app_dir: Path, broker: str, commands=CLI_COMMANDS) -> dict[str, Finished]:
+    return processes.taskforge_many([(cmd[0], "secapp:app", *cmd[1:]) for cmd in commands], url=broker, cwd=app_dir)
+
+
+@pytest.mark.parametrize("case", ["wrong-password", "wrong-password-with-user", "unreachable-port"])
+def test_no_command_shows_the_password(processes: Processes, app_dir: Path, server: PrivateRedis,
+                                       case: str) -> None:
+    broker = {
+        "wrong-password": url(server.port, WRONG),
+        "wrong-password-with-user": url(server.port, PASSWORD, user="nobody"),
+        "unreachable-port": url(free_port(), PASSWORD),
+    }[case]
+    problems: list[str] = []
+    commands = CLI_COMMANDS if case == "wrong-password" else SOME_COMMANDS
+    for command, done in run_all(processes, app_dir, broker, commands).items():
+        if done.code != 1:
+            problems.append(f"`taskforge {command}` exited {done.code} (a broker it cannot use is a runtime "
+                            f"failure, 1): {done.output.strip()[-300:]!r}")
+        if "Traceback" in done.output:
+            problems.append(f"`taskforge {command}` printed a traceback: {done.output[-500:]!r}")
+        check_output(f"`taskforge {command}`", done.output, problems, url_shown=True)
+    report(problems)
+
+
+def test_a_password_in_the_query_string_is_hidden_too(processes: Processes, app_dir: Path,
+                                                       server: PrivateRedis) -> None:
+    """redis-py reads ``?password=`` (and ``?username=``) from the URL; it is as secret as the userinfo part."""
+    problems: list[str] = []
+    broker = f"redis://127.0.0.1:{server.port}/0?password={quote(WRONG, safe='')}"
+    for command, done in run_all(processes, app_dir, broker, SOME_COMMANDS).items():
+        check_output(f"`taskforge {command}` (?password=)", done.output, problems)
+    report(problems)
+
+
+def test_library_errors_and_reprs_hide_the_password(server: PrivateRedis) -> None:
+    problems: list[str] = []
+    for broker in (url(server.port, WRONG), url(free_port(), PASSWORD), url(server.port, PASSWORD, user="nobody"),
+                   f"unix://:{quote(PASSWORD, safe='')}@/nonexistent/redis.sock"):
+        app = TaskForge("lib", broker=broker)
+        check_output("repr(app)", repr(app), problems, url_shown=True)
+        with pytest.raises(BrokerUnavailable) as caught:
+            app.send("echo", 1)
+        text = "".join(traceback.format_exception(caught.value))
+        check_output(f"BrokerUnavailable for {broker.split('@')[-1]}", text, problems, url_shown=True)
+    report(problems)
+
+
+def test_a_worker_losing_its_authenticated_broker_logs_no_password(processes: Processes, app_dir: Path,
+                                                                    server: PrivateRedis) -> None:
+    broker = url(server.port, PASSWORD, user="default")
+    worker = processes.start_taskforge("worker", "secapp:app", "-c", "1", "--no-periodic", url=broker, cwd=app_dir)
+    producer = TaskForge("producer", broker=broker)
+    assert producer.send("echo", "before").result(timeout=30) == "before"
+    server.stop()
+    wait_for(lambda: "cannot reach" in worker.output() or "Connection" in worker.output(), 30,
+             "the worker to log the outage")
+    time.sleep(1.5)
+    server.start(lambda: redis.Redis(port=server.port, password=PASSWORD).ping())
+    assert producer.send("echo", "after").result(timeout=60) == "after"
+    code = worker.stop()
+    output = worker.output()
+    problems: list[str] = []
+    check_output("the worker's log across an outage", output, problems, url_shown=True)
+    assert code == 0 and "Traceback" not in output, output[-2000:]
+    report(problems, "\n--- log:\n" + output[-2000:])
