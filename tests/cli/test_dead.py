@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import time
 
 import pytest
 
@@ -21,9 +22,11 @@ purge_module = importlib.import_module("taskforge.cli.purge")
 
 
 def three_dead(app: TaskForge) -> list[str]:
-    """Oldest first: two in default, one in mail."""
+    """Oldest first: two in default, one in mail (times of death ms apart, so the order is defined)."""
     ids = [helpers.dead(app, "cliapp.add", 1, 1, error="RuntimeError: first")]
+    time.sleep(0.005)
     ids.append(helpers.dead(app, "cliapp.send", "a@b.c", queue="mail", error="OSError: second"))
+    time.sleep(0.005)
     ids.append(helpers.dead(app, "cliapp.add", 2, 2, error="ValueError: " + "x" * 200))
     return ids
 

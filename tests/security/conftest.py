@@ -29,6 +29,11 @@ def echo(value):
     return value
 
 
+@app.task(name="mail", queue="mail")  # a second queue: workers peek at both in one pipeline
+def mail(value):
+    return value
+
+
 @app.task(name="limited", rate_limit="100/s", concurrency=2)
 def limited(value):
     return value

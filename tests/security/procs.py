@@ -25,6 +25,8 @@ from tests.conftest import IN_CI
 from tests.worker.conftest import group_pids, wait_for
 
 COMMAND_TIMEOUT = 30.0
+# One child, and a short grace so SIGTERM ends a worker in seconds (the default is 30 s).
+WORKER = ("worker", "secapp:app", "-c", "1", "--grace", "2")
 
 
 def free_port() -> int:
@@ -112,9 +114,10 @@ class Processes:
         for proc in self.live:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 15  # workers here run with --grace 2
         for proc in self.live:
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
         leftovers = {}

@@ -20,7 +20,7 @@ import redis
 from taskforge import JobState, TaskForge
 from taskforge.broker.keys import QueueKeys
 
-from .procs import PrivateRedis, Processes, report
+from .procs import WORKER, PrivateRedis, Processes, report
 
 PACKAGE = Path(__file__).resolve().parents[2] / "taskforge"
 
@@ -94,7 +94,7 @@ def test_job_names_are_looked_up_in_the_registry_only(processes: Processes, app_
         jobs.append((raw, f"pickled payload #{n}"))
     assert producer.send("touch", str(app_dir / "legit")).id  # the one job that may run
 
-    worker = processes.taskforge("worker", "secapp:app", "--burst", "-c", "1", "--no-periodic", url=url,
+    worker = processes.taskforge(*WORKER, "--burst", "--no-periodic", url=url,
                                  cwd=app_dir, timeout=60)
     assert worker.code == 0, worker.output[-3000:]
     canaries = sorted(p.name for p in app_dir.iterdir() if p.name.startswith("canary-"))

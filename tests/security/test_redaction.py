@@ -21,7 +21,7 @@ import redis
 from taskforge import BrokerUnavailable, TaskForge
 from tests.worker.conftest import wait_for
 
-from .procs import Finished, PrivateRedis, Processes, free_port, report
+from .procs import WORKER, Finished, PrivateRedis, Processes, free_port, report
 
 pytestmark = pytest.mark.redis
 
@@ -105,7 +105,10 @@ def test_a_password_in_the_query_string_is_hidden_too(processes: Processes, app_
 def test_library_errors_and_reprs_hide_the_password(server: PrivateRedis) -> None:
     problems: list[str] = []
     for broker in (url(server.port, WRONG), url(free_port(), PASSWORD), url(server.port, PASSWORD, user="nobody"),
-                   f"unix://:{quote(PASSWORD, safe='')}@/nonexistent/redis.sock"):
+                   f"unix://:{quote(PASSWORD, safe='')}@/nonexistent/redis.sock",
+                   f"redis://127.0.0.1:{server.port}/0?username=default&password={quote(WRONG, safe='')}",
+                   # the passphrase of a client key file, also read from the query string by redis-py
+                   f"rediss://127.0.0.1:{free_port()}/0?ssl_password={quote(PASSWORD, safe='')}&ssl_cert_reqs=none"):
         app = TaskForge("lib", broker=broker)
         check_output("repr(app)", repr(app), problems, url_shown=True)
         with pytest.raises(BrokerUnavailable) as caught:
@@ -118,7 +121,7 @@ def test_library_errors_and_reprs_hide_the_password(server: PrivateRedis) -> Non
 def test_a_worker_losing_its_authenticated_broker_logs_no_password(processes: Processes, app_dir: Path,
                                                                     server: PrivateRedis) -> None:
     broker = url(server.port, PASSWORD, user="default")
-    worker = processes.start_taskforge("worker", "secapp:app", "-c", "1", "--no-periodic", url=broker, cwd=app_dir)
+    worker = processes.start_taskforge(*WORKER, "--no-periodic", url=broker, cwd=app_dir)
     producer = TaskForge("producer", broker=broker)
     assert producer.send("echo", "before").result(timeout=30) == "before"
     server.stop()

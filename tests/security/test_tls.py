@@ -21,7 +21,7 @@ import redis
 
 from taskforge import BrokerUnavailable, TaskForge
 
-from .procs import PrivateRedis, Processes, skip_or_fail
+from .procs import WORKER, PrivateRedis, Processes, skip_or_fail
 
 pytestmark = pytest.mark.redis
 
@@ -75,7 +75,7 @@ def test_a_worker_runs_a_job_over_tls(processes: Processes, app_dir: Path, tls_s
     broker = f"rediss://127.0.0.1:{server.port}/0?ssl_ca_certs={certs / 'ca.pem'}"
     producer = TaskForge("producer", broker=broker)
     handle = producer.send("echo", "over tls")
-    worker = processes.start_taskforge("worker", "secapp:app", "-c", "1", "--no-periodic", url=broker, cwd=app_dir)
+    worker = processes.start_taskforge(*WORKER, "--no-periodic", url=broker, cwd=app_dir)
     assert handle.result(timeout=60) == "over tls"
     status = processes.taskforge("status", "secapp:app", "--json", url=broker, cwd=app_dir)
     assert status.code == 0 and '"rediss://127.0.0.1' in status.output, status.output[-500:]

@@ -16,7 +16,7 @@ def every_second():
     side.rpush("side:ticks", current_job().id)
 
 
-@app.task(unique_for=3)
+@app.task(unique_for=8)
 def unique_sleep(key, seconds):
     side.rpush(f"side:{key}", current_job().id)
     time.sleep(seconds)
