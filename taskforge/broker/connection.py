@@ -29,7 +29,7 @@ CONNECT_TIMEOUT = 3.0
 SOCKET_TIMEOUT = 10.0
 
 _PASSWORD = re.compile(r"(?P<scheme>[a-z+]+://)(?P<user>[^:@/]*):(?P<password>[^@/]*)@")
-_QUERY_PASSWORD = re.compile(r"(?P<key>[?&]password=)[^&#]*", re.IGNORECASE)
+_QUERY_PASSWORD = re.compile(r"(?P<key>[?&](?:ssl_)?password=)[^&#]*", re.IGNORECASE)
 
 
 def resolve_url(url: str | None) -> str:

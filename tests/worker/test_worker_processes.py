@@ -291,6 +291,7 @@ def test_hooks_and_middleware_run_in_the_worker(start_worker, producer, side) ->
     worker.signal(signal.SIGTERM)
     assert worker.wait(30) == 0
     events = [e.decode() for e in side.lrange("side:events", 0, -1)]
-    assert events[0] == "worker_started -" and events[-1] == "worker_stopping -"
+    # The supervisor may still be running the job_dead hook when SIGTERM arrives: order those two freely.
+    assert events[0] == "worker_started -" and "worker_stopping -" in events[1:]
     assert "job_dead userapp.always_crash" in events  # the supervisor saw that crash
     assert side.lrange("side:tagged", 0, -1) == [b"before 1"]
