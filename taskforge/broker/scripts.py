@@ -7,6 +7,7 @@ never dies because Redis forgot a script.
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -36,9 +37,54 @@ SCRIPT_NAMES = (
 )
 
 
+# A top-level definition in _lib.lua: `local NAME = ...` or `local function NAME(`.
+_DEFINITION = re.compile(r"^local (?:function )?([A-Za-z_][A-Za-z0-9_]*)")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _lib_chunks(lib: str) -> list[tuple[str, str]]:
+    """Split the library into (name, text) definitions, each with the comment above it.
+
+    A definition runs on to the next one; blank and comment lines between two
+    go with the second.
+    """
+    chunks: list[tuple[str, list[str]]] = []
+    pending: list[str] = []  # comment and blank lines not yet given to a definition
+    for line in lib.splitlines():
+        match = _DEFINITION.match(line)
+        if match:
+            chunks.append((match.group(1), [*pending, line]))
+            pending = []
+        elif line.startswith("--") or not line.strip():
+            pending.append(line)
+        elif chunks:  # the continuation of a definition
+            chunks[-1][1].extend([*pending, line])
+            pending = []
+    return [(name, "\n".join(lines)) for name, lines in chunks]
+
+
+def _needed(chunks: list[tuple[str, str]], body: str) -> str:
+    """The definitions ``body`` uses, directly or through each other, in library order.
+
+    Redis runs the whole text of a script on every call, so each helper it
+    defines is a closure built per call: a script that carried the whole
+    library paid for every helper it never used (measured: most of the
+    fixed cost of a small script).
+    """
+    defined = {name for name, _ in chunks}
+    wanted: set[str] = set()
+    todo = set(_WORD.findall(body)) & defined
+    texts = dict(chunks)
+    while todo:
+        name = todo.pop()
+        wanted.add(name)
+        todo |= (set(_WORD.findall(texts[name])) & defined) - wanted - {name}
+    return "\n".join(text for name, text in chunks if name in wanted)
+
+
 @cache
 def script_source(name: str) -> str:
-    """The full text of one script: the shared library, then its own body.
+    """The full text of one script: the library definitions it needs, then its own body.
 
     Cached because package files never change while a process runs; the
     result is an immutable str.
@@ -46,7 +92,7 @@ def script_source(name: str) -> str:
     lua = resources.files(__package__).joinpath("lua")
     lib = lua.joinpath("_lib.lua").read_text(encoding="utf-8")
     body = lua.joinpath(f"{name}.lua").read_text(encoding="utf-8")
-    return f"{lib}\n{body}"
+    return f"{_needed(_lib_chunks(lib), body)}\n{body}"
 
 
 class Scripts:

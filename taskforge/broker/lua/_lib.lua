@@ -1,10 +1,12 @@
--- Shared helpers, prepended to every script by scripts.py (Redis scripts cannot
--- `require`).  ARGV[1] is the queue's key prefix "taskforge:{<queue>}:", and
--- every key a script touches is built from it, so all carry the queue's hash
--- tag and every script stays in one Redis Cluster slot.  KEYS[1] is the
--- queue's pending key, declared so that cluster clients route the call to the
--- node owning that slot; declaring one key instead of six also keeps each call
--- small (client-side argument encoding is a real share of a round trip).
+-- Shared helpers: scripts.py puts the definitions each script uses in front
+-- of it (Redis scripts cannot `require`, and Redis runs a script's whole text
+-- on every call, so unused helpers would cost each call).  ARGV[1] is the
+-- queue's key prefix "taskforge:{<queue>}:", and every key a script touches is
+-- built from it, so all carry the queue's hash tag and every script stays in
+-- one Redis Cluster slot.  KEYS[1] is the queue's pending key, declared so
+-- that cluster clients route the call to the node owning that slot; declaring
+-- one key instead of six also keeps each call small (client-side argument
+-- encoding is a real share of a round trip).
 local PREFIX = ARGV[1]
 local PENDING = PREFIX .. 'pending'
 local SCHEDULED = PREFIX .. 'scheduled'
@@ -82,10 +84,13 @@ local function restore_pending(id, jk)
 end
 
 -- Every way out of `running` passes here, so a concurrency slot is released
--- by success, failure, timeout, crash reclaim and abort alike.
-local function leave_running(id, jk)
+-- by success, failure, timeout, crash reclaim and abort alike.  `group` is the
+-- job's group field when the caller already read it (false: none), else nil.
+local function leave_running(id, jk, group)
   redis.call('ZREM', RUNNING, id)
-  local group = redis.call('HGET', jk, 'group')
+  if group == nil then
+    group = redis.call('HGET', jk, 'group')
+  end
   if group and group ~= '' then
     if redis.call('SREM', PREFIX .. 'active:' .. group, id) == 1
         and redis.call('ZCARD', group_pending(group)) > 0 then
@@ -95,8 +100,7 @@ local function leave_running(id, jk)
 end
 
 -- A unique job's lock goes when the job finishes (or dies); its TTL covers crashes.
-local function release_unique(id, jk)
-  local lock = redis.call('HGET', jk, 'unique')
+local function release_unique(id, lock)
   if lock and lock ~= '' and redis.call('GET', lock) == id then
     redis.call('DEL', lock)
   end
@@ -104,12 +108,10 @@ end
 
 -- Wake whoever waits in JobHandle.result(); only when somebody does, so a
 -- finished job costs no extra key otherwise.
-local function notify_done(id, jk, ttl)
-  if redis.call('HGET', jk, 'waiting') then
-    local dk = PREFIX .. 'done:' .. id
-    redis.call('RPUSH', dk, '1')
-    redis.call('PEXPIRE', dk, ttl)
-  end
+local function notify_done(id, ttl)
+  local dk = PREFIX .. 'done:' .. id
+  redis.call('RPUSH', dk, '1')
+  redis.call('PEXPIRE', dk, ttl)
 end
 
 -- Move scheduled and retrying jobs whose time has come to pending, at most
@@ -130,21 +132,31 @@ local function promote_due(now, limit)
   return dropped
 end
 
-local function finish(id, jk, state, now, ttl)
-  release_unique(id, jk)
-  redis.call('HSET', jk, 'state', state, 'finished_at', now, 'token', '')
+-- The end of a job: its final state (plus `extra` field/value pairs) in one
+-- HSET.  `meta` is {unique, waiting} when the caller already read those
+-- fields, else nil: every redis.call costs a few microseconds inside Redis,
+-- so the hot path reads each job's fields once.
+local function finish(id, jk, state, now, ttl, extra, meta)
+  meta = meta or redis.call('HMGET', jk, 'unique', 'waiting')
+  release_unique(id, meta[1])
+  local fields = {'state', state, 'finished_at', now, 'token', ''}
+  for _, v in ipairs(extra or {}) do
+    fields[#fields + 1] = v
+  end
+  redis.call('HSET', jk, unpack(fields))
   redis.call('PEXPIRE', jk, ttl)
-  notify_done(id, jk, ttl)
+  if meta[2] then
+    notify_done(id, ttl)
+  end
 end
 
 local function bury(id, jk, now, err, traceback, dead_ttl)
-  redis.call('HSET', jk, 'error', err, 'traceback', traceback or '')
   redis.call('ZREM', pending_key(jk), id)
   redis.call('ZREM', SCHEDULED, id)
   leave_running(id, jk)
   redis.call('ZADD', DEAD, now, id)
   redis.call('ZREMRANGEBYSCORE', DEAD, '-inf', now - dead_ttl)
-  finish(id, jk, 'dead', now, dead_ttl)
+  finish(id, jk, 'dead', now, dead_ttl, {'error', err, 'traceback', traceback or ''})
 end
 
 -- The claim list of a token only matters until its dequeue reply arrives;
@@ -197,16 +209,16 @@ local function group_allows(group, now)
 end
 
 -- The pending set whose head is the best job allowed to start now: the main
--- set, or a limited task's set whose limits allow it. Returns key, group
--- (nil for the main set), and the ms until a blocked group may start (-1).
-local function best_ready(now)
+-- set, or a limited task's set whose limits allow it.  `groups` is HKEYS of
+-- the limits hash.  Returns key, group (nil for the main set), the ms until a
+-- blocked group may start (-1), and the head's score.
+local function best_ready(now, groups)
   local best_key, best_group, best_score = nil, nil, nil
   local head = redis.call('ZRANGE', PENDING, 0, 0, 'WITHSCORES')
   if #head > 0 then
     best_key, best_score = PENDING, tonumber(head[2])
   end
   local blocked_wait = -1
-  local groups = redis.call('HKEYS', LIMITS)
   for _, group in ipairs(groups) do
     local key = group_pending(group)
     local ghead = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
@@ -231,78 +243,118 @@ local function unfinished_count()
   return size
 end
 
-local function claim_row(out, id, jk, attempts)
-  local f = redis.call('HMGET', jk, 'task', 'payload', 'max_attempts', 'timeout', 'priority', 'inherit')
-  local values = {id, f[1] or '', f[2] or '', attempts, f[3] or '', f[4] or '', f[5] or '', f[6] or ''}
+-- The fields a claim hands to the worker, read in one HMGET; claim_row
+-- turns them into the 8 values of the reply layout dequeue.lua documents.
+local CLAIM_FIELDS = {'state', 'attempts', 'task', 'payload', 'max_attempts', 'timeout', 'priority', 'inherit',
+  'token'}
+
+local function claim_row(out, id, f, attempts)
+  local values = {id, f[3] or '', f[4] or '', attempts, f[5] or '', f[6] or '', f[7] or '', f[8] or ''}
   for _, v in ipairs(values) do
     out[#out + 1] = v
   end
+end
+
+-- A job's fields, or nil when its key is missing or not a hash (deleted or
+-- damaged by hand): such an id can never run.
+local function read_claim_fields(jk)
+  local f = redis.pcall('HMGET', jk, unpack(CLAIM_FIELDS))
+  if type(f) ~= 'table' or f.err or not f[1] then
+    return nil
+  end
+  return f
+end
+
+-- The next attempt number; junk in the field counts as no attempt made yet.
+local function next_attempt(raw)
+  local n = tonumber(raw) or 0
+  if n ~= n or n < 0 or n > 1e9 then
+    n = 0
+  end
+  return math.floor(n) + 1
+end
+
+-- The claim of one popped job: the job's state, the lease, and for a limited
+-- task its concurrency slot and rate window.
+local function take(id, jk, attempts, token, now, lease, group)
+  redis.call('HSET', jk, 'state', 'running', 'started_at', now, 'token', token, 'attempts', attempts)
+  redis.call('ZADD', RUNNING, now + lease, id)
+  if group then
+    redis.call('SADD', PREFIX .. 'active:' .. group, id)
+    local spec = limit_spec(group)
+    if spec.rate > 0 then
+      local rk = PREFIX .. 'rate:' .. group
+      redis.call('ZADD', rk, now, id .. ':' .. attempts)
+      redis.call('PEXPIRE', rk, spec.period)
+    end
+  end
+end
+
+-- The previous call with this token ran but its reply was lost: its jobs, or {}.
+local function reclaimed_rows(claim_key, token)
+  local out = {0, -1}
+  for _, id in ipairs(redis.call('LRANGE', claim_key, 0, -1)) do
+    local jk = job_key(id)
+    local f = read_claim_fields(jk)
+    if f and f[1] == 'running' and f[9] == token then
+      claim_row(out, id, f, f[2])
+    end
+  end
+  return out
 end
 
 -- Promote due jobs, then claim up to `count` ready jobs for `token`.
 -- Returns {dropped, wait_ms, then 8 values per claimed job:
 --   id, task, payload, attempts, max_attempts, timeout, priority, inherit}
 -- (the layout dequeue.lua documents). Shared by dequeue and by succeed,
--- which can claim the next job in the same call.
-local function claim_ready(token, lease, limit, count)
-  local now = now_ms()
-  local dropped = 0
+-- which can claim the next job in the same call.  This is the hottest code in
+-- the project: each redis.call here costs a few microseconds per job, so
+-- every job field is read once and written once.
+local function claim_ready(token, lease, limit, count, now)
+  now = now or now_ms()
   -- The caller picks the token and reuses it until a dequeue answers. If this
   -- token already holds claims, the previous call ran but its reply was lost
   -- (a timeout, a dropped connection): hand the same jobs back instead of
   -- claiming new ones, so no claimed job is orphaned until its lease expires.
   local claim_key = PREFIX .. 'claim:' .. token
-  local previous = redis.call('LRANGE', claim_key, 0, -1)
-  if #previous > 0 then
-    local out = {0, -1}
-    for _, id in ipairs(previous) do
-      local jk = job_key(id)
-      if redis.call('HGET', jk, 'token') == token and redis.call('HGET', jk, 'state') == 'running' then
-        claim_row(out, id, jk, redis.call('HGET', jk, 'attempts'))
-      end
-    end
-    if #out > 2 then
-      return out
-    end
+  local previous = reclaimed_rows(claim_key, token)
+  if #previous > 2 then
+    return previous
   end
 
-  dropped = promote_due(now, limit)
-
+  local dropped = promote_due(now, limit)
+  local groups = redis.call('HKEYS', LIMITS)
   local out = {0, -1}
-  local claimed = 0
+  local ids = {}
   local blocked_wait = -1
-  while claimed < count do
-    local key, group
-    key, group, blocked_wait = best_ready(now)
-    if not key then
-      break
+  while #ids < count do
+    local key, group = PENDING, nil
+    if #groups > 0 then
+      key, group, blocked_wait = best_ready(now, groups)
+      if not key then
+        break
+      end
     end
     local popped = redis.call('ZPOPMIN', key, 1)
+    if #popped == 0 then
+      break
+    end
     local id = popped[1]
     local jk = job_key(id)
-    if is_job(jk) and redis.call('HGET', jk, 'state') == 'pending' then
-      local attempts = redis.call('HINCRBY', jk, 'attempts', 1)
-      redis.call('HSET', jk, 'state', 'running', 'started_at', now, 'token', token)
-      redis.call('ZADD', RUNNING, now + lease, id)
-      redis.call('RPUSH', claim_key, id)
-      if group then
-        redis.call('SADD', PREFIX .. 'active:' .. group, id)
-        local spec = limit_spec(group)
-        if spec.rate > 0 then
-          local rk = PREFIX .. 'rate:' .. group
-          redis.call('ZADD', rk, now, id .. ':' .. attempts)
-          redis.call('PEXPIRE', rk, spec.period)
-        end
-      end
-      claim_row(out, id, jk, attempts)
-      claimed = claimed + 1
+    local f = read_claim_fields(jk)
+    if f and f[1] == 'pending' then
+      local attempts = next_attempt(f[2])
+      take(id, jk, attempts, token, now, lease, group)
+      claim_row(out, id, f, attempts)
+      ids[#ids + 1] = id
     else
       -- An id whose record expired or was deleted by hand: it can never run.
       dropped = dropped + 1
     end
   end
   out[1] = dropped
-  if claimed > 0 then
+  if #ids > 0 then
+    redis.call('RPUSH', claim_key, unpack(ids))
     redis.call('PEXPIRE', claim_key, lease)
   else
     local nxt = redis.call('ZRANGE', SCHEDULED, 0, 0, 'WITHSCORES')

@@ -4,17 +4,18 @@
 -- Returns 0 (claim not ours: fenced), 1 (retrying), 2 (dead).
 local id, token = ARGV[2], ARGV[3]
 local jk = job_key(id)
-if redis.call('HGET', jk, 'token') ~= token or redis.call('HGET', jk, 'state') ~= 'running' then
+local f = redis.pcall('HMGET', jk, 'token', 'state', 'attempts', 'max_attempts', 'group')
+if type(f) ~= 'table' or f[1] ~= token or f[2] ~= 'running' then
   return 0
 end
 release_claim(token)
 local now = now_ms()
 local delay = tonumber(ARGV[6])
-local attempts = tonumber(redis.call('HGET', jk, 'attempts')) or 0
-local max_attempts = tonumber(redis.call('HGET', jk, 'max_attempts')) or 1
+local attempts = tonumber(f[3]) or 0
+local max_attempts = tonumber(f[4]) or 1
 if delay >= 0 and attempts < max_attempts then
   local due = now + delay
-  leave_running(id, jk)
+  leave_running(id, jk, f[5])
   redis.call('HSET', jk, 'state', 'retrying', 'token', '', 'error', ARGV[4],
     'traceback', ARGV[5], 'scheduled_at', due)
   redis.call('ZADD', SCHEDULED, due, id)

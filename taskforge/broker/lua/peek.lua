@@ -7,7 +7,7 @@
 -- priority holds across queues, not only within one.
 local now = now_ms()
 promote_due(now, tonumber(ARGV[2]))
-local _, _, blocked_wait, head_score = best_ready(now)
+local _, _, blocked_wait, head_score = best_ready(now, redis.call('HKEYS', LIMITS))
 local wait = -1
 local nxt = redis.call('ZRANGE', SCHEDULED, 0, 0, 'WITHSCORES')
 if #nxt > 0 then

@@ -10,16 +10,17 @@
 local id, token = ARGV[2], ARGV[3]
 local jk = job_key(id)
 local ok = 0
-if redis.call('HGET', jk, 'token') == token and redis.call('HGET', jk, 'state') == 'running' then
+local now = now_ms()
+local f = redis.pcall('HMGET', jk, 'token', 'state', 'group', 'unique', 'waiting')
+if type(f) == 'table' and f[1] == token and f[2] == 'running' then
   release_claim(token)
-  leave_running(id, jk)
-  redis.call('HSET', jk, 'result', ARGV[4])
-  finish(id, jk, 'succeeded', now_ms(), tonumber(ARGV[5]))
+  leave_running(id, jk, f[3])
+  finish(id, jk, 'succeeded', now, tonumber(ARGV[5]), {'result', ARGV[4]}, {f[4], f[5]})
   ok = 1
 end
 if not ARGV[6] or ARGV[6] == '' then
   return ok
 end
-local out = claim_ready(ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), 1)
+local out = claim_ready(ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), 1, now)
 table.insert(out, 1, ok)
 return out
