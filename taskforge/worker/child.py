@@ -173,6 +173,9 @@ class Child:
                 return EXIT_RECYCLE
         if following is not None:
             self.give_back(following[0])
+            # The job whose "start" the supervisor saw last has been recorded:
+            # without this it would take our exit for a crash during that job.
+            self.pipe.send(("idle",))
         return 0
 
     def give_back(self, claims: list[Claim]) -> None:

@@ -174,6 +174,21 @@ def test_two_workers_run_2000_jobs_exactly_once(start_worker, producer, side) ->
     assert a.wait(30) == 0 and b.wait(30) == 0
 
 
+def test_sigterm_mid_drain_reports_no_crash_and_loses_nothing(start_worker, producer, side) -> None:
+    """A stop that lands while a child records one job and claims the next: the
+    claimed one goes back, and the recorded one is not taken for a crash."""
+    task = producer.task_for("userapp.record")
+    handles = task.delay_many([("drain", i) for i in range(3000)])
+    worker = start_worker("-c", "2")
+    wait_for(lambda: side.llen("side:drain") >= 300, 60, "the drain to be under way", interval=0.05)
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(30) == 0
+    assert "WorkerCrashed" not in worker.output()
+    states = [h.status() for h in handles]
+    assert set(states) <= {JobState.SUCCEEDED, JobState.PENDING}
+    assert states.count(JobState.SUCCEEDED) == side.llen("side:drain")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
