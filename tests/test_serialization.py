@@ -8,7 +8,6 @@ import datetime as dt
 import decimal
 import enum
 import math
-import os
 import threading
 import uuid
 from collections.abc import Callable
@@ -40,6 +39,7 @@ from taskforge.serialization import (
     loads,
     loads_call,
 )
+from tests.conftest import skip_or_fail
 
 UTC = dt.timezone.utc
 NEPAL = dt.timezone(dt.timedelta(hours=5, minutes=45))
@@ -113,9 +113,7 @@ def zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except ZoneInfoNotFoundError:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"CI needs the tz database (tzdata) for {name}")
-        pytest.skip(f"no tz database entry for {name}")
+        skip_or_fail(f"no tz database entry for {name} (install tzdata)")
 
 
 class Color(enum.IntEnum):

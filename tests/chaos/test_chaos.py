@@ -38,6 +38,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.conftest import skip_or_fail
+
 from .checks import check_all, unfinished_ids, unfinished_jobs
 from .faults import WORKER_ARGS, FaultDriver, estimated_seconds, plan_faults
 from .jobs import JobPlan, plan_jobs
@@ -50,16 +52,9 @@ LONG_PAUSES = int(os.environ.get("CHAOS_LONG_PAUSES", "2"))
 SIDE_URL = os.environ.get("CHAOS_SIDE_REDIS", "redis://127.0.0.1:6379/10")
 DRAIN_TIMEOUT = float(os.environ.get("CHAOS_DRAIN_TIMEOUT", "180"))
 STOP_TIMEOUT = 45.0  # for every worker still running to obey the final SIGTERM (grace: 2 s)
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 # Every wait below is bounded well inside this; it only guards against a hang in the test itself.
 pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(900)]
-
-
-def skip_or_fail(reason: str) -> None:
-    if IN_CI:
-        pytest.fail(reason)
-    pytest.skip(reason)
 
 
 @pytest.fixture

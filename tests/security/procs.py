@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.conftest import IN_CI
+from tests.conftest import skip_or_fail
 from tests.worker.conftest import group_pids, wait_for
 
 COMMAND_TIMEOUT = 30.0
@@ -39,13 +39,6 @@ def report(problems: list[str], tail: str = "") -> None:
     """Fail with every problem listed once (an assert would print them twice, as its repr)."""
     if problems:
         pytest.fail(f"{len(problems)} problem(s):\n" + "\n".join(problems) + tail, pytrace=False)
-
-
-def skip_or_fail(reason: str) -> None:
-    """Locally a missing tool skips; under CI it fails, so a green CI means these tests ran."""
-    if IN_CI:
-        pytest.fail(f"under CI: {reason}")
-    pytest.skip(reason)
 
 
 def redis_server_binary() -> str:
