@@ -126,6 +126,7 @@ class Supervisor:
         self.respawn_at: dict[int, float] = {}
         self.crash_streak: dict[int, int] = {}
         self.unsettled: list[tuple[Running, int | None]] = []
+        self.lost_once: set[tuple[str, str, str]] = set()  # claims the last renewal found lost
         self.scheduler = Scheduler(app.schedules) if options.periodic and app.schedules else None
         self.stopping = False
         self.stop_deadline = 0.0
@@ -276,18 +277,35 @@ class Supervisor:
                 slot.killed = True
                 self.signal_child(slot, signal.SIGKILL)
 
+    def held(self) -> list[Running]:
+        """Every claim this worker must keep alive: running jobs and outcomes not yet recorded."""
+        return [s.current for s in self.children.values() if s.current] + [r for r, _ in self.unsettled]
+
     def renew_leases(self) -> None:
         by_queue: dict[str, list[tuple[str, str]]] = {}
-        held = [s.current for s in self.children.values() if s.current] + [r for r, _ in self.unsettled]
-        for running in held:
+        for running in self.held():
             by_queue.setdefault(running.queue, []).append((running.job_id, running.token))
+        lost_now: set[tuple[str, str, str]] = set()
         for queue, claims in by_queue.items():
             lost, aborted = self.app.broker.extend(queue, self.lease_ms, claims)
-            for job_id in lost:
-                log.warning("%s in %s: this worker no longer holds its claim (its lease expired and the job "
-                            "was reclaimed)", job_id, queue)
+            tokens = dict(claims)
+            lost_now.update((queue, job_id, tokens[job_id]) for job_id in lost)
             if aborted:
                 self.stop_aborted(set(aborted))
+        self.report_lost(lost_now)
+
+    def report_lost(self, lost_now: set[tuple[str, str, str]]) -> None:
+        """Warn about claims (queue, id, token) found lost by two renewals in a row.
+
+        A child records its job and only then tells us it moved on, so a
+        renewal landing in between finds the job finished, or already retried
+        and claimed again, and calls the claim lost. A claim really taken over
+        is still held by its child a renewal later.
+        """
+        for queue, job_id, _ in sorted(lost_now & self.lost_once):
+            log.warning("%s in %s: this worker no longer holds its claim (its lease expired and the job "
+                        "was reclaimed)", job_id, queue)
+        self.lost_once = lost_now
 
     def stop_aborted(self, job_ids: set[str]) -> None:
         for slot in self.children.values():
