@@ -99,8 +99,13 @@ class Child:
             self.last_alive = now
 
     def dequeue(self, queue: str) -> tuple[list[Claim], float | None]:
-        """One dequeue with this queue's current token; a fresh token only once Redis answered."""
-        claims, wait = self.broker.dequeue(queue, self.config.lease_ms, token=self.tokens.get(queue))
+        """One dequeue with this queue's current token; a fresh token only once Redis answered.
+
+        The token is kept before the call, so a call whose reply was lost is
+        retried with the same token and gets back the job it claimed.
+        """
+        token = self.tokens.setdefault(queue, new_token())
+        claims, wait = self.broker.dequeue(queue, self.config.lease_ms, token=token)
         self.tokens[queue] = new_token()
         return claims, wait
 
@@ -136,14 +141,26 @@ class Child:
         record(self.broker.adopt, claim.queue, claim.id, claim.token, opts.max_attempts, opts.timeout)
         return replace(claim, max_attempts=opts.max_attempts, timeout=opts.timeout, inherit=False)
 
-    def idle(self, wait: float | None) -> None:
+    def idle(self, wait: float | None) -> tuple[list[Claim], float | None] | None:
+        """Wait for work; with one queue, also claim what woke us in the same round trip."""
         self.alive()
         if wait == 0:
-            return
+            return None
+        timeout = IDLE_BLOCK if wait is None else min(wait, IDLE_BLOCK)
         try:
-            self.broker.wait_for_work(self.queues, IDLE_BLOCK if wait is None else min(wait, IDLE_BLOCK))
+            if len(self.queues) == 1 and self.broker.pipelined_wait:
+                queue = self.queues[0]
+                token = self.tokens.setdefault(queue, new_token())
+                woken = self.broker.wait_and_dequeue(queue, timeout, self.config.lease_ms, token)
+                self.tokens[queue] = new_token()
+                return woken
+            self.broker.wait_for_work(self.queues, timeout)
         except BrokerUnavailable:
-            pass
+            pass  # the next claim meets the outage again, and backs off
+        except redis.RedisError as exc:  # e.g. a damaged wake key: log it, and never spin on it
+            log.warning("child %d: waiting for work failed: %s", self.config.index, exc)
+            time.sleep(timeout)
+        return None
 
     def run(self) -> int:
         done = 0
@@ -163,7 +180,7 @@ class Child:
             if not claims:
                 if self.config.burst and wait != 0:
                     return 0
-                self.idle(wait)
+                following = self.idle(wait)
                 continue
             for claim in claims:
                 done += 1
