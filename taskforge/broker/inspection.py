@@ -120,6 +120,26 @@ class Inspection:
             rows = pipe.execute(raise_on_error=False)
         return [row if isinstance(row, dict) and row else None for row in rows]
 
+    def page(self, queue: str, state: str, offset: int, count: int) -> tuple[int, list[tuple[str, int]]]:
+        """One page of a queue's set, with its size: O(log n + count), never the whole set.
+
+        ``state`` is ``pending`` (best first: priority, then age), ``scheduled``
+        (scheduled and retrying, soonest due first), ``running`` (soonest lease
+        end first) or ``dead`` (newest first). Pending jobs of rate- or
+        concurrency-limited tasks wait in sets of their own and are not listed.
+        """
+        key = {"pending": QueueKeys(queue).pending, "scheduled": QueueKeys(queue).scheduled,
+               "running": QueueKeys(queue).running, "dead": QueueKeys(queue).dead}[state]
+        with broker_errors(self.url):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zcard(key)
+            if state == "dead":
+                pipe.zrevrange(key, offset, offset + count - 1, withscores=True)
+            else:
+                pipe.zrange(key, offset, offset + count - 1, withscores=True)
+            total, rows = pipe.execute()
+        return int(total), [(job_id.decode(), int(score)) for job_id, score in rows]
+
     def outcome_history(self, queues: Sequence[str], minutes: int = 60) -> tuple[int, dict[str, list[tuple[int, int]]]]:
         """Runs succeeded and failed per minute over the last ``minutes``, oldest first, per queue.
 
