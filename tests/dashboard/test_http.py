@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
@@ -124,3 +125,12 @@ def test_bad_input_gets_a_clear_error_page(start_dashboard, producer: TaskForge)
         status, body, _ = http(board.base + path)
         assert status == code and words in body.replace("&#39;", "'"), (path, status, body[:300])
     assert json.loads(http(board.base + "/api/jobs/nope")[1])["error"].startswith("no job nope")
+
+
+def test_the_benchmark_script_runs(redis_url: str) -> None:
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "benchmarks/dashboard.py", "--jobs", "300", "--requests", "2",
+                          "--redis", redis_url], cwd=root, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "filled: 300 pending jobs" in out.stdout
+    assert re.search(r"overview page +median +[\d.]+ ms +p95 +[\d.]+ ms +\(2 requests, 300 pending\)", out.stdout)
