@@ -32,7 +32,8 @@ def parse_auth(value: str) -> tuple[str, str]:
     """``user:password`` -> (user, password); anything else is a usage error."""
     user, sep, password = value.partition(":")
     if not sep or not user or not password:
-        raise ConfigurationError(f"--auth {'***' if sep else value!r}: use USER:PASSWORD, both non-empty")
+        # The value is never echoed: it may be a password typed without its user.
+        raise ConfigurationError("--auth: use USER:PASSWORD, both non-empty (the password may contain ':')")
     return user, password
 
 

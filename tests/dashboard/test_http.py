@@ -125,6 +125,16 @@ def test_bad_input_gets_a_clear_error_page(start_dashboard, producer: TaskForge)
         status, body, _ = http(board.base + path)
         assert status == code and words in body.replace("&#39;", "'"), (path, status, body[:300])
     assert json.loads(http(board.base + "/api/jobs/nope")[1])["error"].startswith("no job nope")
+    assert "(bound to 127.0.0.1: only this machine can reach it)" in board.output()
+
+
+def test_a_malformed_auth_is_a_usage_error(workdir, redis_url: str) -> None:
+    for auth in ("nocolon", ":pw", "user:"):
+        out = subprocess.run([sys.executable, "-m", "taskforge", "dashboard", "dashapp:app", "--auth", auth],
+                             cwd=workdir, capture_output=True, text=True, timeout=60,
+                             env={"TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": redis_url, "PATH": "/usr/bin:/bin"})
+        assert out.returncode == 2 and "--auth: use USER:PASSWORD, both non-empty" in out.stderr
+        assert auth.strip(":") not in out.stderr  # what was given is never echoed
 
 
 def test_the_benchmark_script_runs(redis_url: str) -> None:
