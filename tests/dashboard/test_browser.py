@@ -88,6 +88,8 @@ def test_every_page_and_action_in_a_real_browser(chromium, start_dashboard, work
     assert "dashapp.hourly_report" in page.locator("#periodic").inner_text()
     assert page.locator(f'tr[data-job="{due.id}"]').count() == 1
     page.screenshot(path=str(screenshots / "scheduled.png"), full_page=True)
+    page.locator(f'tr[data-job="{due.id}"] button[data-action=cancel]').click()
+    wait_for(lambda: due.status() is JobState.CANCELLED, 30, "the scheduled job to be cancelled")
 
     # A long queue, 50 a page.
     page.goto(board.base + "/queues/backlog?state=pending")

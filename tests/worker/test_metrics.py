@@ -88,3 +88,20 @@ def test_a_taken_metrics_port_is_a_clear_error(start_worker) -> None:
         assert worker.wait(30) == 1
     assert "cannot serve metrics on 127.0.0.1:" in worker.output()
     assert "choose another --metrics-port" in worker.output()
+
+
+def test_a_lease_reclaim_is_counted(start_worker, redis_url: str) -> None:
+    producer = TaskForge("producer", broker=redis_url)
+    lost = start_worker("-c", "1", "--visibility-timeout", "1")
+    handle = producer.send("userapp.sleepy", "r", 0.5)
+    wait_for(lambda: handle.status().value == "running", 30, "the job to start")
+    lost.kill_group()  # the whole worker vanishes mid-job: its lease will expire
+    port = free_port()
+    start_worker("-c", "1", "--visibility-timeout", "1", "--metrics-port", str(port))
+
+    def reclaims() -> float:
+        return value(scrape(port), "taskforge_lease_reclaims_total", queue="default")
+
+    wait_for(lambda: reclaims() == 1, 30, "the reclaim to be counted", interval=0.3)
+    assert handle.result(timeout=30) == 0.5
+    assert reclaims() == 1
