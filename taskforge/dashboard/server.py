@@ -46,14 +46,15 @@ def create_app(app: TaskForge, auth: tuple[str, str] | None = None) -> Starlette
         Route("/workers", pages.workers),
         Route("/dead", pages.dead),
         Route("/scheduled", pages.scheduled),
-        Route("/queues/{queue}", pages.queue_jobs),
-        Route("/queues/{queue}/purge-dead", pages.purge_dead, methods=["GET", "POST"]),
+        # Queue names may contain '/': the purge route goes first, as the list's would swallow it.
+        Route("/queues/{queue:path}/purge-dead", pages.purge_dead, methods=["GET", "POST"]),
+        Route("/queues/{queue:path}", pages.queue_jobs),
         Route("/jobs/{job_id}", pages.job),
         Route("/jobs/{job_id}/{action:str}", pages.act, methods=["POST"]),
         Route("/api/status", api.status),
         Route("/api/history", api.history),
         Route("/api/dead", api.dead),
-        Route("/api/queues/{queue}/jobs", api.queue_jobs),
+        Route("/api/queues/{queue:path}/jobs", api.queue_jobs),
         Route("/api/jobs/{job_id}", api.job),
         Mount("/static", StaticFiles(directory=pages.static_dir()), name="static"),
     ]

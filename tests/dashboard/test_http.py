@@ -111,6 +111,16 @@ def test_the_api_serves_what_the_cli_prints(start_dashboard, producer: TaskForge
     assert history["minutes"] == 60 and sum(history["queues"]["default"]["failed"]) == 1
     assert json.loads(http(board.base + "/api/dead?limit=5")[1])[0]["id"] == job_id
 
+    @producer.task(name="dashapp.regional", queue="mail/eu")
+    def regional(): ...
+
+    regional.delay()
+    status, body, _ = http(board.base + "/api/queues/mail%2Feu/jobs?state=pending")
+    assert status == 200 and json.loads(body)["total"] == 1
+    status, body, _ = http(board.base + "/queues/mail%2Feu?state=pending")
+    assert status == 200 and "dashapp.regional" in body
+    assert http(board.base + "/queues/mail%2Feu/purge-dead")[0] == 200
+
 
 def test_bad_input_gets_a_clear_error_page(start_dashboard, producer: TaskForge) -> None:
     board = start_dashboard()
