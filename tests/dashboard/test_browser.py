@@ -58,6 +58,8 @@ def test_every_page_and_action_in_a_real_browser(chromium, start_dashboard, work
     shown = datetime.fromisoformat(stamp.get_attribute("datetime")).astimezone(TOKYO)
     assert stamp.inner_text() == shown.strftime("%Y-%m-%d %H:%M:%S")
     page.screenshot(path=str(screenshots / "overview.png"), full_page=True)
+    later.delay(60)  # the page shows it without a reload: it refreshes itself
+    page.wait_for_function("document.querySelector('tr[data-queue=\"backlog\"] td:nth-child(2)').innerText === '61'")
 
     # Workers: host, pid, the running job and for how long, the heartbeat.
     page.goto(board.base + "/workers")
@@ -96,7 +98,7 @@ def test_every_page_and_action_in_a_real_browser(chromium, start_dashboard, work
     assert page.locator("#jobs tbody tr").count() == 50
     page.click("a[rel=next]")
     page.wait_for_url("**page=2")
-    assert page.locator("#jobs tbody tr").count() == 10
+    assert page.locator("#jobs tbody tr").count() == 11
 
     # Dead letters: purge asks first, then deletes.
     ash = producer.send("dashapp.fails_first", "ash")
