@@ -71,6 +71,7 @@ def test_every_page_and_action_in_a_real_browser(chromium, start_dashboard, work
     # A running job: progress shown; abort it.
     page.goto(job_url(board.base, slow))
     assert "halfway" in page.locator("dl.facts").inner_text()
+    page.screenshot(path=str(screenshots / "job-running.png"), full_page=True)
     page.click("button[data-action=abort]")
     page.wait_for_selector(".state-cancelled")
     assert slow.status() is JobState.CANCELLED
