@@ -43,10 +43,9 @@ def is_loopback(host: str) -> bool:
               help="Require HTTP Basic auth on every page, action and API call.")
 def dashboard(app: str, host: str, port: int, auth: str | None) -> None:
     try:
-        import uvicorn
-
         from ..dashboard import create_app
         from ..dashboard.security import parse_auth
+        from ..dashboard.server import bind, serve
     except ImportError as exc:
         fail(f"the dashboard needs its extra ({exc.name} is missing): pip install 'taskforge[dashboard]'", USAGE)
     try:
@@ -56,13 +55,9 @@ def dashboard(app: str, host: str, port: int, auth: str | None) -> None:
     the_app = open_app(app)
     with cli_errors():
         the_app.broker.ping()
+        sock = bind(host, port)
     where = "only this machine can reach it" if is_loopback(host) else "reachable from other machines"
     click.echo(f"taskforge dashboard on http://{host}:{port}/ (bound to {host}: {where})", err=True)
     if not is_loopback(host) and credentials is None:
         click.echo("warning: no --auth: anyone who reaches this address can retry, cancel and purge jobs", err=True)
-    config = uvicorn.Config(create_app(the_app, credentials), host=host, port=port, log_level="warning",
-                            access_log=False)
-    server = uvicorn.Server(config)
-    server.run()
-    if not server.started:
-        fail(f"could not serve on {host}:{port} (in use, or not an address of this host): choose another --port")
+    serve(create_app(the_app, credentials), sock)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import socket
 from typing import TYPE_CHECKING
 
 import redis
+import uvicorn
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -65,3 +67,28 @@ def create_app(app: TaskForge, auth: tuple[str, str] | None = None) -> Starlette
     web.state.templates = pages.make_templates()
     web.state.broker_url = redact(app.url)
     return web
+
+
+class DashboardPortUnavailable(TaskforgeError):
+    """The dashboard's address could not be bound (in use, or not an address of this host)."""
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound here so a taken port is our clear error, not uvicorn's exit code."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        raise DashboardPortUnavailable(
+            f"cannot serve the dashboard on {host}:{port}: {exc.strerror or exc}; choose another --port or --host"
+        ) from exc
+    return sock
+
+
+def serve(web: Starlette, sock: socket.socket) -> None:
+    """Run until SIGINT or SIGTERM (uvicorn handles both and shuts down gracefully)."""
+    host, port = sock.getsockname()[:2]
+    config = uvicorn.Config(web, host=host, port=port, log_level="warning", access_log=False)
+    uvicorn.Server(config).run(sockets=[sock])

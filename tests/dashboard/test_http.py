@@ -26,10 +26,14 @@ def dead_job(producer: TaskForge, queue: str = "default") -> str:
     return handle.id
 
 
+def run_cli(workdir, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {"TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": redis_url, "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-m", "taskforge", *args], cwd=workdir, capture_output=True, text=True,
+                          timeout=60, env=env)
+
+
 def cli_json(workdir, redis_url: str, *args: str) -> object:
-    out = subprocess.run([sys.executable, "-m", "taskforge", *args, "--json"], cwd=workdir, capture_output=True,
-                         text=True, timeout=60, env={"TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": redis_url,
-                                                     "PATH": "/usr/bin:/bin"})
+    out = run_cli(workdir, redis_url, *args, "--json")
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -140,9 +144,7 @@ def test_bad_input_gets_a_clear_error_page(start_dashboard, producer: TaskForge)
 
 def test_a_malformed_auth_is_a_usage_error(workdir, redis_url: str) -> None:
     for auth in ("nocolon", ":pw", "user:"):
-        out = subprocess.run([sys.executable, "-m", "taskforge", "dashboard", "dashapp:app", "--auth", auth],
-                             cwd=workdir, capture_output=True, text=True, timeout=60,
-                             env={"TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": redis_url, "PATH": "/usr/bin:/bin"})
+        out = run_cli(workdir, redis_url, "dashboard", "dashapp:app", "--auth", auth)
         assert out.returncode == 2 and "--auth: use USER:PASSWORD, both non-empty" in out.stderr
         assert auth.strip(":") not in out.stderr  # what was given is never echoed
 
@@ -154,3 +156,10 @@ def test_the_benchmark_script_runs(redis_url: str) -> None:
     assert out.returncode == 0, out.stderr
     assert "filled: 300 pending jobs" in out.stdout
     assert re.search(r"overview page +median +[\d.]+ ms +p95 +[\d.]+ ms +\(2 requests, 300 pending\)", out.stdout)
+
+
+def test_a_taken_port_is_a_clear_error(start_dashboard, workdir, redis_url: str) -> None:
+    board = start_dashboard()
+    out = run_cli(workdir, redis_url, "dashboard", "dashapp:app", "--port", str(board.port))
+    assert out.returncode == 1 and "choose another --port" in out.stderr
+    assert f"cannot serve the dashboard on 127.0.0.1:{board.port}" in out.stderr
