@@ -78,6 +78,10 @@ def test_every_page_and_action_in_a_real_browser(chromium, start_dashboard, work
 
     # The dead job: error and traceback; retry it and watch it succeed (the page refreshes itself).
     page.goto(job_url(board.base, doomed))
+    forged = """(id) => fetch('/jobs/' + id + '/retry', {method: 'POST', body: new URLSearchParams({queue: 'default'})})
+                      .then(r => r.status)"""
+    assert page.evaluate(forged, doomed.id) == 403  # same site, cookie sent, but no token in the form
+    assert doomed.status() is JobState.DEAD
     assert "first run of phoenix fails on purpose" in page.locator("#error").inner_text()
     assert "ValueError" in page.locator(".traceback").inner_text()
     page.click("button[data-action=retry]")
