@@ -104,7 +104,7 @@ def job(request: Request) -> Response:
     return render(request, "job.html", job=handle.info(), JobState=JobState)
 
 
-def apply_action(app: Any, job_id: str, queue: str, action: str) -> str | None:
+def apply_action(app: Any, job_id: str, queue: str | None, action: str) -> str | None:
     """Do it; a reason when it cannot be done."""
     handle = handle_for(app, job_id, queue)
     if action == "retry":
