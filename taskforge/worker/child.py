@@ -50,6 +50,7 @@ class ChildConfig:
     log_level: str
     index: int
     supervisor_pid: int = 0  # whom to die with: the supervisor's word, not our own getppid()
+    report_outcomes: bool = False  # tell the supervisor how each run ended (for its metrics)
 
 
 def die_with_parent(parent: int) -> None:
@@ -211,6 +212,8 @@ class Child:
             return Chain(self.config.lease_ms, self.tokens.get(claim.queue) or new_token())
 
         outcome = run_claim(self.app, claim, link)
+        if self.config.report_outcomes:
+            self.pipe.send(("done", outcome.state, outcome.duration))
         if outcome.next is not None:
             self.tokens[claim.queue] = new_token()
         if log.isEnabledFor(logging.INFO):

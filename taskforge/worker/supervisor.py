@@ -43,6 +43,7 @@ from .runner import notify_failure, retry_delay
 
 if TYPE_CHECKING:
     from ..app import TaskForge
+    from ..metrics import WorkerMetrics
 
 log = logging.getLogger("taskforge.worker")
 
@@ -114,8 +115,10 @@ def describe_exit(code: int | None) -> str:
 
 
 class Supervisor:
-    def __init__(self, app: TaskForge, app_spec: str, options: WorkerOptions) -> None:
+    def __init__(self, app: TaskForge, app_spec: str, options: WorkerOptions,
+                 metrics: WorkerMetrics | None = None) -> None:
         self.app = app
+        self.metrics = metrics
         self.spec = app_spec
         self.options = options
         self.lease_ms = int(options.visibility_timeout * 1000)
@@ -171,6 +174,7 @@ class Supervisor:
             log_level=self.options.log_level,
             index=index,
             supervisor_pid=os.getpid(),
+            report_outcomes=self.metrics is not None,
         )
         process = self.ctx.Process(target=child_main, args=(config, writer), name=f"taskforge-child-{index}")
         process.start()
@@ -191,6 +195,10 @@ class Supervisor:
                 if kind == "start":
                     _, job_id, token, queue, task, attempts, timeout = message
                     slot.current = Running(job_id, token, queue, task, attempts, timeout)
+                    if self.metrics is not None:
+                        self.metrics.started(queue, task)
+                elif kind == "done" and slot.current is not None and self.metrics is not None:
+                    self.metrics.finished(slot.current.queue, slot.current.task, message[1], message[2])
         except (EOFError, OSError):
             pass
 
@@ -219,6 +227,9 @@ class Supervisor:
         if code not in (0, EXIT_RECYCLE) and not slot.killed:
             log.warning("child %d (pid %s) %s; starting a new one", slot.index, slot.process.pid,
                         describe_exit(code))
+        if self.metrics is not None and not finished_cleanly:
+            recycled = code == EXIT_RECYCLE and running is None  # a job may exit with that code too
+            self.metrics.child_restarted("recycled" if recycled else "killed" if slot.killed else "crashed")
         self.respawn_at[slot.index] = time.monotonic() + delay
 
     def settle_pending(self) -> None:
@@ -255,6 +266,8 @@ class Supervisor:
             error = f"WorkerCrashed: the child process running this job {describe_exit(code)}"
         delay = retry_delay(self.app, running.task, running.attempts)
         state = broker.fail(running.queue, running.job_id, running.token, error, "", delay)
+        if self.metrics is not None:
+            self.metrics.finished(running.queue, running.task, state, time.monotonic() - running.started)
         log.warning("%s %s attempt %d %s: %s", running.task, running.job_id, running.attempts, state, error)
         if self.app.hooks.handlers["job_failed"] or self.app.hooks.handlers["job_dead"]:
             with contextlib.suppress(TaskforgeError):
@@ -326,6 +339,8 @@ class Supervisor:
     def reclaim(self) -> None:
         for queue in self.options.queues:
             back, buried, dropped = self.app.broker.reclaim(queue)
+            if self.metrics is not None:
+                self.metrics.reclaimed(queue, len(back) + len(buried))
             for job_id in back:
                 log.warning("reclaimed %s in %s: its worker stopped renewing the lease", job_id, queue)
             for job_id in buried:

@@ -10,6 +10,7 @@ if type(f) ~= 'table' or f[1] ~= token or f[2] ~= 'running' then
 end
 release_claim(token)
 local now = now_ms()
+count_outcome('failed', now)
 local delay = tonumber(ARGV[6])
 local attempts = tonumber(f[3]) or 0
 local max_attempts = tonumber(f[4]) or 1
