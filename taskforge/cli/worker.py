@@ -24,6 +24,8 @@ LOG_LEVELS = ["debug", "info", "warning", "error"]
 @click.argument("app")
 @click.option("-c", "--concurrency", type=click.IntRange(min=1), default=None,
               help="Child processes (default: CPU count).")
+@click.option("-t", "--threads", type=click.IntRange(min=1, max=256), default=1, show_default=True,
+              help="Threads per child, each running one job at a time: more jobs in flight for I/O-bound tasks.")
 @click.option("-q", "--queue", "queues", multiple=True,
               help="Queue to serve; repeat for several (default: every queue of the app's tasks).")
 @click.option("--burst", is_flag=True, help="Exit once no job is ready.")
@@ -40,9 +42,9 @@ LOG_LEVELS = ["debug", "info", "warning", "error"]
               help="Serve Prometheus metrics at http://HOST:PORT/metrics (needs taskforge[metrics]).")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True,
               help="Address the metrics endpoint binds to; 0.0.0.0 to let other hosts scrape it.")
-def worker(app: str, concurrency: int | None, queues: tuple[str, ...], burst: bool, visibility_timeout: float,
-           grace: float, log_level: str, max_jobs_per_child: int, no_periodic: bool, metrics_port: int | None,
-           metrics_host: str) -> None:
+def worker(app: str, concurrency: int | None, threads: int, queues: tuple[str, ...], burst: bool,
+           visibility_timeout: float, grace: float, log_level: str, max_jobs_per_child: int, no_periodic: bool,
+           metrics_port: int | None, metrics_host: str) -> None:
     """Run jobs: a supervisor and N child processes.
 
     APP is module:attribute (or module, whose attribute is app), importable
@@ -52,6 +54,7 @@ def worker(app: str, concurrency: int | None, queues: tuple[str, ...], burst: bo
     Example:
       taskforge worker myapp:app -c 4 -q mail -q default
       taskforge worker myapp:app --metrics-port 9100
+      taskforge worker myapp:app -c 2 -t 8     # 16 jobs at once, for I/O-bound tasks
     """
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s [supervisor pid %(process)d] %(message)s")
@@ -69,6 +72,7 @@ def worker(app: str, concurrency: int | None, queues: tuple[str, ...], burst: bo
         max_jobs_per_child=max_jobs_per_child,
         log_level=log_level,
         periodic=not no_periodic,
+        threads=threads,
     )
     with cli_errors():
         the_app.broker.ping()

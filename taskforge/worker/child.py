@@ -4,17 +4,24 @@ A child claims a job only when it is free to run it (no prefetch), so a
 high-priority job that arrives is never stuck behind jobs reserved earlier.
 It reports every claim to its supervisor, which renews the lease from
 outside: a task holding the GIL for an hour cannot starve its own heartbeat.
+
+With ``--threads N`` a child runs N lanes, each a thread with this same loop
+and its own claim tokens: while one lane waits on Redis or on the network,
+the others run, which is what I/O-bound tasks need. Every message to the
+supervisor names its lane.
 """
 
 from __future__ import annotations
 
 import ctypes
 import logging
+import multiprocessing
 import os
 import signal
 import sys
 import threading
 import time
+import traceback
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 
@@ -51,6 +58,7 @@ class ChildConfig:
     index: int
     supervisor_pid: int = 0  # whom to die with: the supervisor's word, not our own getppid()
     report_outcomes: bool = False  # tell the supervisor how each run ended (for its metrics)
+    threads: int = 1  # lanes: jobs this child runs at once, one per thread
 
 
 def die_with_parent(parent: int) -> None:
@@ -77,27 +85,87 @@ def die_with_parent(parent: int) -> None:
 
 
 class Child:
+    """What a child's lanes share: the app, its broker, the pipe, the stop flag and the job count."""
+
     def __init__(self, config: ChildConfig, pipe: Connection) -> None:
         from ..loader import load_app
 
         self.config = config
         self.pipe = pipe
         self.stopping = False
+        self.recycling = False  # max_jobs reached: lanes finish their job and stop claiming
         self.app = load_app(config.app_spec)
         self.broker = self.app.broker
         self.queues = list(config.queues)
-        self.next_queue = 0
-        self.tokens: dict[str, str] = {}
         self.last_alive = 0.0
+        self.done = 0
+        self.lock = threading.Lock()  # the pipe and the job count, shared by the lanes
 
     def request_stop(self, *_: object) -> None:
         self.stopping = True
 
+    def send(self, *message: object) -> None:
+        with self.lock:
+            self.pipe.send(message)
+
     def alive(self) -> None:
         now = time.monotonic()
         if now - self.last_alive >= IDLE_BLOCK / 2:
-            self.pipe.send(("alive",))
             self.last_alive = now
+            self.send("alive")
+
+    def count_job(self) -> bool:
+        """Count one job taken; True when it is the last this child may take."""
+        with self.lock:
+            self.done += 1
+            if self.config.max_jobs and self.done >= self.config.max_jobs:
+                self.recycling = True
+            return self.recycling
+
+    def run(self) -> int:
+        lanes = [Lane(self, index) for index in range(max(1, self.config.threads))]
+        if len(lanes) == 1:
+            return lanes[0].run()
+        codes: list[int] = []
+
+        def run_lane(lane: Lane) -> None:
+            try:
+                codes.append(lane.run())
+            except BaseException:
+                # As a single-lane child would: the same report multiprocessing
+                # prints for an uncaught error, then death, and the supervisor
+                # settles every job this child held and starts a new one.
+                sys.stderr.write(f"Process {multiprocessing.current_process().name}:\n")
+                traceback.print_exc()
+                sys.stderr.flush()
+                os._exit(1)
+
+        threads = [threading.Thread(target=run_lane, args=(lane,), name=f"taskforge-lane-{lane.index}")
+                   for lane in lanes]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():  # a timed join keeps the main thread free for SIGTERM
+                thread.join(timeout=0.5)
+        return EXIT_RECYCLE if EXIT_RECYCLE in codes else 0
+
+
+class Lane:
+    """One job at a time: claim, run, record, tell the supervisor. A child has one lane per thread."""
+
+    def __init__(self, child: Child, index: int) -> None:
+        self.child = child
+        self.index = index
+        self.config = child.config
+        self.app = child.app
+        self.broker = child.broker
+        self.queues = child.queues
+        self.next_queue = 0
+        self.tokens: dict[str, str] = {}
+
+    @property
+    def stopping(self) -> bool:
+        return self.child.stopping or self.child.recycling
 
     def dequeue(self, queue: str) -> tuple[list[Claim], float | None]:
         """One dequeue with this queue's current token; a fresh token only once Redis answered.
@@ -144,7 +212,7 @@ class Child:
 
     def idle(self, wait: float | None) -> tuple[list[Claim], float | None] | None:
         """Wait for work; with one queue, also claim what woke us in the same round trip."""
-        self.alive()
+        self.child.alive()
         if wait == 0:
             return None
         timeout = IDLE_BLOCK if wait is None else min(wait, IDLE_BLOCK)
@@ -164,7 +232,6 @@ class Child:
         return None
 
     def run(self) -> int:
-        done = 0
         outage = 0.05
         following: tuple[list[Claim], float | None] | None = None
         while not self.stopping:
@@ -174,7 +241,7 @@ class Child:
                 outage = 0.05
             except (BrokerUnavailable, redis.RedisError) as exc:
                 log.warning("child %d: %s; retrying in %.1f s", self.config.index, exc, outage)
-                self.alive()
+                self.child.alive()
                 time.sleep(outage)
                 outage = min(outage * 2, OUTAGE_BACKOFF_CAP)
                 continue
@@ -184,17 +251,14 @@ class Child:
                 following = self.idle(wait)
                 continue
             for claim in claims:
-                done += 1
-                recycle = bool(self.config.max_jobs and done >= self.config.max_jobs)
-                following = self.execute(claim, chain=not recycle)
-            if self.config.max_jobs and done >= self.config.max_jobs:
-                return EXIT_RECYCLE
+                last = self.child.count_job()
+                following = self.execute(claim, chain=not last)
         if following is not None:
             self.give_back(following[0])
             # The job whose "start" the supervisor saw last has been recorded:
             # without this it would take our exit for a crash during that job.
-            self.pipe.send(("idle",))
-        return 0
+            self.child.send("idle", self.index)
+        return EXIT_RECYCLE if self.child.recycling else 0
 
     def give_back(self, claims: list[Claim]) -> None:
         """Jobs claimed in the very call that recorded the last one, as a shutdown began."""
@@ -205,7 +269,8 @@ class Child:
         """Run one job; with ``chain``, also claim this child's next job in the same call."""
         claim = self.adopt(claim)
         # "start" also tells the supervisor the previous job is over: one message per job.
-        self.pipe.send(("start", claim.id, claim.token, claim.queue, claim.task, claim.attempts, claim.timeout))
+        self.child.send("start", self.index, claim.id, claim.token, claim.queue, claim.task, claim.attempts,
+                        claim.timeout)
         def link() -> Chain | None:
             if not chain or self.stopping or len(self.queues) != 1:
                 return None
@@ -213,7 +278,7 @@ class Child:
 
         outcome = run_claim(self.app, claim, link)
         if self.config.report_outcomes:
-            self.pipe.send(("done", outcome.state, outcome.duration))
+            self.child.send("done", self.index, outcome.state, outcome.duration)
         if outcome.next is not None:
             self.tokens[claim.queue] = new_token()
         if log.isEnabledFor(logging.INFO):
@@ -223,9 +288,10 @@ class Child:
                 outcome.duration, f": {outcome.error}" if outcome.error else "",
             )
         if outcome.next is None or not outcome.next[0]:
-            self.pipe.send(("idle",))
-            self.last_alive = time.monotonic()
+            self.child.send("idle", self.index)
+            self.child.last_alive = time.monotonic()
         return outcome.next
+
 
 
 def child_main(config: ChildConfig, pipe: Connection) -> None:

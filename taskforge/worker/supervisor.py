@@ -86,9 +86,9 @@ class ChildSlot:
     pipe: Connection
     started: float = field(default_factory=time.monotonic)
     last_seen: float = field(default_factory=time.monotonic)
-    current: Running | None = None
+    lanes: dict[int, Running] = field(default_factory=dict)  # lane -> the job it runs (one lane per thread)
     killed: bool = False
-    kill_target: str | None = None  # the job a timeout kill was meant for
+    kill_target: str | None = None  # the job a timeout or abort kill was meant for
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,7 @@ class WorkerOptions:
     max_jobs_per_child: int = 0
     log_level: str = "info"
     periodic: bool = True
+    threads: int = 1
 
 
 def describe_exit(code: int | None) -> str:
@@ -134,8 +135,8 @@ class Supervisor:
         self.stopping = False
         self.stop_deadline = 0.0
         self.jobs_done = 0
-        self.registry = WorkerRegistry(app.broker.client, list(options.queues), options.concurrency,
-                                       ttl=10 * HEARTBEAT_EVERY)
+        self.registry = WorkerRegistry(app.broker.client, list(options.queues),
+                                       options.concurrency * options.threads, ttl=10 * HEARTBEAT_EVERY)
 
     # -- signals ---------------------------------------------------------
 
@@ -175,6 +176,7 @@ class Supervisor:
             index=index,
             supervisor_pid=os.getpid(),
             report_outcomes=self.metrics is not None,
+            threads=self.options.threads,
         )
         process = self.ctx.Process(target=child_main, args=(config, writer), name=f"taskforge-child-{index}")
         process.start()
@@ -187,18 +189,18 @@ class Supervisor:
                 message = slot.pipe.recv()
                 slot.last_seen = time.monotonic()
                 kind = message[0]
-                # A child says "start" for each job, and "idle" when it has none:
-                # either one means the job before it is over.
-                if slot.current is not None and kind in ("start", "idle"):
-                    slot.current = None
+                # A lane says "start" for each job, and "idle" when it has none:
+                # either one means the lane's job before it is over.
+                if kind in ("start", "idle") and slot.lanes.pop(message[1], None) is not None:
                     self.jobs_done += 1
                 if kind == "start":
-                    _, job_id, token, queue, task, attempts, timeout = message
-                    slot.current = Running(job_id, token, queue, task, attempts, timeout)
+                    _, lane, job_id, token, queue, task, attempts, timeout = message
+                    slot.lanes[lane] = Running(job_id, token, queue, task, attempts, timeout)
                     if self.metrics is not None:
                         self.metrics.started(queue, task)
-                elif kind == "done" and slot.current is not None and self.metrics is not None:
-                    self.metrics.finished(slot.current.queue, slot.current.task, message[1], message[2])
+                elif kind == "done" and self.metrics is not None and message[1] in slot.lanes:
+                    running = slot.lanes[message[1]]
+                    self.metrics.finished(running.queue, running.task, message[2], message[3])
         except (EOFError, OSError):
             pass
 
@@ -208,14 +210,16 @@ class Supervisor:
         code = slot.process.exitcode
         del self.children[slot.index]
         slot.pipe.close()
-        running = slot.current
-        if running is not None:
-            if slot.kill_target is not None and running.job_id != slot.kill_target:
-                # Killed for the previous job's timeout just as this one started: not its fault.
+        held = list(slot.lanes.values())
+        for running in held:
+            if slot.kill_target is not None and not (running.timed_out or running.aborted):
+                # Killed for another job's timeout or abort (another lane's, or the job
+                # before this one, just as it started): not its fault.
                 running.give_back = True
             self.unsettled.append((running, code))
+        if held:
             self.settle_pending()
-        finished_cleanly = code == 0 and running is None
+        finished_cleanly = code == 0 and not held
         if self.stopping or (self.options.burst and finished_cleanly):
             return
         lived = time.monotonic() - slot.started
@@ -228,7 +232,7 @@ class Supervisor:
             log.warning("child %d (pid %s) %s; starting a new one", slot.index, slot.process.pid,
                         describe_exit(code))
         if self.metrics is not None and not finished_cleanly:
-            recycled = code == EXIT_RECYCLE and running is None  # a job may exit with that code too
+            recycled = code == EXIT_RECYCLE and not held  # a job may exit with that code too
             self.metrics.child_restarted("recycled" if recycled else "killed" if slot.killed else "crashed")
         self.respawn_at[slot.index] = time.monotonic() + delay
 
@@ -279,20 +283,22 @@ class Supervisor:
     def enforce_timeouts(self, now: float) -> None:
         for slot in self.children.values():
             self.read_messages(slot)  # the job may have just ended, and another started
-            running = slot.current
-            if running and running.timeout and not running.timed_out and now - running.started > running.timeout:
+            late = [r for r in slot.lanes.values()
+                    if r.timeout and not r.timed_out and now - r.started > r.timeout]
+            for running in late:
                 running.timed_out = True
+            if late:
                 slot.killed = True
-                slot.kill_target = running.job_id
+                slot.kill_target = late[0].job_id
                 self.signal_child(slot, signal.SIGKILL)
-            elif running is None and not slot.killed and now - slot.last_seen > WATCHDOG_SILENCE:
+            elif not slot.lanes and not slot.killed and now - slot.last_seen > WATCHDOG_SILENCE:
                 log.warning("child %d silent for %.0f s; replacing it", slot.index, now - slot.last_seen)
                 slot.killed = True
                 self.signal_child(slot, signal.SIGKILL)
 
     def held(self) -> list[Running]:
         """Every claim this worker must keep alive: running jobs and outcomes not yet recorded."""
-        return [s.current for s in self.children.values() if s.current] + [r for r, _ in self.unsettled]
+        return [r for s in self.children.values() for r in s.lanes.values()] + [r for r, _ in self.unsettled]
 
     def renew_leases(self) -> None:
         by_queue: dict[str, list[tuple[str, str]]] = {}
@@ -322,17 +328,19 @@ class Supervisor:
 
     def stop_aborted(self, job_ids: set[str]) -> None:
         for slot in self.children.values():
-            if slot.current and slot.current.job_id in job_ids and not slot.killed:
-                slot.current.aborted = True
+            hit = [r for r in slot.lanes.values() if r.job_id in job_ids]
+            if hit and not slot.killed:
+                for running in hit:
+                    running.aborted = True
                 slot.killed = True
-                slot.kill_target = slot.current.job_id
+                slot.kill_target = hit[0].job_id
                 self.signal_child(slot, signal.SIGKILL)
 
     def heartbeat(self) -> None:
         current = [
-            {"id": s.current.job_id, "task": s.current.task, "queue": s.current.queue,
-             "started_at": int((time.time() - (time.monotonic() - s.current.started)) * 1000)}
-            for s in self.children.values() if s.current
+            {"id": r.job_id, "task": r.task, "queue": r.queue,
+             "started_at": int((time.time() - (time.monotonic() - r.started)) * 1000)}
+            for s in self.children.values() for r in s.lanes.values()
         ]
         self.registry.beat(current, self.jobs_done)
 
@@ -360,8 +368,8 @@ class Supervisor:
             return
         for slot in self.children.values():
             if not slot.killed:
-                if slot.current:
-                    slot.current.give_back = True
+                for running in slot.lanes.values():
+                    running.give_back = True
                 slot.killed = True
                 self.signal_child(slot, signal.SIGKILL)
 

@@ -12,7 +12,9 @@ job was cut short, or could not report, because of an injected fault:
   (or just ending) when the grace period ran out;
 * ``redis_restart`` / ``redis_pause`` overlapping it: heartbeats stop, leases
   expire, and an outcome recorded but not acknowledged may be retried;
-* a worker that exited unexpectedly (a bug, reported separately) while it ran.
+* a worker that exited unexpectedly (a bug, reported separately) while it ran;
+* a designed crash (``crash_once``) in another lane of the same threaded child
+  (``-t``) while it ran: a crash takes every lane of its process down.
 
 Each such *disrupted* run explains one extra run of its job; every extra run
 beyond the disrupted ones is unexplained.
@@ -33,6 +35,7 @@ ACK_SLACK = 2.0  # from a run's end record to its outcome reaching Redis, on a b
 # A run that ends within the grace period acks at once; only one ending this close to its
 # expiry may have been killed before its outcome was written.
 TERM_ACK_SLACK = 1.0
+LANE_EXIT = 0.5  # from a crash run's last record to its process being gone, on a busy box
 UNKNOWN_END = 1.5  # a run with no end record and no kill to blame: assume it lasted this long
 
 
@@ -74,13 +77,29 @@ def parse_runs(token: int, runs: list[bytes], ends: list[bytes]) -> list[Run]:
     return parsed
 
 
-def disruption(run: Run, faults: list[Fault], crashes: list[tuple[int, float]] = ()) -> str | None:
+def disruption(run: Run, faults: list[Fault], crashes: list[tuple[int, float]] = (),
+               lane_crashes: list[Run] = ()) -> str | None:
     """The fault that cut ``run`` short or hid its outcome, or None.
 
     One that hit the run itself is preferred to one only within the slack
     around it, so the report names the likelier culprit.
     """
-    return _disruption(run, faults, crashes, 0.0, 0.0) or _disruption(run, faults, crashes, PRE, ACK_SLACK)
+    return (_disruption(run, faults, crashes, 0.0, 0.0) or _disruption(run, faults, crashes, PRE, ACK_SLACK)
+            or _lane_crash(run, lane_crashes))
+
+
+def _lane_crash(run: Run, lane_crashes: list[Run]) -> str | None:
+    """A crash run of another job that overlapped ``run`` in the same process.
+
+    Runs of one single-lane child never overlap (a job is recorded before
+    the next one starts), so this explains nothing there.
+    """
+    for crash in lane_crashes:
+        # The crash record comes just before os._exit: a lane may start a run in between.
+        if (crash.pid == run.pid and crash.token != run.token and crash.end is not None
+                and run.start <= crash.end + LANE_EXIT and (run.end is None or run.end >= crash.start)):
+            return f"lane_crash of token {crash.token} in child {crash.pid}"
+    return None
 
 
 def _disruption(run: Run, faults: list[Fault], crashes: list[tuple[int, float]], pre: float,
@@ -114,12 +133,13 @@ class Verdict:
     reasons: list[tuple[Run, str]] = field(default_factory=list)  # each disrupted run, and by what
 
 
-def classify(runs: list[Run], designed: int, faults: list[Fault], crashes: list[tuple[int, float]] = ()) -> Verdict:
+def classify(runs: list[Run], designed: int, faults: list[Fault], crashes: list[tuple[int, float]] = (),
+             lane_crashes: list[Run] = ()) -> Verdict:
     verdict = Verdict(extra=max(0, len(runs) - designed))
     if not verdict.extra:
         return verdict
     for run in runs:
-        reason = disruption(run, faults, crashes)
+        reason = disruption(run, faults, crashes, lane_crashes)
         if reason:
             verdict.reasons.append((run, reason))
     verdict.explained = min(verdict.extra, len(verdict.reasons))

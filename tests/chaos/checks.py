@@ -170,10 +170,12 @@ def check_phantoms(jobs: list[JobPlan], records: dict, token_of: dict[str, int],
 def count_duplicates(driver: FaultDriver, producer: Producer, jobs: list[JobPlan], token_of: dict[str, int],
                      runs: dict[int, list[Run]], report: Report) -> tuple[int, int]:
     crashes = [(x.worker.pid, x.at) for x in driver.unexpected if not x.refused]
+    lane_crashes = [r for token_runs in runs.values() for r in token_runs if r.outcome == "crash"]
     explained = unexplained = 0
     for job_id, token in sorted(token_of.items(), key=lambda item: item[1]):
         job = jobs[producer.token_owner[token]]
-        verdict = classify(runs[token], KINDS[job.kind].designed_runs(job.args(token)), driver.faults, crashes)
+        verdict = classify(runs[token], KINDS[job.kind].designed_runs(job.args(token)), driver.faults, crashes,
+                           lane_crashes)
         explained += verdict.explained
         unexplained += verdict.unexplained
         if not verdict.extra:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from .analysis import ACK_SLACK, classify, disruption, documented_keyspace, keyspace_violation, parse_runs
+from .analysis import ACK_SLACK, Run, classify, disruption, documented_keyspace, keyspace_violation, parse_runs
 from .faults import GRACE, KINDS, LONG_PAUSE, Fault, plan_faults
 from .jobs import KINDS as JOB_KINDS
 from .jobs import PATIENT, plan_jobs
@@ -68,6 +68,17 @@ def test_each_disrupted_run_explains_one_extra_run() -> None:
     verdict = classify(three, 1, faults)
     assert (verdict.extra, verdict.explained, verdict.unexplained) == (2, 1, 1)
     assert classify(runs_of((11, 1.0, 1.1), (12, 2.0, 2.1)), 2, []).extra == 0  # flaky: two runs by design
+
+
+def test_a_crash_in_another_lane_explains_only_runs_it_overlapped_in_its_own_process() -> None:
+    crash = Run(token=3, pid=11, ppid=100, start=10.0, end=10.01, outcome="crash")
+    assert disruption(Run(7, 11, 100, 9.0), [], lane_crashes=[crash]) == "lane_crash of token 3 in child 11"
+    assert disruption(Run(7, 12, 100, 9.0), [], lane_crashes=[crash]) is None  # another process
+    # Ended before the crash run started: recorded already (one lane runs one job at a time).
+    assert disruption(Run(7, 11, 100, 8.0, 9.5, "ok"), [], lane_crashes=[crash]) is None
+    assert disruption(Run(7, 11, 100, 10.02), [], lane_crashes=[crash]) is not None  # between record and exit
+    assert disruption(Run(7, 11, 100, 11.0), [], lane_crashes=[crash]) is None  # started after it
+    assert disruption(crash, [], lane_crashes=[crash]) is None  # the crash run itself is designed
 
 
 TABLE = """

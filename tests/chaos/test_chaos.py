@@ -41,7 +41,7 @@ import redis
 from tests.conftest import skip_or_fail
 
 from .checks import check_all, unfinished_ids, unfinished_jobs
-from .faults import WORKER_ARGS, FaultDriver, estimated_seconds, plan_faults
+from .faults import FaultDriver, estimated_seconds, plan_faults, worker_args
 from .jobs import JobPlan, plan_jobs
 from .procs import RedisServer, WorkerProcess, wait_for
 from .producer import GIVE_UP_AFTER, Producer
@@ -115,8 +115,12 @@ def test_no_job_lost_or_run_twice_unexplained_under_faults(artifacts: Artifacts,
     env = {**os.environ, "TASKFORGE_BROKER_URL": server.url, "CHAOS_SIDE_REDIS": SIDE_URL,
            "CHAOS_PREFIX": prefix, "PYTHONUNBUFFERED": "1"}
     numbers = iter(range(1, 100_000))
-    driver = FaultDriver(server, side, prefix, lambda: WorkerProcess(next(numbers), appdir, env, WORKER_ARGS),
-                         journal)
+
+    def new_worker() -> WorkerProcess:
+        number = next(numbers)
+        return WorkerProcess(number, appdir, env, worker_args(number))
+
+    driver = FaultDriver(server, side, prefix, new_worker, journal)
     producer: Producer | None = None
     started = time.monotonic()
     try:
