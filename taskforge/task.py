@@ -226,17 +226,12 @@ class Task(Generic[P, R]):
 
     def _new_job(self, args: tuple[Any, ...], kwargs: dict[str, Any], **timing: Any) -> NewJob:
         payload = dumps_call(args, kwargs)
-        limit = self.app.max_job_size
-        if limit and len(payload) > limit:
-            raise SerializationError(
-                f"the arguments of {self.name} serialize to {len(payload):,} bytes, over the "
-                f"max_job_size of {limit:,}; pass a reference (a URL, a key) instead of the data"
-            )
         opts = self.options
         unique_key, lock_ttl_ms = "", 0
         if opts.unique_for is not None:
             unique_key = self.unique_lock(args, kwargs, payload)
             lock_ttl_ms = int(opts.unique_for * 1000)
+        self._check_size(payload, unique_key)
         return NewJob(
             id=uuid.uuid4().hex,
             task=self.name,
@@ -250,6 +245,22 @@ class Task(Generic[P, R]):
             lock_ttl_ms=lock_ttl_ms,
             **timing,
         )
+
+    def _check_size(self, payload: bytes, unique_key: str) -> None:
+        """max_job_size bounds what the job record stores, not only its arguments: a job sent by a
+        megabyte-long task name costs Redis as much memory as one with a megabyte argument."""
+        limit = self.app.max_job_size
+        if not limit:
+            return
+        opts = self.options
+        options = (int(opts.priority), opts.max_attempts, opts.timeout, opts.limits, unique_key)
+        size = len(payload) + len(self.name.encode()) + sum(len(str(o).encode()) for o in options if o is not None)
+        if size > limit:
+            what = "arguments" if len(payload) > limit else "task name, options and arguments"
+            raise SerializationError(
+                f"the job of {self.name[:200]!r} would store {size:,} bytes ({what}), over the "
+                f"max_job_size of {limit:,}; pass a reference (a URL, a key) instead of the data"
+            )
 
     def unique_lock(self, args: tuple[Any, ...], kwargs: dict[str, Any], payload: bytes) -> str:
         """The lock key of a unique job: its task and arguments (or unique_key's answer)."""

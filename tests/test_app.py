@@ -435,6 +435,6 @@ def test_all_is_sorted_complete_and_real() -> None:
     modules = {n for n in public if type(getattr(taskforge, n)).__name__ == "module"}
     assert public - modules <= set(names), f"public but not in __all__: {public - modules - set(names)}"
     for name in ("QueueFull", "SerializationError", "UnknownTask", "TaskFailed", "JobNotFound",
-                 "BrokerUnavailable", "ConfigurationError"):
+                 "BrokerUnavailable", "ConfigurationError", "CorruptQueue"):
         assert issubclass(getattr(taskforge, name), taskforge.TaskforgeError)
         assert getattr(taskforge.errors, name) is getattr(taskforge, name)

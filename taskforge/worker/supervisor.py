@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from ..errors import BrokerUnavailable, TaskforgeError
+from ..errors import BrokerUnavailable, CorruptQueue, TaskforgeError
 from ..handle import JobHandle
 from ..periodic import Scheduler
 from .child import EXIT_RECYCLE, ChildConfig, child_main
@@ -130,6 +130,7 @@ class Supervisor:
         self.stopping = False
         self.stop_deadline = 0.0
         self.jobs_done = 0
+        self.damage_seen: set[str] = set()
         self.registry = WorkerRegistry(app.broker.client, list(options.queues), options.concurrency,
                                        ttl=10 * HEARTBEAT_EVERY)
 
@@ -233,7 +234,7 @@ class Supervisor:
                 self.settle(running, code)
             except BrokerUnavailable:
                 still.append((running, code))
-            except redis.RedisError as exc:
+            except (CorruptQueue, redis.RedisError) as exc:
                 log.error("cannot record the outcome of %s (%s); its lease will expire and it will be "
                           "reclaimed", running.job_id, exc)
         self.unsettled = still
@@ -282,7 +283,11 @@ class Supervisor:
         for running in held:
             by_queue.setdefault(running.queue, []).append((running.job_id, running.token))
         for queue, claims in by_queue.items():
-            lost, aborted = self.app.broker.extend(queue, self.lease_ms, claims)
+            try:
+                lost, aborted = self.app.broker.extend(queue, self.lease_ms, claims)
+            except CorruptQueue as exc:
+                self.report_damage(exc)
+                continue
             for job_id in lost:
                 log.warning("%s in %s: this worker no longer holds its claim (its lease expired and the job "
                             "was reclaimed)", job_id, queue)
@@ -307,7 +312,12 @@ class Supervisor:
 
     def reclaim(self) -> None:
         for queue in self.options.queues:
-            back, buried, dropped = self.app.broker.reclaim(queue)
+            try:
+                back, buried, dropped = self.app.broker.reclaim(queue)
+            except CorruptQueue as exc:
+                # The other queues are still served; the damage is said once, not every second.
+                self.report_damage(exc)
+                continue
             for job_id in back:
                 log.warning("reclaimed %s in %s: its worker stopped renewing the lease", job_id, queue)
             for job_id in buried:
@@ -422,6 +432,11 @@ class Supervisor:
             if slot.process.sentinel in ready:
                 self.reap(slot)
 
+    def report_damage(self, exc: CorruptQueue) -> None:
+        if str(exc) not in self.damage_seen:
+            self.damage_seen.add(str(exc))
+            log.error("%s", exc)
+
     def duty(self, action: Any) -> bool:
         """Periodic Redis work must never bring the supervisor down; True if it worked."""
         try:
@@ -429,6 +444,8 @@ class Supervisor:
             return True
         except BrokerUnavailable as exc:
             log.warning("%s; will retry", exc)
+        except CorruptQueue as exc:
+            self.report_damage(exc)
         except redis.RedisError as exc:
             log.error("%s failed: %s; will retry", getattr(action, "__name__", action), exc)
         return False

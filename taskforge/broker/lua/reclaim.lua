@@ -7,6 +7,10 @@ local limit, dead_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
 local expired = redis.call('ZRANGEBYSCORE', RUNNING, '-inf', now, 'LIMIT', 0, limit)
 local back, buried, dropped = {}, {}, 0
+if #expired > 0 then
+  need_zsets(PENDING, SCHEDULED, DEAD)
+  need_seq()
+end
 for _, id in ipairs(expired) do
   local jk = job_key(id)
   if not is_job(jk) then
@@ -15,9 +19,14 @@ for _, id in ipairs(expired) do
   else
     leave_running(id, jk)
     release_claim(redis.call('HGET', jk, 'token'))
-    local attempts = tonumber(redis.call('HGET', jk, 'attempts')) or 0
+    local raw = redis.call('HGET', jk, 'attempts')
+    local attempts = tonumber(raw or 0)
     local max_attempts = tonumber(redis.call('HGET', jk, 'max_attempts')) or 1
-    if attempts >= max_attempts then
+    if not next_attempt(raw) then  -- junk: a count of runs that cannot be trusted
+      bury(id, jk, now, 'CorruptJob: its attempts field holds ' .. string.format('%q', tostring(raw)) ..
+        ', not a count of runs; its lease expired and it was dead-lettered', '', dead_ttl)
+      buried[#buried + 1] = id
+    elseif attempts >= max_attempts then
       bury(id, jk, now, 'WorkerLost: the worker running attempt ' .. attempts ..
         ' stopped renewing its lease (it died or lost Redis); no attempts left', '', dead_ttl)
       buried[#buried + 1] = id

@@ -9,6 +9,10 @@ if #ids == 0 then
   ids = redis.call('ZRANGE', DEAD, 0, tonumber(ARGV[2]) - 1)
 end
 local moved = {}
+if #ids > 0 then
+  need_zsets(PENDING)
+  need_seq()
+end
 for _, id in ipairs(ids) do
   local jk = job_key(id)
   if redis.call('ZREM', DEAD, id) == 1 and is_job(jk) then
