@@ -372,7 +372,8 @@ class Broker(Inspection):
     def reclaim(self, queue: str) -> tuple[list[str], list[str], int]:
         """Return expired claims to the queue: (reclaimed ids, dead ids, dropped ids count)."""
         with self.guard(queue):
-            raw = self.scripts.call("reclaim", QueueKeys(queue), RECLAIM_LIMIT, self.dead_retention_ms)
+            raw = self.scripts.call("reclaim", QueueKeys(queue), RECLAIM_LIMIT, self.dead_retention_ms,
+                                    self.retention_ms)
         first = raw.index(b"|")
         second = raw.index(b"|", first + 1)
         back = [i.decode(errors="replace") for i in raw[:first]]
