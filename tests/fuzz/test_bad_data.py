@@ -37,7 +37,20 @@ from taskforge.serialization import loads_call
 from taskforge.worker.runner import run_claim
 from tests.worker.conftest import wait_for
 
-from .baddata import DROPPED, FINISHED, QUEUE, TASK, Bad, catalogue, job_key, report, seed, verdict
+from .baddata import (
+    DROPPED,
+    FINAL_STATES,
+    FINISHED,
+    QUEUE,
+    TASK,
+    Bad,
+    catalogue,
+    job_key,
+    report,
+    seed,
+    sets_holding,
+    verdict,
+)
 
 LEASE_MS = 60_000
 SEED = 5
@@ -269,6 +282,11 @@ def test_a_damaged_queue_key_gives_a_clear_error_and_stores_nothing(broker_url: 
         ("retry_dead", lambda: app.broker.retry_dead(QUEUE)),
     ):
         check(name, call, key, problems)
+    if key != Q.pending:  # else the damage itself dropped the job's place in line
+        state = client.hget(Q.job(before.id), "state") or b""
+        held = sets_holding(client, before.id)
+        if state not in FINAL_STATES and held != [{"retrying": "scheduled"}.get(state.decode(), state.decode())]:
+            problems.append(f"the job stored before the damage is {state!r} but held by {held}: half-moved")
     report(problems, f"with {key} damaged ({damage}): ")
 
 
