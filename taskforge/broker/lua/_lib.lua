@@ -106,6 +106,12 @@ local function pending_key(jk)
   return PENDING
 end
 
+-- pending_key reads the limits hash (HEXISTS) half-way through a transition
+-- for a limited task's job; scripts that may get there read it up front.
+local function need_limits()
+  redis.call('HEXISTS', LIMITS, '')
+end
+
 -- Put a job at the back of its priority (a new sequence number).
 local function make_pending(id, jk)
   local seq = next_seq(1)

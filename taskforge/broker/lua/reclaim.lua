@@ -13,6 +13,7 @@ local back, buried, dropped = {}, {}, 0
 if #expired > 0 then
   need_zsets(PENDING, SCHEDULED, DEAD)
   need_seq()
+  need_limits()
 end
 for _, id in ipairs(expired) do
   local jk = job_key(id)

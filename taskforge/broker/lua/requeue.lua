@@ -9,6 +9,7 @@ if redis.call('HGET', jk, 'token') ~= token or redis.call('HGET', jk, 'state') ~
 end
 need_zsets(PENDING)
 need_seq()
+need_limits()
 leave_running(id, jk)
 release_claim(token)
 redis.call('HINCRBY', jk, 'attempts', -1)

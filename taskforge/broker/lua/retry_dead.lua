@@ -12,6 +12,7 @@ local moved = {}
 if #ids > 0 then
   need_zsets(PENDING)
   need_seq()
+  need_limits()
 end
 for _, id in ipairs(ids) do
   local jk = job_key(id)
