@@ -11,8 +11,9 @@ whatever the size of the queues:
   says which. Up to ``SAMPLE`` members are read: below that the split is
   exact, above it is an estimate from a random sample (``estimated: true``);
 * recently finished: the ``jobs_done`` counter of each live worker (runs
-  finished, whatever their outcome, since that worker started). Nothing in
-  Redis counts successes per queue.
+  finished, whatever their outcome, since that worker started). Per-queue
+  successes and failures per minute are ``Broker.outcome_history`` (the
+  dashboard's last hour), kept apart so this document's schema stays as is.
 
 JSON rendering of job values (``jsonable``), for ``job --json`` and
 ``dead list --json``: None, bool, int, str and finite floats as they are;

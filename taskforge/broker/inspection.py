@@ -125,3 +125,58 @@ class Inspection:
                 pipe.hgetall(q.job(job_id))
             rows = pipe.execute(raise_on_error=False)
         return [row if isinstance(row, dict) and row else None for row in rows]
+
+    def page(self, queue: str, state: str, offset: int, count: int) -> tuple[int, list[tuple[str, int]]]:
+        """One page of a queue's set, with its size: O(log n + count), never the whole set.
+
+        ``state`` is ``pending`` (best first: priority, then age), ``scheduled``
+        (scheduled and retrying, soonest due first), ``running`` (soonest lease
+        end first) or ``dead`` (newest first). Pending jobs of rate- or
+        concurrency-limited tasks wait in sets of their own and are not listed.
+        """
+        key = {"pending": QueueKeys(queue).pending, "scheduled": QueueKeys(queue).scheduled,
+               "running": QueueKeys(queue).running, "dead": QueueKeys(queue).dead}[state]
+        with self.guard(queue):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zcard(key)
+            if state == "dead":
+                pipe.zrevrange(key, offset, offset + count - 1, withscores=True)
+            else:
+                pipe.zrange(key, offset, offset + count - 1, withscores=True)
+            total, rows = pipe.execute()
+        return int(total), [(job_id.decode(), int(score)) for job_id, score in rows]
+
+    def outcome_history(self, queues: Sequence[str], minutes: int = 60) -> tuple[int, dict[str, list[tuple[int, int]]]]:
+        """Runs succeeded and failed per minute over the last ``minutes``, oldest first, per queue.
+
+        Returns the first minute shown (ms since the epoch) and, per queue,
+        one (succeeded, failed) pair a minute, the current minute last.
+        Minutes are read on Redis's clock, the one the scripts count with.
+        Two round trips whatever the queue sizes: TIME, then one HMGET per
+        queue and minute.
+        """
+        with broker_errors(self.url):
+            seconds, _ = self.client.time()
+            last = int(seconds) // 60
+            first = last - minutes + 1
+            pipe = self.client.pipeline(transaction=False)
+            for queue in queues:
+                q = QueueKeys(queue)
+                for minute in range(first, last + 1):
+                    pipe.hmget(q.stats(minute), "succeeded", "failed")
+            rows = pipe.execute(raise_on_error=False) if queues else []
+        history = {queue: [_pair(row) for row in rows[i * minutes:(i + 1) * minutes]] for i, queue in enumerate(queues)}
+        return first * 60000, history
+
+
+def _pair(row: object) -> tuple[int, int]:
+    """(succeeded, failed) from one HMGET reply; a damaged key counts as nothing."""
+    if not isinstance(row, list):
+        return 0, 0
+    counts = []
+    for value in row:
+        try:
+            counts.append(max(0, int(value or 0)))
+        except ValueError:
+            counts.append(0)
+    return counts[0], counts[1]

@@ -18,6 +18,7 @@ touches a single slot and Redis Cluster needs no special handling::
     taskforge:{q}:rate:<t>     zset    start times of task t within its rate window (TTL: the window)
     taskforge:{q}:unique:<h>   string  the unfinished job holding a unique key (TTL: unique_for)
     taskforge:{q}:tick:<t>:<ms> string a periodic tick already enqueued (TTL: two periods)
+    taskforge:{q}:stats:<min>  hash    runs succeeded and failed in one minute (TTL: two hours)
     taskforge:queues           set     every queue name ever enqueued to (for status and purge)
     taskforge:workers          zset    worker id -> last heartbeat (ms)
     taskforge:worker:<id>      hash    one live worker's description; expires with its heartbeat
@@ -108,6 +109,10 @@ class QueueKeys:
 
     def tick(self, task: str, tick_ms: int) -> str:
         return f"{self.prefix}tick:{task}:{tick_ms}"
+
+    def stats(self, minute: int) -> str:
+        """Outcome counts of one minute (ms since the epoch // 60000), written by succeed and fail."""
+        return f"{self.prefix}stats:{minute}"
 
     @property
     def seq(self) -> str:

@@ -46,7 +46,7 @@ from . import keys
 from .connection import broker_errors, redact
 from .inspection import PRIORITY_BAND, Inspection
 from .keys import QueueKeys
-from .scripts import Scripts
+from .scripts import Scripts, denied_in_script
 
 log = logging.getLogger("taskforge.broker")
 
@@ -128,6 +128,8 @@ class Broker(Inspection):
         self.dead_retention_ms = dead_retention_ms
         self.scripts = Scripts(client)
         self._known_queues: set[str] = set()
+        # fakeredis runs a pipelined BLPOP without blocking, so memory:// waits the plain way.
+        self.pipelined_wait = isinstance(client, redis.Redis) and not url.startswith("memory:")
 
     # -- producers -------------------------------------------------------
 
@@ -391,6 +393,32 @@ class Broker(Inspection):
         """Block until an enqueue wakes one of ``queues`` or ``timeout`` passes."""
         with self.guard(*queues):
             return self.client.blpop(self.wake_keys(queues), timeout=max(timeout, 0.001)) is not None
+
+    def wait_and_dequeue(
+        self, queue: str, timeout: float, lease_ms: int, token: str
+    ) -> tuple[list[Claim], float | None]:
+        """Block until ``queue`` is woken or ``timeout`` passes, then claim one job: one round trip.
+
+        The dequeue is pipelined behind the blocking pop, and Redis reads a
+        client's next command only once its blocking one returns, so a job
+        enqueued to an idle worker is claimed the moment it wakes the pop,
+        with no second call. Same ``token`` contract as ``dequeue``.
+        """
+        q = QueueKeys(queue)
+        with self.guard(queue):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.blpop([q.wake], timeout=max(timeout, 0.001))
+            pipe.execute_command(
+                "EVALSHA", self.scripts.sha("dequeue"), 1, q.pending, q.prefix, token, lease_ms, PROMOTE_LIMIT, 1
+            )
+            woke, raw = pipe.execute(raise_on_error=False)
+            if isinstance(raw, redis.exceptions.NoScriptError):  # Redis restarted or flushed its scripts
+                raw = self.scripts.call("dequeue", q, token, lease_ms, PROMOTE_LIMIT, 1)
+            for reply in (woke, raw):
+                if isinstance(reply, Exception):
+                    denied = denied_in_script("dequeue", str(reply))
+                    raise reply if denied is None else redis.exceptions.NoPermissionError(denied)
+        return self._claimed(queue, token, raw)
 
     # -- anyone ----------------------------------------------------------
 

@@ -105,6 +105,10 @@ class Scripts:
     def __init__(self, client: redis.Redis) -> None:
         self._scripts = {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
 
+    def sha(self, name: str) -> str:
+        """The SHA of script ``name``, for callers that queue a raw EVALSHA in a pipeline."""
+        return self._scripts[name].sha
+
     def call(self, name: str, queue: QueueKeys, *args: Any, client: Any = None) -> Any:
         """Run script ``name`` on ``queue``: KEYS is its pending key, ARGV its prefix + args.
 

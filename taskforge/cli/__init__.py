@@ -6,6 +6,7 @@ import click
 
 from .. import __version__
 from .broker import broker
+from .dashboard import dashboard
 from .dead import dead
 from .demo import demo
 from .enqueue import enqueue
@@ -34,3 +35,4 @@ main.add_command(enqueue)
 main.add_command(purge)
 main.add_command(broker)
 main.add_command(demo)
+main.add_command(dashboard)

@@ -15,9 +15,9 @@ STATUS_HELP = """Show every queue's counts, the live workers and the next schedu
 Queues shown: the app's own, then every queue ever enqueued to on this
 Redis. PENDING is split by priority (CRIT HIGH NORM LOW). SCHEDULED and
 RETRYING share one Redis set; above 500 such jobs in a queue their split
-is estimated from a random sample (marked ~). Per-queue success counts are
-not kept in Redis: DONE is each live worker's count of finished runs
-(any outcome) since it started.
+is estimated from a random sample (marked ~). DONE is each live worker's
+count of finished runs (any outcome) since it started; per-queue successes
+and failures of the last hour are on the dashboard (taskforge dashboard).
 
 \b
 Example:

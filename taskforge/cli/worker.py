@@ -5,12 +5,17 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
+from ..app import TaskForge
 from ..broker.keys import validate_queue_name
 from ..worker.supervisor import Supervisor, WorkerOptions
 from .common import USAGE, cli_errors, fail, open_app
+
+if TYPE_CHECKING:
+    from ..metrics import WorkerMetrics
 
 LOG_LEVELS = ["debug", "info", "warning", "error"]
 
@@ -31,8 +36,13 @@ LOG_LEVELS = ["debug", "info", "warning", "error"]
 @click.option("--max-jobs-per-child", type=click.IntRange(min=0), default=0, show_default=True,
               help="Replace a child after this many jobs (0: never), for memory hygiene.")
 @click.option("--no-periodic", is_flag=True, help="Do not enqueue the app's periodic tasks from this worker.")
+@click.option("--metrics-port", type=click.IntRange(min=1, max=65535), default=None,
+              help="Serve Prometheus metrics at http://HOST:PORT/metrics (needs taskforge[metrics]).")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True,
+              help="Address the metrics endpoint binds to; 0.0.0.0 to let other hosts scrape it.")
 def worker(app: str, concurrency: int | None, queues: tuple[str, ...], burst: bool, visibility_timeout: float,
-           grace: float, log_level: str, max_jobs_per_child: int, no_periodic: bool) -> None:
+           grace: float, log_level: str, max_jobs_per_child: int, no_periodic: bool, metrics_port: int | None,
+           metrics_host: str) -> None:
     """Run jobs: a supervisor and N child processes.
 
     APP is module:attribute (or module, whose attribute is app), importable
@@ -41,6 +51,7 @@ def worker(app: str, concurrency: int | None, queues: tuple[str, ...], burst: bo
     \b
     Example:
       taskforge worker myapp:app -c 4 -q mail -q default
+      taskforge worker myapp:app --metrics-port 9100
     """
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s [supervisor pid %(process)d] %(message)s")
@@ -61,5 +72,19 @@ def worker(app: str, concurrency: int | None, queues: tuple[str, ...], burst: bo
     )
     with cli_errors():
         the_app.broker.ping()
-        code = Supervisor(the_app, app, options).run()
+        metrics = serve_metrics(the_app, served, metrics_host, metrics_port) if metrics_port else None
+        try:
+            code = Supervisor(the_app, app, options, metrics).run()
+        finally:
+            if metrics is not None:
+                metrics.close()
     sys.exit(code)
+
+
+def serve_metrics(app: TaskForge, queues: tuple[str, ...], host: str, port: int) -> WorkerMetrics:
+    from ..metrics import WorkerMetrics
+
+    metrics = WorkerMetrics(app, queues)
+    metrics.serve(host, port)
+    logging.getLogger("taskforge.worker").info("metrics at http://%s:%d/metrics", host, port)
+    return metrics

@@ -50,6 +50,7 @@ class ChildConfig:
     log_level: str
     index: int
     supervisor_pid: int = 0  # whom to die with: the supervisor's word, not our own getppid()
+    report_outcomes: bool = False  # tell the supervisor how each run ended (for its metrics)
 
 
 def die_with_parent(parent: int) -> None:
@@ -99,8 +100,13 @@ class Child:
             self.last_alive = now
 
     def dequeue(self, queue: str) -> tuple[list[Claim], float | None]:
-        """One dequeue with this queue's current token; a fresh token only once Redis answered."""
-        claims, wait = self.broker.dequeue(queue, self.config.lease_ms, token=self.tokens.get(queue))
+        """One dequeue with this queue's current token; a fresh token only once Redis answered.
+
+        The token is kept before the call, so a call whose reply was lost is
+        retried with the same token and gets back the job it claimed.
+        """
+        token = self.tokens.setdefault(queue, new_token())
+        claims, wait = self.broker.dequeue(queue, self.config.lease_ms, token=token)
         self.tokens[queue] = new_token()
         return claims, wait
 
@@ -138,20 +144,31 @@ class Child:
         record(self.broker.adopt, claim.queue, claim.id, claim.token, opts.max_attempts, opts.timeout)
         return replace(claim, max_attempts=opts.max_attempts, timeout=opts.timeout, inherit=False)
 
-    def idle(self, wait: float | None) -> None:
+    def idle(self, wait: float | None) -> tuple[list[Claim], float | None] | None:
+        """Wait for work; with one queue, also claim what woke us in the same round trip."""
         self.alive()
         if wait == 0:
-            return
+            return None
         timeout = IDLE_BLOCK if wait is None else min(wait, IDLE_BLOCK)
         if not self.queues:  # every queue quarantined: nothing to wait on but a signal
             time.sleep(timeout)
-            return
+            return None
         try:
+            if len(self.queues) == 1 and self.broker.pipelined_wait:
+                queue = self.queues[0]
+                token = self.tokens.setdefault(queue, new_token())
+                woken = self.broker.wait_and_dequeue(queue, timeout, self.config.lease_ms, token)
+                self.tokens[queue] = new_token()
+                return woken
             self.broker.wait_for_work(self.queues, timeout)
         except BrokerUnavailable:
-            pass
+            pass  # the next claim meets the outage again, and backs off
         except CorruptQueue as exc:
             self.quarantine(exc)
+        except redis.RedisError as exc:  # never spin on an error we cannot name
+            log.warning("child %d: waiting for work failed: %s", self.config.index, exc)
+            time.sleep(timeout)
+        return None
 
     def quarantine(self, exc: CorruptQueue) -> None:
         """Stop claiming from the damaged queues (said once, clearly) and keep serving the others.
@@ -187,7 +204,7 @@ class Child:
             if not claims:
                 if self.config.burst and wait != 0:
                     return 0
-                self.idle(wait)
+                following = self.idle(wait)
                 continue
             for claim in claims:
                 done += 1
@@ -218,6 +235,8 @@ class Child:
             return Chain(self.config.lease_ms, self.tokens.get(claim.queue) or new_token())
 
         outcome = run_claim(self.app, claim, link)
+        if self.config.report_outcomes:
+            self.pipe.send(("done", outcome.state, outcome.duration))
         if outcome.next is not None:
             self.tokens[claim.queue] = new_token()
         if log.isEnabledFor(logging.INFO):

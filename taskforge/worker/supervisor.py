@@ -43,6 +43,7 @@ from .runner import notify_failure, retry_delay
 
 if TYPE_CHECKING:
     from ..app import TaskForge
+    from ..metrics import WorkerMetrics
 
 log = logging.getLogger("taskforge.worker")
 
@@ -114,8 +115,10 @@ def describe_exit(code: int | None) -> str:
 
 
 class Supervisor:
-    def __init__(self, app: TaskForge, app_spec: str, options: WorkerOptions) -> None:
+    def __init__(self, app: TaskForge, app_spec: str, options: WorkerOptions,
+                 metrics: WorkerMetrics | None = None) -> None:
         self.app = app
+        self.metrics = metrics
         self.spec = app_spec
         self.options = options
         self.lease_ms = int(options.visibility_timeout * 1000)
@@ -126,6 +129,7 @@ class Supervisor:
         self.respawn_at: dict[int, float] = {}
         self.crash_streak: dict[int, int] = {}
         self.unsettled: list[tuple[Running, int | None]] = []
+        self.lost_once: set[tuple[str, str, str]] = set()  # claims the last renewal found lost
         self.scheduler = Scheduler(app.schedules) if options.periodic and app.schedules else None
         self.stopping = False
         self.stop_deadline = 0.0
@@ -171,6 +175,7 @@ class Supervisor:
             log_level=self.options.log_level,
             index=index,
             supervisor_pid=os.getpid(),
+            report_outcomes=self.metrics is not None,
         )
         process = self.ctx.Process(target=child_main, args=(config, writer), name=f"taskforge-child-{index}")
         process.start()
@@ -191,6 +196,10 @@ class Supervisor:
                 if kind == "start":
                     _, job_id, token, queue, task, attempts, timeout = message
                     slot.current = Running(job_id, token, queue, task, attempts, timeout)
+                    if self.metrics is not None:
+                        self.metrics.started(queue, task)
+                elif kind == "done" and slot.current is not None and self.metrics is not None:
+                    self.metrics.finished(slot.current.queue, slot.current.task, message[1], message[2])
         except (EOFError, OSError):
             pass
 
@@ -219,6 +228,9 @@ class Supervisor:
         if code not in (0, EXIT_RECYCLE) and not slot.killed:
             log.warning("child %d (pid %s) %s; starting a new one", slot.index, slot.process.pid,
                         describe_exit(code))
+        if self.metrics is not None and not finished_cleanly:
+            recycled = code == EXIT_RECYCLE and running is None  # a job may exit with that code too
+            self.metrics.child_restarted("recycled" if recycled else "killed" if slot.killed else "crashed")
         self.respawn_at[slot.index] = time.monotonic() + delay
 
     def settle_pending(self) -> None:
@@ -255,6 +267,8 @@ class Supervisor:
             error = f"WorkerCrashed: the child process running this job {describe_exit(code)}"
         delay = retry_delay(self.app, running.task, running.attempts)
         state = broker.fail(running.queue, running.job_id, running.token, error, "", delay)
+        if self.metrics is not None:
+            self.metrics.finished(running.queue, running.task, state, time.monotonic() - running.started)
         log.warning("%s %s attempt %d %s: %s", running.task, running.job_id, running.attempts, state, error)
         if self.app.hooks.handlers["job_failed"] or self.app.hooks.handlers["job_dead"]:
             with contextlib.suppress(TaskforgeError):
@@ -277,22 +291,39 @@ class Supervisor:
                 slot.killed = True
                 self.signal_child(slot, signal.SIGKILL)
 
+    def held(self) -> list[Running]:
+        """Every claim this worker must keep alive: running jobs and outcomes not yet recorded."""
+        return [s.current for s in self.children.values() if s.current] + [r for r, _ in self.unsettled]
+
     def renew_leases(self) -> None:
         by_queue: dict[str, list[tuple[str, str]]] = {}
-        held = [s.current for s in self.children.values() if s.current] + [r for r, _ in self.unsettled]
-        for running in held:
+        for running in self.held():
             by_queue.setdefault(running.queue, []).append((running.job_id, running.token))
+        lost_now: set[tuple[str, str, str]] = set()
         for queue, claims in by_queue.items():
             try:
                 lost, aborted = self.app.broker.extend(queue, self.lease_ms, claims)
             except CorruptQueue as exc:
                 self.report_damage(exc)
                 continue
-            for job_id in lost:
-                log.warning("%s in %s: this worker no longer holds its claim (its lease expired and the job "
-                            "was reclaimed)", job_id, queue)
+            tokens = dict(claims)
+            lost_now.update((queue, job_id, tokens[job_id]) for job_id in lost)
             if aborted:
                 self.stop_aborted(set(aborted))
+        self.report_lost(lost_now)
+
+    def report_lost(self, lost_now: set[tuple[str, str, str]]) -> None:
+        """Warn about claims (queue, id, token) found lost by two renewals in a row.
+
+        A child records its job and only then tells us it moved on, so a
+        renewal landing in between finds the job finished, or already retried
+        and claimed again, and calls the claim lost. A claim really taken over
+        is still held by its child a renewal later.
+        """
+        for queue, job_id, _ in sorted(lost_now & self.lost_once):
+            log.warning("%s in %s: this worker no longer holds its claim (its lease expired and the job "
+                        "was reclaimed)", job_id, queue)
+        self.lost_once = lost_now
 
     def stop_aborted(self, job_ids: set[str]) -> None:
         for slot in self.children.values():
@@ -318,6 +349,8 @@ class Supervisor:
                 # The other queues are still served; the damage is said once, not every second.
                 self.report_damage(exc)
                 continue
+            if self.metrics is not None:
+                self.metrics.reclaimed(queue, len(back) + len(buried))
             for job_id in back:
                 log.warning("reclaimed %s in %s: its worker stopped renewing the lease", job_id, queue)
             for job_id in buried:

@@ -126,19 +126,23 @@ def start_worker(workdir: Path, redis_url: str) -> Iterator[Callable[..., Worker
         return worker
 
     yield start
-    leftovers = {}
-    for worker in started:
-        if worker.proc.poll() is None:
-            worker.signal(signal.SIGTERM)
-            try:
-                worker.wait(15)
-            except subprocess.TimeoutExpired:
-                pass
-        # Children die with their supervisor within a couple of seconds.
-        deadline = time.monotonic() + 5
-        while group_pids(worker.pgid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if group_pids(worker.pgid):
-            leftovers[worker.pid] = group_pids(worker.pgid)
-        worker.kill_group()
+    leftovers = {worker.pid: stop(worker) for worker in started}
+    leftovers = {pid: pids for pid, pids in leftovers.items() if pids}
     assert not leftovers, f"processes outlived their worker: {leftovers}"
+
+
+def stop(worker: Worker, timeout: float = 15) -> list[int]:
+    """SIGTERM the worker, then kill its group; the pids that outlived it (none, if all is well)."""
+    if worker.proc.poll() is None:
+        worker.signal(signal.SIGTERM)
+        try:
+            worker.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+    # Children die with their supervisor within a couple of seconds.
+    deadline = time.monotonic() + 5
+    while group_pids(worker.pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    leftovers = group_pids(worker.pgid)
+    worker.kill_group()
+    return leftovers

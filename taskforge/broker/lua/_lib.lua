@@ -218,6 +218,18 @@ local function bury(id, jk, now, err, traceback, dead_ttl)
   finish(id, jk, 'dead', now, dead_ttl, {'error', err, 'traceback', traceback or ''})
 end
 
+-- Per-minute outcome counts of a queue, for the dashboard's last-hour figures:
+-- one small hash per minute, kept two hours.  Counted here, inside the script
+-- that records the outcome, because a client-side command would cost every
+-- job a round trip.  pcall: a damaged counter must never stop an outcome
+-- from being recorded.
+local function count_outcome(field, now)
+  local key = PREFIX .. 'stats:' .. math.floor(now / 60000)
+  if redis.pcall('HINCRBY', key, field, 1) == 1 then
+    redis.pcall('PEXPIRE', key, 7200000)
+  end
+end
+
 -- The claim list of a token only matters until its dequeue reply arrives;
 -- drop it as soon as the claim ends so claims do not pile up under load.
 local function release_claim(token)

@@ -21,8 +21,10 @@ if delay >= 0 and attempts < max_attempts then
     'traceback', ARGV[5], 'scheduled_at', due)
   redis.call('ZADD', SCHEDULED, due, id)
   wake(1)
+  count_outcome('failed', now)  -- after the damage checks: a refused call counts nothing
   return 1
 end
 bury(id, jk, now, ARGV[4], ARGV[5], tonumber(ARGV[7]))
 release_claim(token)
+count_outcome('failed', now)
 return 2

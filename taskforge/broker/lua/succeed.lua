@@ -19,6 +19,7 @@ if type(f) == 'table' and f[1] == token and f[2] == 'running' then
   leave_running(id, jk, f[3])
   release_claim(token)
   finish(id, jk, 'succeeded', now, tonumber(ARGV[5]), {'result', ARGV[4]}, {f[4], f[5]})
+  count_outcome('succeeded', now)
   ok = 1
 end
 if not ARGV[6] or ARGV[6] == '' then

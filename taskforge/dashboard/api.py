@@ -1,0 +1,52 @@
+"""The JSON API behind the pages: the documents ``taskforge status --json`` and ``job --json`` print.
+
+    GET /api/status                             the ``status --json`` document (schema_version 1)
+    GET /api/history                            runs succeeded and failed per minute, last hour, per queue
+    GET /api/queues/{queue}/jobs?state=S&page=N one page (50) of a queue's jobs: pending, scheduled,
+                                                running or dead; each job as ``job --json`` prints it
+    GET /api/dead?limit=N                       the N (default 50, at most 500) newest dead jobs, all queues
+    GET /api/jobs/{id}[?queue=Q]                one job, as ``taskforge job --json`` prints it
+
+Errors answer ``{"error": "<what went wrong and what to do>"}`` with status
+400 (bad parameter), 404 (no such job), 503 (Redis unreachable).
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from .. import inspect
+from ..errors import ConfigurationError
+from . import data
+from .pages import app_of, handle_for
+
+MAX_DEAD = 500
+
+
+def status(request: Request) -> JSONResponse:
+    return JSONResponse(inspect.status(app_of(request)).to_dict())
+
+
+def history(request: Request) -> JSONResponse:
+    app = app_of(request)
+    return JSONResponse(data.history(app, inspect.all_queues(app)).to_dict())
+
+
+def queue_jobs(request: Request) -> JSONResponse:
+    page = data.job_page(app_of(request), request.path_params["queue"], request.query_params.get("state", "pending"),
+                         data.page_number(request.query_params.get("page")))
+    return JSONResponse(page.to_dict())
+
+
+def dead(request: Request) -> JSONResponse:
+    raw = request.query_params.get("limit", "50")
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_DEAD:
+        raise ConfigurationError(f"limit {raw!r}: use a whole number from 1 to {MAX_DEAD}")
+    jobs = inspect.dead_jobs(app_of(request), None, int(raw))
+    return JSONResponse([inspect.job_to_json(info) for info in jobs])
+
+
+def job(request: Request) -> JSONResponse:
+    handle = handle_for(app_of(request), request.path_params["job_id"], request.query_params.get("queue"))
+    return JSONResponse(inspect.job_to_json(handle.info()))

@@ -1,0 +1,159 @@
+"""The HTML pages and the actions their buttons post to.
+
+Handlers are plain functions: Starlette runs them in its thread pool, so the
+blocking Redis client never stalls the event loop. A page asked for with the
+``X-Partial`` header renders only its ``<main>``: that is how the pages
+refresh themselves (dashboard.js polls it) without a full reload.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import jinja2
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.templating import Jinja2Templates
+
+from .. import inspect
+from ..handle import JobHandle
+from ..job import JobState
+from . import data
+from .security import CSRF_FIELD, csrf_problem, csrf_token, read_form, set_csrf_cookie
+
+
+def make_templates() -> Jinja2Templates:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("taskforge.dashboard", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["q"] = lambda value: quote(str(value), safe="")
+    env.filters["tojson_args"] = lambda value: json.dumps(inspect.jsonable(value), indent=2, ensure_ascii=False)
+    env.globals["STATES"] = data.STATES
+    return Jinja2Templates(env=env)
+
+
+ACTIONS = ("retry", "cancel", "abort")
+
+
+def static_dir() -> str:
+    return str(resources.files("taskforge.dashboard").joinpath("static"))
+
+
+def render(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
+    context.update(
+        csrf=csrf_token(request),
+        csrf_field=CSRF_FIELD,
+        partial=request.headers.get("x-partial") == "1",
+        nav=name.removesuffix(".html"),
+        broker=request.app.state.broker_url,
+    )
+    response = request.app.state.templates.TemplateResponse(request, name, context, status_code=status_code)
+    set_csrf_cookie(request, response)
+    return response
+
+
+def app_of(request: Request) -> Any:
+    return request.app.state.taskforge
+
+
+def overview(request: Request) -> Response:
+    app = app_of(request)
+    status = inspect.status(app)
+    history = data.history(app, [q.name for q in status.queues])
+    return render(request, "overview.html", status=status, history=history)
+
+
+def workers(request: Request) -> Response:
+    return render(request, "workers.html", workers=inspect.workers(app_of(request)), now=inspect.now_utc())
+
+
+def queue_jobs(request: Request) -> Response:
+    page = data.job_page(app_of(request), request.path_params["queue"], request.query_params.get("state", "pending"),
+                         data.page_number(request.query_params.get("page")))
+    return render(request, "jobs.html", page=page)
+
+
+def dead(request: Request) -> Response:
+    app = app_of(request)
+    queues = inspect.all_queues(app)
+    counts = {name: app.broker.counts(name)["dead"] for name in queues}
+    return render(request, "dead.html", jobs=inspect.dead_jobs(app, queues, data.PAGE_SIZE), counts=counts)
+
+
+def scheduled(request: Request) -> Response:
+    app = app_of(request)
+    status = inspect.status(app)
+    soonest = {q.name: data.job_page(app, q.name, "scheduled", 1, 10) for q in status.queues
+               if q.scheduled + q.retrying}
+    return render(request, "scheduled.html", status=status, soonest=soonest)
+
+
+def handle_for(app: Any, job_id: str, queue: str | None) -> JobHandle[Any]:
+    """A handle on the job; the queue, when the link carries it, saves looking it up."""
+    return JobHandle(app, job_id, data.queue_name(queue) if queue else None)
+
+
+def job(request: Request) -> Response:
+    handle = handle_for(app_of(request), request.path_params["job_id"], request.query_params.get("queue"))
+    return render(request, "job.html", job=handle.info(), JobState=JobState)
+
+
+def apply_action(app: Any, job_id: str, queue: str | None, action: str) -> str | None:
+    """Do it; a reason when it cannot be done."""
+    handle = handle_for(app, job_id, queue)
+    if action == "retry":
+        state = handle.status()
+        if state is not JobState.DEAD:
+            return f"job {job_id} is {state.value}, not dead: only dead jobs can be retried"
+        app.broker.retry_dead(handle.queue, [job_id])
+    elif action == "cancel":
+        if not handle.cancel():
+            return f"job {job_id} is {handle.status().value}: only pending, scheduled or retrying jobs can be cancelled"
+    elif not handle.abort():
+        return f"job {job_id} has already finished ({handle.status().value}): nothing to abort"
+    return None
+
+
+def safe_next(target: object, fallback: str) -> str:
+    """Only a path on this site: an action never redirects the browser elsewhere."""
+    text = str(target or "")
+    return text if text.startswith("/") and not text.startswith("//") and "\\" not in text else fallback
+
+
+async def act(request: Request) -> Response:
+    """Retry, cancel or abort one job: a POST from the job's page or a list, with the CSRF token."""
+    form = await read_form(request)
+    problem = csrf_problem(request, form)
+    if problem:
+        return render(request, "error.html", status_code=403, message=problem)
+    job_id, action = request.path_params["job_id"], request.path_params["action"]
+    if action not in ACTIONS:
+        return render(request, "error.html", status_code=404, message=f"no action {action!r}: use {', '.join(ACTIONS)}")
+    queue = str(form.get("queue", "")) or None
+    refused = await run_in_threadpool(apply_action, app_of(request), job_id, queue, action)
+    if refused:
+        return render(request, "error.html", status_code=409, message=refused)
+    own_page = f"/jobs/{quote(job_id, safe='')}" + (f"?{urlencode({'queue': queue})}" if queue else "")
+    return RedirectResponse(safe_next(form.get("next"), own_page), status_code=303)
+
+
+async def purge_dead(request: Request) -> Response:
+    """GET asks for confirmation; POST (token and ``confirm=yes``) deletes the queue's dead jobs."""
+    app = app_of(request)
+    queue = data.queue_name(request.path_params["queue"])
+    if request.method == "POST":
+        form = await read_form(request)
+        problem = csrf_problem(request, form)
+        if problem:
+            return render(request, "error.html", status_code=403, message=problem)
+        if form.get("confirm") == "yes":
+            deleted = await run_in_threadpool(app.broker.purge, queue, "dead")
+            return RedirectResponse(f"/dead?{urlencode({'purged': deleted, 'queue': queue})}", status_code=303)
+    count = (await run_in_threadpool(app.broker.counts, queue))["dead"]
+    return render(request, "confirm_purge.html", queue=queue, count=count)

@@ -1,0 +1,72 @@
+"""An idle worker's wait and claim in one round trip (real Redis: fakeredis does not block in a pipeline)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from taskforge import JobState, TaskForge
+from taskforge.broker.queue import new_token
+
+LEASE = 30_000
+
+
+def test_a_job_enqueued_during_the_wait_is_claimed_by_it(redis_url: str) -> None:
+    app = TaskForge("tests", broker=redis_url)
+
+    @app.task
+    def job(n):
+        pass
+
+    got: list = []
+    waiter = threading.Thread(target=lambda: got.append(app.broker.wait_and_dequeue("default", 10, LEASE, new_token())))
+    started = time.monotonic()
+    waiter.start()
+    time.sleep(0.2)  # the waiter is blocked by now
+    handle = job.delay(7)
+    waiter.join(timeout=10)
+    [(claims, wait)] = got
+    assert time.monotonic() - started < 5  # woken by the enqueue, not by its 10 s timeout
+    assert [(c.id, c.args) for c in claims] == [(handle.id, (7,))]
+    assert handle.status() is JobState.RUNNING
+
+
+def test_a_wait_that_times_out_claims_nothing_and_says_when_to_look_again(redis_url: str) -> None:
+    app = TaskForge("tests", broker=redis_url)
+
+    @app.task
+    def job():
+        pass
+
+    assert app.broker.wait_and_dequeue("default", 0.05, LEASE, new_token()) == ([], None)
+    job.apply_in(60)
+    claims, wait = app.broker.wait_and_dequeue("default", 0.05, LEASE, new_token())
+    assert claims == [] and 50 < wait <= 60
+
+
+def test_a_token_whose_reply_was_lost_gets_its_job_back(redis_url: str) -> None:
+    app = TaskForge("tests", broker=redis_url)
+
+    @app.task
+    def job():
+        pass
+
+    handle = job.delay()
+    token = new_token()
+    first, _ = app.broker.wait_and_dequeue("default", 0.05, LEASE, token)
+    again, _ = app.broker.wait_and_dequeue("default", 0.05, LEASE, token)  # as if the first reply never came
+    assert [c.id for c in first] == [c.id for c in again] == [handle.id]
+    assert again[0].attempts == 1
+
+
+def test_scripts_flushed_by_redis_are_loaded_again(redis_url: str) -> None:
+    app = TaskForge("tests", broker=redis_url)
+
+    @app.task
+    def job():
+        pass
+
+    handle = job.delay()
+    app.broker.client.script_flush()
+    claims, _ = app.broker.wait_and_dequeue("default", 0.05, LEASE, new_token())
+    assert [c.id for c in claims] == [handle.id]

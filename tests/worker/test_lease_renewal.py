@@ -1,0 +1,70 @@
+"""The supervisor's lease renewal, driven directly: which lost claims it reports."""
+
+from __future__ import annotations
+
+import logging
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from taskforge import TaskForge
+from taskforge.worker.supervisor import Running, Supervisor, WorkerOptions
+
+LOST = "no longer holds its claim"
+
+
+def supervisor_holding(app: TaskForge, running: Running) -> Supervisor:
+    sup = Supervisor(app, "tests:app", WorkerOptions(concurrency=1, queues=("default",)))
+    sup.children = {0: SimpleNamespace(current=running)}  # type: ignore[dict-item]
+    return sup
+
+
+def lost_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if LOST in r.getMessage()]
+
+
+def test_a_job_its_own_child_just_recorded_is_not_reported_lost(
+    app: TaskForge, caplog: pytest.LogCaptureFixture
+) -> None:
+    @app.task(max_attempts=3)
+    def job():
+        pass
+
+    first, second = job.delay(), job.delay()
+    [claim], _ = app.broker.dequeue("default", 30_000)
+    sup = supervisor_holding(app, Running(claim.id, claim.token, "default", claim.task, 1, None))
+    caplog.set_level(logging.WARNING, logger="taskforge.worker")
+    # The child failed its job (retrying) but its next message has not arrived yet.
+    assert app.broker.fail("default", claim.id, claim.token, "boom", "", 0) == "retrying"
+    sup.renew_leases()
+    # Then it did: it moved on to the next job.
+    [nxt], _ = app.broker.dequeue("default", 30_000)
+    assert {claim.id, nxt.id} <= {first.id, second.id}
+    sup.children[0].current = Running(nxt.id, nxt.token, "default", nxt.task, 1, None)
+    sup.renew_leases()
+    assert lost_warnings(caplog) == []
+
+
+def test_a_claim_taken_over_is_reported_from_the_second_renewal(
+    app: TaskForge, caplog: pytest.LogCaptureFixture
+) -> None:
+    @app.task(max_attempts=3)
+    def job():
+        pass
+
+    handle = job.delay()
+    [old], _ = app.broker.dequeue("default", 50)
+    time.sleep(0.1)
+    assert app.broker.reclaim("default") == ([handle.id], [], 0)
+    [new], _ = app.broker.dequeue("default", 30_000)
+    assert new.token != old.token
+    sup = supervisor_holding(app, Running(old.id, old.token, "default", old.task, 1, None))
+    caplog.set_level(logging.WARNING, logger="taskforge.worker")
+    sup.renew_leases()
+    assert lost_warnings(caplog) == []
+    sup.renew_leases()
+    assert lost_warnings(caplog) == [
+        f"{handle.id} in default: this worker no longer holds its claim (its lease expired and the job "
+        "was reclaimed)"
+    ]
