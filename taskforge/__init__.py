@@ -6,6 +6,7 @@ from .context import CurrentJob, current_job
 from .errors import (
     BrokerUnavailable,
     ConfigurationError,
+    CorruptQueue,
     JobNotFound,
     QueueFull,
     Retry,
@@ -23,6 +24,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BrokerUnavailable",
     "ConfigurationError",
+    "CorruptQueue",
     "CurrentJob",
     "JobHandle",
     "JobInfo",

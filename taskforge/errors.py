@@ -7,6 +7,7 @@ Catch ``TaskforgeError`` to handle them all::
     ├── QueueFull               max_size reached; the job was not stored
     ├── SerializationError      a value msgpack cannot carry; nothing was stored
     ├── CorruptPayload          bytes in Redis that are not a taskforge payload
+    ├── CorruptQueue            a queue's fixed keys were overwritten; names the key
     ├── UnknownTask             a job names a task the worker does not know
     ├── TaskFailed              the job is dead; carries the remote error and traceback
     ├── JobNotFound             no such job (never existed, or past its retention)
@@ -38,6 +39,20 @@ class SerializationError(TaskforgeError, TypeError):
 
 class CorruptPayload(TaskforgeError):
     """Bytes read from Redis are not a valid taskforge payload."""
+
+
+class CorruptQueue(TaskforgeError):
+    """A fixed key of a queue (pending, seq...) holds what taskforge never wrote there.
+
+    Raised before anything was stored or moved: the scripts check the keys
+    they write before their first write, because Redis does not undo a
+    script's earlier writes when a later command fails.  ``queues`` names
+    the queues that cannot be served until the key is mended.
+    """
+
+    def __init__(self, message: str, queues: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.queues = queues
 
 
 class UnknownTask(TaskforgeError):

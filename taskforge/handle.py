@@ -32,6 +32,15 @@ def _number(fields: dict[bytes, bytes], name: str) -> int | None:
         return None
 
 
+def _fraction(fields: dict[bytes, bytes], name: str) -> float | None:
+    """A progress fraction; junk written by something else shows as no progress rather than raising."""
+    try:
+        value = float(fields.get(name.encode()) or "nan")
+    except ValueError:
+        return None
+    return value if 0.0 <= value <= 1.0 else None
+
+
 def job_info(job_id: str, queue: str, fields: dict[bytes, bytes]) -> JobInfo:
     """Decode a raw job hash; a corrupt payload shows as an error, never raises."""
     error = _text(fields, "error")
@@ -56,7 +65,6 @@ def job_info(job_id: str, queue: str, fields: dict[bytes, bytes]) -> JobInfo:
         priority = Priority(_number(fields, "priority") or 0)
     except ValueError:
         priority = Priority.NORMAL
-    progress = fields.get(b"progress")
     return JobInfo(
         id=job_id,
         task=_text(fields, "task") or "",
@@ -74,7 +82,7 @@ def job_info(job_id: str, queue: str, fields: dict[bytes, bytes]) -> JobInfo:
         error=error,
         traceback=_text(fields, "traceback"),
         result=result,
-        progress=float(progress) if progress else None,
+        progress=_fraction(fields, "progress"),
         progress_message=_text(fields, "progress_message"),
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import math
 import numbers
@@ -10,7 +11,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar
 
 from .broker.keys import QueueKeys, validate_queue_name
 from .broker.queue import NewJob
@@ -40,6 +41,12 @@ def parse_rate_limit(value: str) -> tuple[int, float]:
             f"rate_limit={value!r}: use 'N/unit' with N >= 1 and unit s, m, h or d (e.g. '100/m', '5/10s')"
         )
     return int(match[1]), float(match[2] or 1) * _UNIT_SECONDS[match[3][0].lower()]
+
+
+class _Keep(enum.Enum):
+    """The default of an option whose None has a meaning of its own."""
+
+    KEEP = 0
 
 
 @dataclass(frozen=True)
@@ -178,23 +185,28 @@ class Task(Generic[P, R]):
         queue: str | None = None,
         priority: Priority | str | int | None = None,
         max_attempts: int | None = None,
-        timeout: float | None = None,
+        timeout: float | None | Literal[_Keep.KEEP] = _Keep.KEEP,
     ) -> Task[P, R]:
-        """A copy of this task whose jobs use other options; the registry is unchanged."""
+        """A copy of this task whose jobs use other options; the registry is unchanged.
+
+        ``timeout=None`` means "no timeout" (as in ``@app.task``), so leaving the
+        task's own timeout is told apart by a default of its own.
+        """
         current = self.options
         options = replace(
             current,
             queue=current.queue if queue is None else validate_queue_name(queue),
             priority=current.priority if priority is None else Priority.parse(priority),
         )
-        if max_attempts is not None or timeout is not None:
+        keep_timeout = timeout is _Keep.KEEP
+        if max_attempts is not None or not keep_timeout:
             checked = TaskOptions.build(max_attempts=current.max_attempts if max_attempts is None else max_attempts,
-                                        timeout=current.timeout if timeout is None else timeout)
+                                        timeout=current.timeout if timeout is _Keep.KEEP else timeout)
             options = replace(options, max_attempts=checked.max_attempts, timeout=checked.timeout)
         clone: Task[P, R] = Task.__new__(Task)
         clone.__dict__.update(self.__dict__)
         clone.options = options
-        if max_attempts is not None or timeout is not None:
+        if max_attempts is not None or not keep_timeout:
             clone.registered = True  # explicit options win over the worker's definition
         return clone
 
@@ -226,17 +238,12 @@ class Task(Generic[P, R]):
 
     def _new_job(self, args: tuple[Any, ...], kwargs: dict[str, Any], **timing: Any) -> NewJob:
         payload = dumps_call(args, kwargs)
-        limit = self.app.max_job_size
-        if limit and len(payload) > limit:
-            raise SerializationError(
-                f"the arguments of {self.name} serialize to {len(payload):,} bytes, over the "
-                f"max_job_size of {limit:,}; pass a reference (a URL, a key) instead of the data"
-            )
         opts = self.options
         unique_key, lock_ttl_ms = "", 0
         if opts.unique_for is not None:
             unique_key = self.unique_lock(args, kwargs, payload)
             lock_ttl_ms = int(opts.unique_for * 1000)
+        self._check_size(payload, unique_key)
         return NewJob(
             id=uuid.uuid4().hex,
             task=self.name,
@@ -250,6 +257,22 @@ class Task(Generic[P, R]):
             lock_ttl_ms=lock_ttl_ms,
             **timing,
         )
+
+    def _check_size(self, payload: bytes, unique_key: str) -> None:
+        """max_job_size bounds what the job record stores, not only its arguments: a job sent by a
+        megabyte-long task name costs Redis as much memory as one with a megabyte argument."""
+        limit = self.app.max_job_size
+        if not limit:
+            return
+        opts = self.options
+        options = (int(opts.priority), opts.max_attempts, opts.timeout, opts.limits, unique_key)
+        size = len(payload) + len(self.name.encode()) + sum(len(str(o).encode()) for o in options if o is not None)
+        if size > limit:
+            what = "arguments" if len(payload) > limit else "task name, options and arguments"
+            raise SerializationError(
+                f"the job of {self.name[:200]!r} would store {size:,} bytes ({what}), over the "
+                f"max_job_size of {limit:,}; pass a reference (a URL, a key) instead of the data"
+            )
 
     def unique_lock(self, args: tuple[Any, ...], kwargs: dict[str, Any], payload: bytes) -> str:
         """The lock key of a unique job: its task and arguments (or unique_key's answer)."""

@@ -221,6 +221,18 @@ def test_with_options_leaves_the_registry_alone_and_its_jobs_carry_the_options(a
     assert low.info().priority is Priority.LOW and low.info().max_attempts == 3
 
 
+def test_with_options_timeout_none_clears_the_tasks_timeout(app: TaskForge) -> None:
+    @app.task(timeout=30)
+    def slow():
+        pass
+
+    assert slow.with_options(priority="high").options.timeout == 30  # not given: kept
+    unbounded = slow.with_options(timeout=None)
+    assert unbounded.options.timeout is None and slow.options.timeout == 30
+    unbounded.delay()
+    assert claim_one(app).timeout is None
+
+
 def test_delay_many_returns_handles_in_order(app: TaskForge) -> None:
     @app.task
     def add(a, b=0):
@@ -435,6 +447,6 @@ def test_all_is_sorted_complete_and_real() -> None:
     modules = {n for n in public if type(getattr(taskforge, n)).__name__ == "module"}
     assert public - modules <= set(names), f"public but not in __all__: {public - modules - set(names)}"
     for name in ("QueueFull", "SerializationError", "UnknownTask", "TaskFailed", "JobNotFound",
-                 "BrokerUnavailable", "ConfigurationError"):
+                 "BrokerUnavailable", "ConfigurationError", "CorruptQueue"):
         assert issubclass(getattr(taskforge, name), taskforge.TaskforgeError)
         assert getattr(taskforge.errors, name) is getattr(taskforge, name)

@@ -106,6 +106,11 @@ def broker_errors(url: str) -> Iterator[None]:
             f"{redact(str(exc))}); check that Redis is running there, or set "
             f"{ENV_VAR} / broker= to the right URL"
         ) from None
+    except redis.exceptions.NoPermissionError as exc:
+        raise BrokerUnavailable(
+            f"the broker at {redact(url)} refused a command: the Redis user lacks a permission "
+            f"({redact(str(exc))}); grant the ACL rules of the README's section 'A Redis user for taskforge'"
+        ) from None
     except redis.ResponseError as exc:
         if not is_transient(exc):
             raise

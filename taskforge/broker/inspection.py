@@ -7,11 +7,13 @@ dashboard. Each is one or two round trips; none loads every id of a queue.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 
 import redis
 
 from . import keys
 from .connection import broker_errors
+from .damage import queue_errors
 from .keys import QueueKeys
 
 PRIORITY_BAND = 2**50  # BAND in lua/_lib.lua: pending score = (3 - priority) * band + sequence
@@ -22,6 +24,10 @@ class Inspection:
 
     client: redis.Redis
     url: str
+
+    def guard(self, *queues: str) -> AbstractContextManager[None]:
+        """Redis errors as taskforge errors; damage to these queues' fixed keys as ``CorruptQueue``."""
+        return queue_errors(self.client, self.url, queues)
 
     def read(self, queue: str, job_id: str) -> dict[bytes, bytes] | None:
         """The raw job hash, or None when there is no such job."""
@@ -34,14 +40,14 @@ class Inspection:
 
     def limited_groups(self, queue: str) -> list[str]:
         """Tasks of ``queue`` with a rate or concurrency limit (each has its own pending set)."""
-        with broker_errors(self.url):
+        with self.guard(queue):
             return [g.decode() for g in self.client.hkeys(QueueKeys(queue).limits)]
 
     def counts(self, queue: str) -> dict[str, int]:
         """Sizes of the queue's sets, in two round trips at most."""
         q = QueueKeys(queue)
         groups = self.limited_groups(queue)
-        with broker_errors(self.url):
+        with self.guard(queue):
             pipe = self.client.pipeline(transaction=False)
             for key in (q.pending, q.scheduled, q.running, q.dead, *(q.group_pending(g) for g in groups)):
                 pipe.zcard(key)
@@ -50,7 +56,7 @@ class Inspection:
 
     def queues(self) -> list[str]:
         """Every queue name ever enqueued to through any app on this Redis."""
-        with broker_errors(self.url):
+        with self.guard():
             return sorted(q.decode() for q in self.client.smembers(keys.QUEUES))
 
     def pending_by_priority(self, queue: str) -> dict[int, int]:
@@ -60,7 +66,7 @@ class Inspection:
         """
         q = QueueKeys(queue)
         keys = [q.pending, *(q.group_pending(g) for g in self.limited_groups(queue))]
-        with broker_errors(self.url):
+        with self.guard(queue):
             pipe = self.client.pipeline(transaction=False)
             for key in keys:
                 for priority in range(4):
@@ -71,7 +77,7 @@ class Inspection:
 
     def next_due_ms(self, queue: str) -> int | None:
         """When the soonest scheduled or retrying job of ``queue`` is due (ms since the epoch)."""
-        with broker_errors(self.url):
+        with self.guard(queue):
             first = self.client.zrange(QueueKeys(queue).scheduled, 0, 0, withscores=True)
         return int(first[0][1]) if first else None
 
@@ -83,7 +89,7 @@ class Inspection:
         of them. ('' for a member without a job record.)
         """
         q = QueueKeys(queue)
-        with broker_errors(self.url):
+        with self.guard(queue):
             pipe = self.client.pipeline(transaction=False)
             pipe.zcard(q.scheduled)
             pipe.zrandmember(q.scheduled, sample)
@@ -104,7 +110,7 @@ class Inspection:
         """The ``limit`` most recent dead-letter ids with their time of death (ms), newest first."""
         if limit <= 0:
             return []
-        with broker_errors(self.url):
+        with self.guard(queue):
             rows = self.client.zrevrange(QueueKeys(queue).dead, 0, limit - 1, withscores=True)
         return [(job_id.decode(), int(score)) for job_id, score in rows]
 
@@ -113,7 +119,7 @@ class Inspection:
         if not job_ids:
             return []
         q = QueueKeys(queue)
-        with broker_errors(self.url):
+        with self.guard(queue):
             pipe = self.client.pipeline(transaction=False)
             for job_id in job_ids:
                 pipe.hgetall(q.job(job_id))
@@ -130,7 +136,7 @@ class Inspection:
         """
         key = {"pending": QueueKeys(queue).pending, "scheduled": QueueKeys(queue).scheduled,
                "running": QueueKeys(queue).running, "dead": QueueKeys(queue).dead}[state]
-        with broker_errors(self.url):
+        with self.guard(queue):
             pipe = self.client.pipeline(transaction=False)
             pipe.zcard(key)
             if state == "dead":

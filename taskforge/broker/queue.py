@@ -12,7 +12,8 @@ State machine (one row per transition, and the script that performs it)::
     running              succeeded           succeed       the task returned (fenced by token)
     running              retrying            fail          it raised and attempts remain
     running              dead                fail          it raised with no attempts left, or
-                                                           cannot run (unknown task, corrupt body)
+                                                           cannot run (unknown task, corrupt body,
+                                                           junk state or attempts in its record)
     running              pending             reclaim       its lease expired (worker died);
                                                            the lost attempt counts
     running              dead                reclaim       lease expired on the last attempt
@@ -45,7 +46,7 @@ from . import keys
 from .connection import broker_errors, redact
 from .inspection import PRIORITY_BAND, Inspection
 from .keys import QueueKeys
-from .scripts import Scripts
+from .scripts import Scripts, denied_in_script
 
 log = logging.getLogger("taskforge.broker")
 
@@ -156,7 +157,7 @@ class Broker(Inspection):
                 job.tick_key,
             ]
             args += [json.dumps(meta, separators=(",", ":")), job.payload]
-        with broker_errors(self.url):
+        with self.guard(queue):
             if queue not in self._known_queues:
                 self.client.sadd(keys.QUEUES, queue)
                 self._known_queues.add(queue)
@@ -190,17 +191,31 @@ class Broker(Inspection):
         """
         q = QueueKeys(queue)
         token = token or new_token()
-        with broker_errors(self.url):
-            raw = self.scripts.call("dequeue", q, token, lease_ms, PROMOTE_LIMIT, count)
+        with self.guard(queue):
+            raw = self.scripts.call("dequeue", q, token, lease_ms, PROMOTE_LIMIT, count, self.dead_retention_ms)
         return self._claimed(queue, token, raw)
 
     def _claimed(self, queue: str, token: str, raw: list[Any]) -> tuple[list[Claim], float | None]:
         """Decode what claim_ready (lua/_lib.lua) returned; see ``dequeue``."""
         claims: list[Claim] = []
+        if int(raw[0]):
+            log.warning("dropped %d ids without a job record from %s (deleted or expired by something else)",
+                        int(raw[0]), queue)
         rows = raw[2:]
-        for i in range(0, len(rows), 8):
-            job_id, task, payload, attempts, max_attempts, timeout, priority, inherit = rows[i : i + 8]
-            job_id = job_id.decode()
+        for i in range(0, len(rows), 9):
+            raw_id, task, payload, attempts, max_attempts, timeout, priority, inherit, damage = rows[i : i + 9]
+            try:
+                job_id = raw_id.decode()
+            except UnicodeDecodeError:
+                # Job ids are str everywhere else (handles, hooks, the supervisor's messages).
+                self.fail(queue, raw_id, token, f"CorruptJob: the job id {raw_id[:60]!r} is not UTF-8 text, "
+                          "so no worker can report on it; it was dead-lettered, not run", "", None)
+                continue
+            if damage:
+                field, _, value = damage.decode(errors="replace").partition(" ")
+                self.fail(queue, job_id, token, f"CorruptJob: its {field} field holds {value[:60]!r}, which "
+                          "taskforge never writes; it was dead-lettered, not run", "", None)
+                continue
             try:
                 if not task:
                     raise CorruptPayload("the job record has no task name")
@@ -245,7 +260,7 @@ class Broker(Inspection):
 
     def succeed(self, queue: str, job_id: str, token: str, result: bytes) -> bool:
         """Record success; False when the claim was no longer ours (nothing written)."""
-        with broker_errors(self.url):
+        with self.guard(queue):
             done = bool(
                 self.scripts.call("succeed", QueueKeys(queue), job_id, token, result, self.retention_ms)
             )
@@ -261,10 +276,10 @@ class Broker(Inspection):
         What a busy worker does between two jobs, halved. Same contract as
         ``succeed`` then ``dequeue(queue, lease_ms, token=next_token)``.
         """
-        with broker_errors(self.url):
+        with self.guard(queue):
             raw = self.scripts.call(
                 "succeed", QueueKeys(queue), job_id, token, result, self.retention_ms, next_token, lease_ms,
-                PROMOTE_LIMIT,
+                PROMOTE_LIMIT, self.dead_retention_ms,
             )
             done = bool(raw[0])
             if done and self.replicated:
@@ -282,7 +297,7 @@ class Broker(Inspection):
     def fail(
         self,
         queue: str,
-        job_id: str,
+        job_id: str | bytes,
         token: str,
         error: str,
         traceback: str,
@@ -294,7 +309,7 @@ class Broker(Inspection):
         corrupt body, no point trying again).
         """
         delay_ms = -1 if retry_in is None else max(0, int(retry_in * 1000))
-        with broker_errors(self.url):
+        with self.guard(queue):
             code = self.scripts.call(
                 "fail", QueueKeys(queue), job_id, token, error, traceback, delay_ms, self.dead_retention_ms
             )
@@ -305,7 +320,7 @@ class Broker(Inspection):
     def adopt(self, queue: str, job_id: str, token: str, max_attempts: int, timeout: float | None) -> bool:
         """Give a job sent by name the options of the worker's task definition (fenced)."""
         timeout_ms = "" if timeout is None else int(timeout * 1000)
-        with broker_errors(self.url):
+        with self.guard(queue):
             return bool(self.scripts.call("adopt", QueueKeys(queue), job_id, token, max_attempts, timeout_ms))
 
     def peek(self, queues: Sequence[str]) -> list[tuple[float | None, float | None]]:
@@ -314,7 +329,7 @@ class Broker(Inspection):
         Promotes due scheduled jobs first, so the head reflects everything ready.
         A lower score is a higher priority (see ``priority_of_score``).
         """
-        with broker_errors(self.url):
+        with self.guard(*queues):
             pipe = self.client.pipeline(transaction=False)
             for queue in queues:
                 self.scripts.call("peek", QueueKeys(queue), PROMOTE_LIMIT, client=pipe)
@@ -326,12 +341,12 @@ class Broker(Inspection):
         return out
 
     def progress(self, queue: str, job_id: str, token: str, fraction: float, message: str | None) -> bool:
-        with broker_errors(self.url):
+        with self.guard(queue):
             return bool(self.scripts.call("progress", QueueKeys(queue), job_id, token, repr(fraction), message or ""))
 
     def fast_forward(self, queue: str, seconds: float) -> int:
         """Make every job due within ``seconds`` due now (testing: app.drain(advance=...))."""
-        with broker_errors(self.url):
+        with self.guard(queue):
             return int(self.scripts.call("fast_forward", QueueKeys(queue), int(seconds * 1000)))
 
     def extend(
@@ -341,33 +356,34 @@ class Broker(Inspection):
         flat = [value for pair in claims for value in pair]
         if not flat:
             return [], []
-        with broker_errors(self.url):
+        with self.guard(queue):
             raw = [i.decode() for i in self.scripts.call("extend", QueueKeys(queue), lease_ms, *flat)]
         cut = raw.index("|")
         return raw[:cut], raw[cut + 1 :]
 
     def abort(self, queue: str, job_id: str) -> int:
         """1 cancelled now, 2 running (its worker will stop it), 0 finished, -1 no such job."""
-        with broker_errors(self.url):
+        with self.guard(queue):
             return int(self.scripts.call("abort", QueueKeys(queue), job_id, self.retention_ms))
 
     def abandon(self, queue: str, job_id: str, token: str) -> bool:
         """Record an aborted job, killed by its supervisor, as cancelled (fenced)."""
-        with broker_errors(self.url):
+        with self.guard(queue):
             return bool(self.scripts.call("abandon", QueueKeys(queue), job_id, token, self.retention_ms))
 
     def reclaim(self, queue: str) -> tuple[list[str], list[str], int]:
         """Return expired claims to the queue: (reclaimed ids, dead ids, dropped ids count)."""
-        with broker_errors(self.url):
-            raw = self.scripts.call("reclaim", QueueKeys(queue), RECLAIM_LIMIT, self.dead_retention_ms)
+        with self.guard(queue):
+            raw = self.scripts.call("reclaim", QueueKeys(queue), RECLAIM_LIMIT, self.dead_retention_ms,
+                                    self.retention_ms)
         first = raw.index(b"|")
         second = raw.index(b"|", first + 1)
-        back = [i.decode() for i in raw[:first]]
-        buried = [i.decode() for i in raw[first + 1 : second]]
+        back = [i.decode(errors="replace") for i in raw[:first]]
+        buried = [i.decode(errors="replace") for i in raw[first + 1 : second]]
         return back, buried, int(raw[second + 1])
 
     def requeue(self, queue: str, job_id: str, token: str) -> bool:
-        with broker_errors(self.url):
+        with self.guard(queue):
             return bool(self.scripts.call("requeue", QueueKeys(queue), job_id, token))
 
     def wake_keys(self, queues: Iterable[str]) -> list[str]:
@@ -375,7 +391,7 @@ class Broker(Inspection):
 
     def wait_for_work(self, queues: Sequence[str], timeout: float) -> bool:
         """Block until an enqueue wakes one of ``queues`` or ``timeout`` passes."""
-        with broker_errors(self.url):
+        with self.guard(*queues):
             return self.client.blpop(self.wake_keys(queues), timeout=max(timeout, 0.001)) is not None
 
     def wait_and_dequeue(
@@ -389,7 +405,7 @@ class Broker(Inspection):
         with no second call. Same ``token`` contract as ``dequeue``.
         """
         q = QueueKeys(queue)
-        with broker_errors(self.url):
+        with self.guard(queue):
             pipe = self.client.pipeline(transaction=False)
             pipe.blpop([q.wake], timeout=max(timeout, 0.001))
             pipe.execute_command(
@@ -400,7 +416,8 @@ class Broker(Inspection):
                 raw = self.scripts.call("dequeue", q, token, lease_ms, PROMOTE_LIMIT, 1)
             for reply in (woke, raw):
                 if isinstance(reply, Exception):
-                    raise reply
+                    denied = denied_in_script("dequeue", str(reply))
+                    raise reply if denied is None else redis.exceptions.NoPermissionError(denied)
         return self._claimed(queue, token, raw)
 
     # -- anyone ----------------------------------------------------------
@@ -412,29 +429,29 @@ class Broker(Inspection):
 
     def cancel(self, queue: str, job_id: str) -> int:
         """1 cancelled, 0 too late (running or finished), -1 no such job."""
-        with broker_errors(self.url):
+        with self.guard(queue):
             return int(self.scripts.call("cancel", QueueKeys(queue), job_id, self.retention_ms))
 
     def await_state(self, queue: str, job_id: str) -> str | None:
-        with broker_errors(self.url):
+        with self.guard(queue):
             state = self.scripts.call("await", QueueKeys(queue), job_id)
         return state.decode() if state else None
 
     def wait_done(self, queue: str, job_id: str, timeout: float) -> bool:
         """Block until the job's done list exists; non-destructive so many may wait."""
         key = QueueKeys(queue).done(job_id)
-        with broker_errors(self.url):
+        with self.guard(queue):
             return self.client.blmove(key, key, timeout=max(timeout, 0.001), src="RIGHT", dest="LEFT") is not None
 
     def retry_dead(self, queue: str, job_ids: Sequence[str] = (), limit: int = PURGE_SLICE) -> list[str]:
-        with broker_errors(self.url):
+        with self.guard(queue):
             moved = self.scripts.call("retry_dead", QueueKeys(queue), limit, *job_ids)
         return [i.decode() for i in moved]
 
     def purge(self, queue: str, which: str) -> int:
         """Delete every job of one set ('pending', 'scheduled', 'dead'), in slices."""
         total = 0
-        with broker_errors(self.url):
+        with self.guard(queue):
             while True:
                 n = int(self.scripts.call("purge", QueueKeys(queue), which, PURGE_SLICE))
                 total += n
@@ -444,7 +461,7 @@ class Broker(Inspection):
     def register_limits(self, queue: str, limits: dict[str, str]) -> None:
         """A worker publishes its tasks' limits ('' = none), so jobs sent by name obey them too."""
         key = QueueKeys(queue).limits
-        with broker_errors(self.url):
+        with self.guard(queue):
             pipe = self.client.pipeline(transaction=False)
             for task, spec in limits.items():
                 if spec:
@@ -457,7 +474,7 @@ class Broker(Inspection):
         """Delete every key of ``queue`` (SCAN + UNLINK: never blocks Redis on a big queue)."""
         pattern = QueueKeys(queue).prefix.replace("[", "\\[").replace("?", "\\?").replace("*", "\\*") + "*"
         removed = 0
-        with broker_errors(self.url):
+        with self.guard(queue):
             batch: list[bytes] = []
             for key in self.client.scan_iter(match=pattern, count=500):
                 batch.append(key)

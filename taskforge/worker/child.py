@@ -28,7 +28,7 @@ from multiprocessing.connection import Connection
 import redis
 
 from ..broker.queue import PRIORITY_BAND, Claim, new_token
-from ..errors import BrokerUnavailable
+from ..errors import BrokerUnavailable, CorruptQueue
 from .runner import Chain, record, run_claim
 
 log = logging.getLogger("taskforge.worker")
@@ -185,6 +185,8 @@ class Lane:
         round trip and claim from the highest priority; queues whose heads
         tie take turns (round-robin), so none starves another of its level.
         """
+        if not self.queues:
+            return [], None
         if len(self.queues) == 1:
             return self.dequeue(self.queues[0])
         heads = self.broker.peek(self.queues)
@@ -216,6 +218,9 @@ class Lane:
         if wait == 0:
             return None
         timeout = IDLE_BLOCK if wait is None else min(wait, IDLE_BLOCK)
+        if not self.queues:  # every queue quarantined: nothing to wait on but a signal
+            time.sleep(timeout)
+            return None
         try:
             if len(self.queues) == 1 and self.broker.pipelined_wait:
                 queue = self.queues[0]
@@ -226,10 +231,25 @@ class Lane:
             self.broker.wait_for_work(self.queues, timeout)
         except BrokerUnavailable:
             pass  # the next claim meets the outage again, and backs off
-        except redis.RedisError as exc:  # e.g. a damaged wake key: log it, and never spin on it
+        except CorruptQueue as exc:
+            self.quarantine(exc)
+        except redis.RedisError as exc:  # never spin on an error we cannot name
             log.warning("child %d: waiting for work failed: %s", self.config.index, exc)
             time.sleep(timeout)
         return None
+
+    def quarantine(self, exc: CorruptQueue) -> None:
+        """Stop claiming from the damaged queues (said once, clearly) and keep serving the others.
+
+        A damaged queue cannot be served safely: its scripts refuse to run
+        before writing anything. Looping on it would only fill the log.
+        """
+        damaged = [q for q in self.queues if q in exc.queues] or list(self.queues)
+        self.queues = [q for q in self.queues if q not in damaged]
+        self.next_queue = 0
+        rest = f"serving {', '.join(self.queues)}" if self.queues else "no queue left to serve"
+        log.error("child %d: %s; stops claiming from %s until the worker restarts (%s)", self.config.index, exc,
+                  ", ".join(damaged), rest)
 
     def run(self) -> int:
         outage = 0.05
@@ -239,6 +259,9 @@ class Lane:
                 claims, wait = following if following is not None else self.claim()
                 following = None
                 outage = 0.05
+            except CorruptQueue as exc:
+                self.quarantine(exc)
+                claims, wait = [], (0.0 if self.queues else None)
             except (BrokerUnavailable, redis.RedisError) as exc:
                 log.warning("child %d: %s; retrying in %.1f s", self.config.index, exc, outage)
                 self.child.alive()

@@ -18,7 +18,7 @@ import redis
 
 from ..broker.queue import Claim
 from ..context import enter, leave
-from ..errors import BrokerUnavailable, Retry, SerializationError
+from ..errors import BrokerUnavailable, CorruptQueue, Retry, SerializationError
 from ..job import JobInfo, JobState, Priority
 from ..serialization import dumps_result
 
@@ -76,6 +76,9 @@ def record(call: Any, *args: Any, stop: Any = None) -> Any:
             if stop is not None and stop():
                 return None
             log.warning("%s; retrying in %.1f s", exc, delay)
+        except CorruptQueue as exc:  # retrying cannot mend it; the worker stops claiming from that queue
+            log.error("cannot record %s: %s", getattr(call, "__name__", call), exc)
+            return None
         except redis.RedisError as exc:
             errors += 1
             if errors >= RECORD_ATTEMPTS_ON_ERROR:

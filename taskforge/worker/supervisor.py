@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from ..errors import BrokerUnavailable, TaskforgeError
+from ..errors import BrokerUnavailable, CorruptQueue, TaskforgeError
 from ..handle import JobHandle
 from ..periodic import Scheduler
 from .child import EXIT_RECYCLE, ChildConfig, child_main
@@ -135,6 +135,7 @@ class Supervisor:
         self.stopping = False
         self.stop_deadline = 0.0
         self.jobs_done = 0
+        self.damage_seen: set[str] = set()
         self.registry = WorkerRegistry(app.broker.client, list(options.queues),
                                        options.concurrency * options.threads, ttl=10 * HEARTBEAT_EVERY)
 
@@ -249,7 +250,7 @@ class Supervisor:
                 self.settle(running, code)
             except BrokerUnavailable:
                 still.append((running, code))
-            except redis.RedisError as exc:
+            except (CorruptQueue, redis.RedisError) as exc:
                 log.error("cannot record the outcome of %s (%s); its lease will expire and it will be "
                           "reclaimed", running.job_id, exc)
         self.unsettled = still
@@ -306,7 +307,11 @@ class Supervisor:
             by_queue.setdefault(running.queue, []).append((running.job_id, running.token))
         lost_now: set[tuple[str, str, str]] = set()
         for queue, claims in by_queue.items():
-            lost, aborted = self.app.broker.extend(queue, self.lease_ms, claims)
+            try:
+                lost, aborted = self.app.broker.extend(queue, self.lease_ms, claims)
+            except CorruptQueue as exc:
+                self.report_damage(exc)
+                continue
             tokens = dict(claims)
             lost_now.update((queue, job_id, tokens[job_id]) for job_id in lost)
             if aborted:
@@ -346,7 +351,12 @@ class Supervisor:
 
     def reclaim(self) -> None:
         for queue in self.options.queues:
-            back, buried, dropped = self.app.broker.reclaim(queue)
+            try:
+                back, buried, dropped = self.app.broker.reclaim(queue)
+            except CorruptQueue as exc:
+                # The other queues are still served; the damage is said once, not every second.
+                self.report_damage(exc)
+                continue
             if self.metrics is not None:
                 self.metrics.reclaimed(queue, len(back) + len(buried))
             for job_id in back:
@@ -463,6 +473,11 @@ class Supervisor:
             if slot.process.sentinel in ready:
                 self.reap(slot)
 
+    def report_damage(self, exc: CorruptQueue) -> None:
+        if str(exc) not in self.damage_seen:
+            self.damage_seen.add(str(exc))
+            log.error("%s", exc)
+
     def duty(self, action: Any) -> bool:
         """Periodic Redis work must never bring the supervisor down; True if it worked."""
         try:
@@ -470,6 +485,8 @@ class Supervisor:
             return True
         except BrokerUnavailable as exc:
             log.warning("%s; will retry", exc)
+        except CorruptQueue as exc:
+            self.report_damage(exc)
         except redis.RedisError as exc:
             log.error("%s failed: %s; will retry", getattr(action, "__name__", action), exc)
         return False

@@ -140,6 +140,29 @@ def test_reclaim_counts_the_attempt_and_fences_the_old_owner(app: TaskForge) -> 
     assert info.state is JobState.DEAD and "WorkerLost" in info.error
 
 
+def test_an_aborted_job_whose_worker_died_ends_cancelled_not_rerun(app: TaskForge) -> None:
+    @app.task(max_attempts=3)
+    def slow():
+        pass
+
+    handle = slow.delay()
+    claim_one(app, lease_ms=50)
+    assert handle.abort() is True  # flagged: its supervisor would stop it at the next renewal
+    time.sleep(0.1)  # ...but the worker died first
+    assert app.broker.reclaim("default") == ([], [], 0)
+    info = handle.info()
+    assert info.state is JobState.CANCELLED and "Aborted" in info.error
+    assert claim_one(app) is None and app.broker.counts("default")["running"] == 0
+    # A dead job retried later starts without an old abort request hanging over it.
+    other = slow.delay()
+    first = claim_one(app)
+    app.broker.client.hset(QueueKeys("default").job(other.id), "abort", "1")
+    assert app.broker.fail("default", first.id, first.token, "boom", "", None) == "dead"
+    assert app.broker.retry_dead("default", [other.id]) == [other.id]
+    again = claim_one(app)
+    assert app.broker.extend("default", LEASE, [(again.id, again.token)]) == ([], [])
+
+
 def test_extend_keeps_a_slow_job_claimed(app: TaskForge) -> None:
     @app.task
     def slow():

@@ -30,14 +30,27 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from taskforge import JobHandle, JobNotFound, TaskForge, TaskforgeError
+from taskforge import CorruptQueue, JobHandle, JobNotFound, JobState, TaskForge, TaskforgeError
 from taskforge.broker.keys import QUEUES, QueueKeys
 from taskforge.inspect import status as queue_snapshot
 from taskforge.serialization import loads_call
 from taskforge.worker.runner import run_claim
 from tests.worker.conftest import wait_for
 
-from .baddata import DROPPED, FINISHED, QUEUE, TASK, Bad, catalogue, job_key, report, seed, verdict
+from .baddata import (
+    DROPPED,
+    FINAL_STATES,
+    FINISHED,
+    QUEUE,
+    TASK,
+    Bad,
+    catalogue,
+    job_key,
+    report,
+    seed,
+    sets_holding,
+    verdict,
+)
 
 LEASE_MS = 60_000
 SEED = 5
@@ -269,7 +282,31 @@ def test_a_damaged_queue_key_gives_a_clear_error_and_stores_nothing(broker_url: 
         ("retry_dead", lambda: app.broker.retry_dead(QUEUE)),
     ):
         check(name, call, key, problems)
+    if key != Q.pending:  # else the damage itself dropped the job's place in line
+        state = client.hget(Q.job(before.id), "state") or b""
+        held = sets_holding(client, before.id)
+        if state not in FINAL_STATES and held != [{"retrying": "scheduled"}.get(state.decode(), state.decode())]:
+            problems.append(f"the job stored before the damage is {state!r} but held by {held}: half-moved")
     report(problems, f"with {key} damaged ({damage}): ")
+
+
+def test_a_reclaim_facing_damaged_limits_moves_nothing_until_mended(broker_url: str) -> None:
+    """The limits hash is read half-way through a limited job's reclaim: it must be checked before any write."""
+    app = TaskForge("fuzz", broker=broker_url)
+
+    @app.task(name="limited", queue=QUEUE, concurrency=1)
+    def limited() -> None: ...
+
+    handle = limited.delay()
+    [claim] = app.broker.dequeue(QUEUE, 50)[0]
+    time.sleep(0.1)  # the lease expires: its worker is gone
+    client = app.broker.client
+    _string(client, Q.limits)
+    with pytest.raises(CorruptQueue, match=re.escape(Q.limits)):
+        app.broker.reclaim(QUEUE)
+    assert client.zscore(Q.running, handle.id) is not None and handle.status() is JobState.RUNNING
+    client.delete(Q.limits)  # mended: taskforge recreates it
+    assert app.broker.reclaim(QUEUE) == ([handle.id], [], 0) and handle.status() is JobState.PENDING
 
 
 def test_a_waiter_whose_done_list_is_damaged_gets_an_answer(broker_url: str) -> None:

@@ -1,18 +1,16 @@
 """Redis AUTH end to end: a password (``requirepass``), and an ACL user granted only what taskforge needs.
 
-``ACL_COMMANDS`` is the minimal set, found by starting from ``-@all`` and adding
-each command Redis's ACL LOG reported denied while the flow below ran (a
-producer, a worker on two queues with rate-limited, unique and periodic tasks,
-``result()``, and the operator commands), then checked by removing each one in
-turn: every removal is denied somewhere in that flow, except ``scard``, which
-``_lib.lua`` needs once a task's concurrency limit is reached (two children
-running it). ``+scan`` is needed for ``Broker.clear`` and ``+wait`` for
-``durability="replicated"``; neither is in the flow. It is what the README documents::
-
-    ACL SETUSER taskforge on >PASSWORD ~taskforge:* resetchannels -@all +<each command below>
-
-Commands run inside the Lua scripts count: ACLs apply to them too. The coarser
-``+@all -@dangerous`` works as well (no command taskforge sends is in @dangerous).
+The ACL rule set is read from the README (its section "A Redis user for
+taskforge"), so the documented line and the tested one cannot drift. It was
+found by starting from ``-@all`` and adding each command Redis's ACL LOG
+reported denied while the flow below ran (a producer, a worker on two queues
+with rate-limited, unique and periodic tasks, ``result()``, and the operator
+commands). The run with the coarser ``+@all -@dangerous`` checks the other
+direction: every command the flow sent (``INFO commandstats``, which counts
+commands run inside scripts) is in the README's line. ``scard`` is needed once
+a task's concurrency limit is reached (two children running it), which the
+flow does not always reach. Commands run inside the Lua scripts count: ACLs
+apply to them too.
 """
 
 from __future__ import annotations
@@ -27,7 +25,8 @@ from urllib.parse import quote
 import pytest
 import redis
 
-from taskforge import JobState, TaskForge
+from taskforge import BrokerUnavailable, JobState, TaskForge
+from taskforge.broker.connection import broker_errors
 from tests.worker.conftest import wait_for
 
 from .procs import WORKER, PrivateRedis, Processes, report
@@ -37,16 +36,21 @@ pytestmark = pytest.mark.redis
 ADMIN = f"admin-{secrets.token_hex(6)}"
 USER_PASSWORD = f"user-{secrets.token_hex(6)}"
 
-ACL_COMMANDS = sorted("""
-    ping time
-    evalsha script|load script|exists
-    get set del unlink exists type pexpire persist incr
-    hset hget hmget hgetall hdel hkeys hincrby hexists
-    sadd srem smembers scard
-    lpush rpush lrange llen blpop blmove
-    zadd zrem zcard zcount zrange zrangebyscore zrevrange zrandmember zremrangebyscore zpopmin
-""".split())
-MINIMAL = ["~taskforge:*", "resetchannels", "-@all", *(f"+{c}" for c in ACL_COMMANDS)]
+README = Path(__file__).parents[2] / "README.md"
+ACL_LINE = "ACL SETUSER taskforge on >PASSWORD "
+
+
+def readme_rules() -> list[str]:
+    """The rules of the README's ACL line, after the user name and password."""
+    lines = [line for line in README.read_text().splitlines() if line.startswith(ACL_LINE)]
+    assert len(lines) == 1, f"the README must hold exactly one line starting {ACL_LINE!r}"
+    return lines[0][len(ACL_LINE):].split()
+
+
+MINIMAL = readme_rules()
+ACL_COMMANDS = sorted(rule[1:] for rule in MINIMAL if rule.startswith("+"))
+# Sent by the test itself as the admin, or by redis-py on connect (ignored when denied).
+NOT_TASKFORGE = {"acl", "info", "client", "hello", "auth", "config"}
 COARSE = ["~taskforge:*", "resetchannels", "+@all", "-@dangerous"]
 
 
@@ -131,9 +135,29 @@ def test_an_acl_user_with_only_what_taskforge_needs_runs_jobs_end_to_end(
     admin(server).execute_command("ACL", "SETUSER", "taskforge", "reset", "on", f">{USER_PASSWORD}", *rules)
     admin(server).execute_command("ACL", "LOG", "RESET")
     broker = f"redis://taskforge:{USER_PASSWORD}@127.0.0.1:{server.port}/0"
+    admin(server).config_resetstat()
     problems = run_everything(processes, app_dir, broker)
     denied = denials(server)
-    report([f"denied by the ACL: {d}" for d in denied] + problems)
+    sent = {name.removeprefix("cmdstat_") for name in admin(server).info("commandstats")}
+    missing = sorted(c for c in sent if c not in ACL_COMMANDS and c.split("|")[0] not in NOT_TASKFORGE)
+    report([f"denied by the ACL: {d}" for d in denied] + problems
+           + [f"taskforge sent {c!r}, which the README's ACL line lacks" for c in missing])
+
+
+def test_a_command_the_acl_denies_inside_a_script_is_named(server: PrivateRedis) -> None:
+    """Redis says only "the user executing the script can't run this command"; taskforge names it."""
+    rules = [r for r in MINIMAL if r != "+zpopmin"]
+    admin(server).execute_command("ACL", "SETUSER", "taskforge", "reset", "on", f">{USER_PASSWORD}", *rules)
+    app = TaskForge("acl", broker=f"redis://taskforge:{USER_PASSWORD}@127.0.0.1:{server.port}/0")
+    app.send("anything")
+    with pytest.raises(BrokerUnavailable) as caught:
+        app.broker.dequeue("default", 60_000)
+    message = str(caught.value)
+    assert "'zpopmin'" in message and "dequeue script" in message and "README" in message, message
+    assert USER_PASSWORD not in message
+    with pytest.raises(BrokerUnavailable, match="'keys'"):
+        with broker_errors(app.broker.url):
+            app.broker.client.keys("*")
 
 
 def test_the_acl_user_cannot_touch_keys_outside_taskforge(server: PrivateRedis) -> None:

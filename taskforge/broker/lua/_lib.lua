@@ -34,14 +34,53 @@ local function job_key(id)
   return PREFIX .. 'job:' .. id
 end
 
+-- Junk in a job's priority field (nan, 1e400, 'x': written by something
+-- else) means normal priority: a nan score would make ZADD fail half-way.
 local function pending_score(priority, seq)
   local p = tonumber(priority) or 1
-  if p < 0 or p > 3 then p = 1 end
+  if p ~= p or p < 0 or p > 3 or p ~= math.floor(p) then p = 1 end
   return (3 - p) * BAND + tonumber(seq)
 end
 
+-- Queue-level damage (a fixed key of the wrong type, a junk or exhausted
+-- seq) must stop a script before its first write: Redis does not undo the
+-- writes a script made before a command failed, so a later failure would
+-- leave a job half-moved.  These checks run only on paths that are not the
+-- hot path, or only once a cheap read said something is off; the client
+-- names the damaged key (broker/damage.py).
+local function need_zsets(...)
+  for _, key in ipairs({...}) do
+    local kind = redis.call('TYPE', key)['ok']
+    if kind ~= 'zset' and kind ~= 'none' then
+      error('taskforge: ' .. key .. ' is a ' .. kind .. ', not a zset')
+    end
+  end
+end
+
+local function need_seq()
+  local n = tonumber(redis.call('GET', SEQ) or 0)
+  if not n or n ~= n or n >= BAND - 1000000 then
+    error('taskforge: ' .. SEQ .. ' is not a usable sequence number')
+  end
+end
+
+-- The next `n` enqueue sequence numbers (returns the last).  Past BAND a
+-- score would spill into the next priority band: the queue is exhausted.
+local function next_seq(n)
+  local last = redis.call('INCRBY', SEQ, n or 1)
+  if last >= BAND then
+    error('taskforge: ' .. SEQ .. ' is exhausted')
+  end
+  return last
+end
+
+-- Wake tokens are only a hint (idle workers also wake on a timeout), so a
+-- damaged wake list never fails a transition half-way; workers report it.
 local function wake(count)
-  local have = redis.call('LLEN', WAKE)
+  local have = redis.pcall('LLEN', WAKE)
+  if type(have) ~= 'number' then
+    return
+  end
   local add = math.min(count, WAKE_CAP - have)
   for _ = 1, add do
     redis.call('LPUSH', WAKE, '1')
@@ -57,27 +96,36 @@ local function group_pending(group)
   return PREFIX .. 'pending:' .. group
 end
 
+-- A group that no limit names (a job hash edited by hand) would park the
+-- job in a set no claim ever looks at: such a job waits in the main set.
 local function pending_key(jk)
   local group = redis.call('HGET', jk, 'group')
-  if group and group ~= '' then
+  if group and group ~= '' and redis.call('HEXISTS', LIMITS, group) == 1 then
     return group_pending(group)
   end
   return PENDING
 end
 
+-- pending_key reads the limits hash (HEXISTS) half-way through a transition
+-- for a limited task's job; scripts that may get there read it up front.
+local function need_limits()
+  redis.call('HEXISTS', LIMITS, '')
+end
+
 -- Put a job at the back of its priority (a new sequence number).
 local function make_pending(id, jk)
-  local seq = redis.call('INCR', SEQ)
+  local seq = next_seq(1)
   redis.call('HSET', jk, 'state', 'pending', 'seq', seq, 'token', '')
   redis.call('ZADD', pending_key(jk), pending_score(redis.call('HGET', jk, 'priority'), seq), id)
 end
 
 -- Put a job back where it stood in line (its original sequence number), for
 -- jobs that were taken but not run to the end through no fault of their own.
+-- A junk seq field takes a new place at the back.
 local function restore_pending(id, jk)
-  local seq = redis.call('HGET', jk, 'seq')
-  if not seq then
-    seq = redis.call('INCR', SEQ)
+  local seq = tonumber(redis.call('HGET', jk, 'seq'))
+  if not seq or seq ~= seq or seq < 0 or seq >= BAND or seq ~= math.floor(seq) then
+    seq = next_seq(1)
   end
   redis.call('HSET', jk, 'state', 'pending', 'seq', seq, 'token', '')
   redis.call('ZADD', pending_key(jk), pending_score(redis.call('HGET', jk, 'priority'), seq), id)
@@ -99,9 +147,11 @@ local function leave_running(id, jk, group)
   end
 end
 
--- A unique job's lock goes when the job finishes (or dies); its TTL covers crashes.
+-- A unique job's lock goes when the job finishes (or dies); its TTL covers
+-- crashes.  Only a key of this queue's unique locks is ever touched, whatever
+-- the job's field says (pcall: a damaged lock must not strand the job).
 local function release_unique(id, lock)
-  if lock and lock ~= '' and redis.call('GET', lock) == id then
+  if lock and string.sub(lock, 1, #PREFIX + 7) == PREFIX .. 'unique:' and redis.pcall('GET', lock) == id then
     redis.call('DEL', lock)
   end
 end
@@ -110,7 +160,10 @@ end
 -- finished job costs no extra key otherwise.
 local function notify_done(id, ttl)
   local dk = PREFIX .. 'done:' .. id
-  redis.call('RPUSH', dk, '1')
+  if type(redis.pcall('RPUSH', dk, '1')) ~= 'number' then
+    redis.call('DEL', dk)  -- damaged by something else: the waiter needs an answer more
+    redis.call('RPUSH', dk, '1')
+  end
   redis.call('PEXPIRE', dk, ttl)
 end
 
@@ -120,6 +173,10 @@ end
 local function promote_due(now, limit)
   local dropped = 0
   local due = redis.call('ZRANGEBYSCORE', SCHEDULED, '-inf', now, 'LIMIT', 0, limit)
+  if #due > 0 then
+    need_zsets(PENDING)
+    need_seq()
+  end
   for _, id in ipairs(due) do
     redis.call('ZREM', SCHEDULED, id)
     local jk = job_key(id)
@@ -151,7 +208,9 @@ local function finish(id, jk, state, now, ttl, extra, meta)
 end
 
 local function bury(id, jk, now, err, traceback, dead_ttl)
-  redis.call('ZREM', pending_key(jk), id)
+  local pk = pending_key(jk)
+  need_zsets(pk, SCHEDULED, RUNNING, DEAD)
+  redis.call('ZREM', pk, id)
   redis.call('ZREM', SCHEDULED, id)
   leave_running(id, jk)
   redis.call('ZADD', DEAD, now, id)
@@ -256,41 +315,60 @@ local function unfinished_count()
 end
 
 -- The fields a claim hands to the worker, read in one HMGET; claim_row
--- turns them into the 8 values of the reply layout dequeue.lua documents.
+-- turns them into the 9 values of the reply layout dequeue.lua documents.
 local CLAIM_FIELDS = {'state', 'attempts', 'task', 'payload', 'max_attempts', 'timeout', 'priority', 'inherit',
   'token'}
 
 local function claim_row(out, id, f, attempts)
-  local values = {id, f[3] or '', f[4] or '', attempts, f[5] or '', f[6] or '', f[7] or '', f[8] or ''}
+  local damage = ''
+  if f[1] ~= 'running' and f[1] ~= 'pending' then
+    damage = 'state ' .. tostring(f[1] or '(none)')
+  elseif not attempts then
+    damage = 'attempts ' .. tostring(f[2])
+  end
+  local values = {id, f[3] or '', f[4] or '', attempts or f[2], f[5] or '', f[6] or '', f[7] or '', f[8] or '', damage}
   for _, v in ipairs(values) do
     out[#out + 1] = v
   end
 end
 
 -- A job's fields, or nil when its key is missing or not a hash (deleted or
--- damaged by hand): such an id can never run.
+-- damaged by hand): such an id can never run.  A hash without a state field
+-- is a job all the same (TYPE is asked only then).
 local function read_claim_fields(jk)
   local f = redis.pcall('HMGET', jk, unpack(CLAIM_FIELDS))
-  if type(f) ~= 'table' or f.err or not f[1] then
+  if type(f) ~= 'table' or f.err or (not f[1] and not is_job(jk)) then
     return nil
   end
   return f
 end
 
--- The next attempt number; junk in the field counts as no attempt made yet.
+-- The next attempt number, or nil when the field holds junk: a count of runs
+-- that cannot be trusted could loop a job forever, so such a job is dead-lettered.
 local function next_attempt(raw)
-  local n = tonumber(raw) or 0
-  if n ~= n or n < 0 or n > 1e9 then
-    n = 0
+  local n = tonumber(raw or 0)
+  if not n or n ~= n or n < 0 or n > 1e9 or n ~= math.floor(n) then
+    return nil
   end
-  return math.floor(n) + 1
+  return n + 1
 end
 
--- The claim of one popped job: the job's state, the lease, and for a limited
--- task its concurrency slot and rate window.
-local function take(id, jk, attempts, token, now, lease, group)
-  redis.call('HSET', jk, 'state', 'running', 'started_at', now, 'token', token, 'attempts', attempts)
-  redis.call('ZADD', RUNNING, now + lease, id)
+-- The claim of one popped job (score: its pending score, to put it back): the
+-- lease first, so a damaged running set fails the claim before anything is
+-- written; then the job's state, and for a limited task its concurrency slot
+-- and rate window.  `attempts` nil: the field holds junk, left as evidence
+-- (a reclaim dead-letters such a job too).
+local function take(id, jk, attempts, token, now, lease, group, key, score)
+  local ok = redis.pcall('ZADD', RUNNING, now + lease, id)
+  if type(ok) ~= 'number' then
+    redis.call('ZADD', key, score, id)
+    error('taskforge: ' .. RUNNING .. ' cannot hold claims')
+  end
+  if attempts then
+    redis.call('HSET', jk, 'state', 'running', 'started_at', now, 'token', token, 'attempts', attempts)
+  else
+    redis.call('HSET', jk, 'state', 'running', 'started_at', now, 'token', token)
+  end
   if group then
     redis.call('SADD', PREFIX .. 'active:' .. group, id)
     local spec = limit_spec(group)
@@ -309,15 +387,15 @@ local function reclaimed_rows(claim_key, token)
     local jk = job_key(id)
     local f = read_claim_fields(jk)
     if f and f[1] == 'running' and f[9] == token then
-      claim_row(out, id, f, f[2])
+      claim_row(out, id, f, next_attempt(f[2]) and f[2])
     end
   end
   return out
 end
 
 -- Promote due jobs, then claim up to `count` ready jobs for `token`.
--- Returns {dropped, wait_ms, then 8 values per claimed job:
---   id, task, payload, attempts, max_attempts, timeout, priority, inherit}
+-- Returns {dropped, wait_ms, then 9 values per claimed job:
+--   id, task, payload, attempts, max_attempts, timeout, priority, inherit, damage}
 -- (the layout dequeue.lua documents). Shared by dequeue and by succeed,
 -- which can claim the next job in the same call.  This is the hottest code in
 -- the project: each redis.call here costs a few microseconds per job, so
@@ -334,8 +412,8 @@ local function claim_ready(token, lease, limit, count, now)
     return previous
   end
 
-  local dropped = promote_due(now, limit)
   local groups = redis.call('HKEYS', LIMITS)
+  local dropped = promote_due(now, limit)
   local out = {0, -1}
   local ids = {}
   local blocked_wait = -1
@@ -354,9 +432,13 @@ local function claim_ready(token, lease, limit, count, now)
     local id = popped[1]
     local jk = job_key(id)
     local f = read_claim_fields(jk)
-    if f and f[1] == 'pending' then
+    local state = f and f[1]
+    if f and state ~= 'running' and state ~= 'succeeded' and state ~= 'dead' and state ~= 'cancelled' then
+      -- Pending, or a record with junk in its state or attempts: claimed
+      -- alike, and the client dead-letters a damaged one with the reason
+      -- (claim_row says which); a lease keeps it safe meanwhile.
       local attempts = next_attempt(f[2])
-      take(id, jk, attempts, token, now, lease, group)
+      take(id, jk, attempts, token, now, lease, group, key, popped[2])
       claim_row(out, id, f, attempts)
       ids[#ids + 1] = id
     else

@@ -6,8 +6,8 @@ local jk = job_key(id)
 if redis.call('HGET', jk, 'token') ~= token or redis.call('HGET', jk, 'state') ~= 'running' then
   return 0
 end
-release_claim(token)
 leave_running(id, jk)
+release_claim(token)
 redis.call('HSET', jk, 'error', 'Aborted: stopped while running by JobHandle.abort()')
 finish(id, jk, 'cancelled', now_ms(), tonumber(ARGV[4]))
 return 1

@@ -1,8 +1,10 @@
 -- dequeue: promote due scheduled jobs, then claim up to `count` ready jobs.
 -- ARGV[2] claim token (fresh per successful call; reused after an error)
 -- ARGV[3] lease_ms   ARGV[4] promote limit   ARGV[5] count
--- Returns {dropped, wait_ms, then per claimed job 8 values:
---   id, task, payload, attempts, max_attempts, timeout, priority, inherit}
+-- Returns {dropped, wait_ms, then per claimed job 9 values:
+--   id, task, payload, attempts, max_attempts, timeout, priority, inherit,
+--   damage ('', or 'state <value>' / 'attempts <value>': that field of the
+--   record holds junk; the client dead-letters such a job instead of running it)}
 -- wait_ms: when nothing was claimed, ms until the next scheduled job is due
 -- (-1: none), so an idle worker knows how long it may block.
 -- Promotion is bounded per call so a million due jobs never stall Redis; the

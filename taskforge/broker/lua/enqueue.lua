@@ -20,6 +20,15 @@
 -- producers can never overshoot the bound between a check and a write.
 local max_size = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
+-- Every fixed key this call may write is read first, so a damaged queue
+-- fails here, before anything is stored (see need_zsets in _lib.lua).
+local limited = {}
+for _, group in ipairs(redis.call('HKEYS', LIMITS)) do
+  limited[group] = true
+end
+redis.call('ZCARD', PENDING)
+redis.call('ZCARD', SCHEDULED)
+need_seq()
 if max_size > 0 then
   local size = unfinished_count()
   if size + n > max_size then
@@ -37,10 +46,6 @@ end
 
 -- Inline rather than through make_pending: this is the hottest script, and
 -- every redis.call saved here is saved once per job enqueued.
-local limited = {}
-for _, group in ipairs(redis.call('HKEYS', LIMITS)) do
-  limited[group] = true
-end
 
 local function store(f, payload, id, jk)
   local task = f[2]
@@ -77,7 +82,7 @@ local function store(f, payload, id, jk)
     redis.call('HSET', jk, unpack(fields))
     redis.call('ZADD', SCHEDULED, due, id)
   else
-    local seq = redis.call('INCR', SEQ)
+    local seq = next_seq(1)
     add('state', 'pending')
     add('seq', seq)
     redis.call('HSET', jk, unpack(fields))

@@ -8,20 +8,23 @@ local f = redis.pcall('HMGET', jk, 'token', 'state', 'attempts', 'max_attempts',
 if type(f) ~= 'table' or f[1] ~= token or f[2] ~= 'running' then
   return 0
 end
-release_claim(token)
 local now = now_ms()
-count_outcome('failed', now)
 local delay = tonumber(ARGV[6])
 local attempts = tonumber(f[3]) or 0
 local max_attempts = tonumber(f[4]) or 1
 if delay >= 0 and attempts < max_attempts then
   local due = now + delay
+  need_zsets(SCHEDULED)
   leave_running(id, jk, f[5])
+  release_claim(token)
   redis.call('HSET', jk, 'state', 'retrying', 'token', '', 'error', ARGV[4],
     'traceback', ARGV[5], 'scheduled_at', due)
   redis.call('ZADD', SCHEDULED, due, id)
   wake(1)
+  count_outcome('failed', now)  -- after the damage checks: a refused call counts nothing
   return 1
 end
 bury(id, jk, now, ARGV[4], ARGV[5], tonumber(ARGV[7]))
+release_claim(token)
+count_outcome('failed', now)
 return 2

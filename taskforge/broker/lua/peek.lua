@@ -6,8 +6,9 @@
 -- and claims from the queue whose head has the highest priority, so strict
 -- priority holds across queues, not only within one.
 local now = now_ms()
+local groups = redis.call('HKEYS', LIMITS)
 promote_due(now, tonumber(ARGV[2]))
-local _, _, blocked_wait, head_score = best_ready(now, redis.call('HKEYS', LIMITS))
+local _, _, blocked_wait, head_score = best_ready(now, groups)
 local wait = -1
 local nxt = redis.call('ZRANGE', SCHEDULED, 0, 0, 'WITHSCORES')
 if #nxt > 0 then

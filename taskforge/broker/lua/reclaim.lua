@@ -1,12 +1,20 @@
 -- reclaim: jobs whose lease expired (their worker died) go back in line.
--- ARGV[2] limit   ARGV[3] dead_retention_ms
+-- ARGV[2] limit   ARGV[3] dead_retention_ms   ARGV[4] retention_ms
 -- Returns {reclaimed ids..., '|', buried ids..., '|', dropped count}.
 -- The lost attempt was counted when the job was claimed, so a job that kills
 -- its worker every time ends dead after max_attempts instead of looping.
-local limit, dead_ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
+-- A job someone aborted while it ran ends cancelled here (in neither list):
+-- its worker died before it could stop it, and running it again would only
+-- have it killed at its first lease renewal.
+local limit, dead_ttl, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
 local expired = redis.call('ZRANGEBYSCORE', RUNNING, '-inf', now, 'LIMIT', 0, limit)
 local back, buried, dropped = {}, {}, 0
+if #expired > 0 then
+  need_zsets(PENDING, SCHEDULED, DEAD)
+  need_seq()
+  need_limits()
+end
 for _, id in ipairs(expired) do
   local jk = job_key(id)
   if not is_job(jk) then
@@ -14,10 +22,19 @@ for _, id in ipairs(expired) do
     dropped = dropped + 1
   else
     leave_running(id, jk)
-    release_claim(redis.call('HGET', jk, 'token'))
-    local attempts = tonumber(redis.call('HGET', jk, 'attempts')) or 0
-    local max_attempts = tonumber(redis.call('HGET', jk, 'max_attempts')) or 1
-    if attempts >= max_attempts then
+    local f = redis.call('HMGET', jk, 'token', 'attempts', 'max_attempts', 'abort')
+    release_claim(f[1])
+    local raw = f[2]
+    local attempts = tonumber(raw or 0)
+    local max_attempts = tonumber(f[3]) or 1
+    if f[4] then
+      redis.call('HSET', jk, 'error', 'Aborted: its worker was lost before it could stop it')
+      finish(id, jk, 'cancelled', now, ttl)
+    elseif not next_attempt(raw) then  -- junk: a count of runs that cannot be trusted
+      bury(id, jk, now, 'CorruptJob: its attempts field holds ' .. string.format('%q', tostring(raw)) ..
+        ', not a count of runs; its lease expired and it was dead-lettered', '', dead_ttl)
+      buried[#buried + 1] = id
+    elseif attempts >= max_attempts then
       bury(id, jk, now, 'WorkerLost: the worker running attempt ' .. attempts ..
         ' stopped renewing its lease (it died or lost Redis); no attempts left', '', dead_ttl)
       buried[#buried + 1] = id

@@ -7,8 +7,11 @@ local jk = job_key(id)
 if redis.call('HGET', jk, 'token') ~= token or redis.call('HGET', jk, 'state') ~= 'running' then
   return 0
 end
-release_claim(token)
+need_zsets(PENDING)
+need_seq()
+need_limits()
 leave_running(id, jk)
+release_claim(token)
 redis.call('HINCRBY', jk, 'attempts', -1)
 restore_pending(id, jk)
 wake(1)

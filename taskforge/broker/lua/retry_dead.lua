@@ -9,12 +9,17 @@ if #ids == 0 then
   ids = redis.call('ZRANGE', DEAD, 0, tonumber(ARGV[2]) - 1)
 end
 local moved = {}
+if #ids > 0 then
+  need_zsets(PENDING)
+  need_seq()
+  need_limits()
+end
 for _, id in ipairs(ids) do
   local jk = job_key(id)
   if redis.call('ZREM', DEAD, id) == 1 and is_job(jk) then
     redis.call('PERSIST', jk)
     redis.call('HSET', jk, 'attempts', 0)
-    redis.call('HDEL', jk, 'finished_at', 'result', 'waiting')
+    redis.call('HDEL', jk, 'finished_at', 'result', 'waiting', 'abort')
     -- A leftover done list would make every result() wait return at once.
     redis.call('UNLINK', PREFIX .. 'done:' .. id)
     make_pending(id, jk)

@@ -7,14 +7,17 @@
 -- dequeue returns}, so a busy worker pays one round trip per job, not two.
 -- The claim runs whatever the fencing said: a retry of this call after a lost
 -- reply is fenced (the job already succeeded) yet must get its claim back.
+-- A damaged queue (see need_zsets) fails the claim, not the success already
+-- recorded: the claim then answers "nothing claimed, ask again now", and the
+-- next dequeue reports the damage.
 local id, token = ARGV[2], ARGV[3]
 local jk = job_key(id)
 local ok = 0
 local now = now_ms()
 local f = redis.pcall('HMGET', jk, 'token', 'state', 'group', 'unique', 'waiting')
 if type(f) == 'table' and f[1] == token and f[2] == 'running' then
-  release_claim(token)
   leave_running(id, jk, f[3])
+  release_claim(token)
   finish(id, jk, 'succeeded', now, tonumber(ARGV[5]), {'result', ARGV[4]}, {f[4], f[5]})
   count_outcome('succeeded', now)
   ok = 1
@@ -22,6 +25,12 @@ end
 if not ARGV[6] or ARGV[6] == '' then
   return ok
 end
-local out = claim_ready(ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), 1, now)
+local claimed, out = pcall(claim_ready, ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), 1, now)
+if not claimed then
+  if ok == 0 then
+    error(out)
+  end
+  return {ok, 0, 0}
+end
 table.insert(out, 1, ok)
 return out
