@@ -154,7 +154,7 @@ class Child:
                 claims, wait = following if following is not None else self.claim()
                 following = None
                 outage = 0.05
-            except (BrokerUnavailable, redis.RedisError) as exc:
+            except (BrokerUnavailable, redis.RedisError, redis.exceptions.RedisClusterException) as exc:
                 log.warning("child %d: %s; retrying in %.1f s", self.config.index, exc, outage)
                 self.alive()
                 time.sleep(outage)

@@ -429,6 +429,6 @@ class Supervisor:
             return True
         except BrokerUnavailable as exc:
             log.warning("%s; will retry", exc)
-        except redis.RedisError as exc:
+        except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
             log.error("%s failed: %s; will retry", getattr(action, "__name__", action), exc)
         return False

@@ -126,12 +126,17 @@ def start_worker(workdir: Path, redis_url: str) -> Iterator[Callable[..., Worker
         return worker
 
     yield start
+    stop_workers(started)
+
+
+def stop_workers(started: list[Worker], grace: float = 15) -> None:
+    """SIGTERM each worker still running, then fail if any process of its group outlived it."""
     leftovers = {}
     for worker in started:
         if worker.proc.poll() is None:
             worker.signal(signal.SIGTERM)
             try:
-                worker.wait(15)
+                worker.wait(grace)
             except subprocess.TimeoutExpired:
                 pass
         # Children die with their supervisor within a couple of seconds.
