@@ -123,11 +123,11 @@ class Servers:
 
 
 class Cluster(Servers):
-    """Three masters, each with one replica: ``redis-cli --cluster create``."""
+    """Three masters, each with ``replicas`` replicas (1 for the tests): ``redis-cli --cluster create``."""
 
-    def __init__(self) -> None:
+    def __init__(self, replicas: int = 1) -> None:
         super().__init__("cluster")
-        self.ports = free_bus_ports(6)
+        self.ports = free_bus_ports(3 * (1 + replicas))
         for port in self.ports:
             self.start(port, [
                 "--port", str(port), "--bind", HOST, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
@@ -138,8 +138,8 @@ class Cluster(Servers):
         for port in self.ports:
             self.wait_up(port)
         subprocess.run(
-            ["redis-cli", "--cluster", "create", *(f"{HOST}:{p}" for p in self.ports), "--cluster-replicas", "1",
-             "--cluster-yes"],
+            ["redis-cli", "--cluster", "create", *(f"{HOST}:{p}" for p in self.ports),
+             "--cluster-replicas", str(replicas), "--cluster-yes"],
             check=True, capture_output=True, timeout=60,
         )
         wait_until(self.healthy, 60, "the cluster to cover every slot with a synced replica per master")
@@ -152,7 +152,7 @@ class Cluster(Servers):
         alive = [p for p, proc in self.procs.items() if proc.poll() is None]
         for port in alive:
             info = client(port).cluster("info")
-            if info["cluster_state"] != "ok" or int(info["cluster_known_nodes"]) != 6:
+            if info["cluster_state"] != "ok" or int(info["cluster_known_nodes"]) != len(self.ports):
                 return False
         masters = self.masters()
         if len(masters) != 3:
