@@ -21,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -74,6 +75,33 @@ def delays_per_second(url: str, durability: str, n: int = 1000) -> float:
     return n / elapsed
 
 
+def report(setups: dict[str, tuple[str, str]], opts: argparse.Namespace) -> None:
+    # Alternating rounds, median of each: the machine's load drifts.
+    rates: dict[str, list[float]] = {name: [] for name in setups}
+    for _ in range(opts.rounds):
+        for name, (url, durability) in setups.items():
+            fill(url, opts.jobs)
+            rates[name].append(opts.jobs / drain(url, opts.workers, opts.concurrency, durability))
+    drained = {name: statistics.median(found) for name, found in rates.items()}
+    for name, rate in drained.items():
+        print(f"{name}: {opts.jobs} jobs over 20 queues drained by {opts.workers} workers "
+              f"(-c {opts.concurrency}) at {rate:,.0f} jobs/s (rounds: "
+              f"{', '.join(f'{r:,.0f}' for r in rates[name])})")
+    one_node, sharded, spread, safe_drain = drained.values()
+    print(f"cluster / single node drain throughput: {spread / one_node:.2f} "
+          f"({sharded / one_node:.2f} without replicas)")
+    print(f"replicated / async drain throughput on the cluster: {safe_drain / spread:.2f}")
+
+    cluster_url = setups["3-master cluster, 1 replica each"][0]
+    delays: dict[str, list[float]] = {"async": [], "replicated": []}
+    for _ in range(opts.rounds):
+        for durability, found in delays.items():
+            found.append(delays_per_second(cluster_url, durability))
+    fast, safe = (statistics.median(found) for found in delays.values())
+    print(f"3-master cluster, single .delay() calls: {fast:,.0f}/s async, {safe:,.0f}/s replicated "
+          f"({safe / fast:.2f} of async)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=3000)
@@ -82,46 +110,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     opts = parser.parse_args()
 
-    single = Servers("bench-single")
-    (port,) = free_ports(1)
-    single.start(port, ["--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no"])
-    single.wait_up(port)
-    cluster = Cluster()
-    bare = Cluster(replicas=0)
-    setups = {
-        "1 node": (f"redis://{HOST}:{port}/0", "async"),
-        "3-master cluster, no replicas": (bare.url, "async"),
-        "3-master cluster, 1 replica each": (cluster.url, "async"),
-        "3-master cluster, 1 replica each, durability='replicated'": (cluster.url, "replicated"),
-    }
-    try:
-        # Alternating rounds, median of each: the machine's load drifts.
-        rates: dict[str, list[float]] = {name: [] for name in setups}
-        for _ in range(opts.rounds):
-            for name, (url, durability) in setups.items():
-                fill(url, opts.jobs)
-                rates[name].append(opts.jobs / drain(url, opts.workers, opts.concurrency, durability))
-        drained = {name: statistics.median(found) for name, found in rates.items()}
-        for name, rate in drained.items():
-            print(f"{name}: {opts.jobs} jobs over 20 queues drained by {opts.workers} workers "
-                  f"(-c {opts.concurrency}) at {rate:,.0f} jobs/s (rounds: "
-                  f"{', '.join(f'{r:,.0f}' for r in rates[name])})")
-        one_node, sharded, spread, safe_drain = drained.values()
-        print(f"cluster / single node drain throughput: {spread / one_node:.2f} "
-              f"({sharded / one_node:.2f} without replicas)")
-        print(f"replicated / async drain throughput on the cluster: {safe_drain / spread:.2f}")
-
-        delays: dict[str, list[float]] = {"async": [], "replicated": []}
-        for _ in range(opts.rounds):
-            for durability, found in delays.items():
-                found.append(delays_per_second(cluster.url, durability))
-        fast, safe = (statistics.median(found) for found in delays.values())
-        print(f"3-master cluster, single .delay() calls: {fast:,.0f}/s async, {safe:,.0f}/s replicated "
-              f"({safe / fast:.2f} of async)")
-    finally:
-        bare.stop()
-        cluster.stop()
-        single.stop()
+    with ExitStack() as servers:  # every server stopped, whatever fails
+        single = Servers("bench-single")
+        servers.callback(single.stop)
+        (port,) = free_ports(1)
+        single.start(port, ["--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no"])
+        single.wait_up(port)
+        cluster = Cluster()
+        servers.callback(cluster.stop)
+        bare = Cluster(replicas=0)
+        servers.callback(bare.stop)
+        report({
+            "1 node": (f"redis://{HOST}:{port}/0", "async"),
+            "3-master cluster, no replicas": (bare.url, "async"),
+            "3-master cluster, 1 replica each": (cluster.url, "async"),
+            "3-master cluster, 1 replica each, durability='replicated'": (cluster.url, "replicated"),
+        }, opts)
 
 
 if __name__ == "__main__":
