@@ -1,8 +1,9 @@
 """From a broker URL to a Redis client, and Redis errors to ``BrokerUnavailable``.
 
-Schemes: ``redis://``, ``rediss://`` (TLS), ``unix://`` and ``memory://`` (an
+Schemes: ``redis://``, ``rediss://`` (TLS), ``unix://``, ``memory://`` (an
 in-process fakeredis server running the same Lua scripts, private to the app
-that opened it).
+that opened it), and ``redis+cluster://`` and ``redis+sentinel://`` (see
+``scaled.py``).
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from ..errors import BrokerUnavailable, ConfigurationError
+from .scaled import CLUSTER, SCALED_SCHEMES, SENTINEL, cluster_client, sentinel_client
 
 DEFAULT_URL = "redis://localhost:6379/0"
 ENV_VAR = "TASKFORGE_BROKER_URL"
-SCHEMES = ("redis", "rediss", "unix", "memory")
+SCHEMES = ("redis", "rediss", "unix", "memory", *SCALED_SCHEMES)
 
 # Commands fail within seconds, not minutes, when Redis is gone or hung; blocking
 # reads of the worker ask for less than SOCKET_TIMEOUT.
@@ -43,7 +45,7 @@ def redact(url: str) -> str:
     return _QUERY_PASSWORD.sub(lambda m: f"{m['key']}***", url)
 
 
-def connect(url: str) -> redis.Redis:
+def connect(url: str) -> redis.Redis | redis.RedisCluster:
     """A client for ``url``; raises ConfigurationError for an unusable URL."""
     scheme = urlsplit(url).scheme
     if scheme == "memory":
@@ -51,7 +53,7 @@ def connect(url: str) -> redis.Redis:
     if scheme not in SCHEMES:
         raise ConfigurationError(
             f"broker URL {redact(url)!r}: unknown scheme {scheme!r}; use one of "
-            "redis://, rediss://, unix:// or memory://"
+            "redis://, rediss://, unix://, memory://, redis+cluster:// or redis+sentinel://"
         )
     options: dict[str, object] = {
         "socket_connect_timeout": CONNECT_TIMEOUT,
@@ -62,6 +64,11 @@ def connect(url: str) -> redis.Redis:
     if scheme != "unix":  # unix sockets have no TCP keepalive; redis-py refuses the option
         options["socket_keepalive"] = True
     try:
+        if scheme == CLUSTER:  # connects now, to learn the slot map
+            with broker_errors(url):
+                return cluster_client(url, redact(url), options)
+        if scheme == SENTINEL:
+            return sentinel_client(url, redact(url), options)
         return redis.Redis.from_url(url, **options)
     except ValueError as exc:
         raise ConfigurationError(f"broker URL {redact(url)!r} is invalid: {exc}") from None
@@ -100,7 +107,7 @@ def broker_errors(url: str) -> Iterator[None]:
             f"the broker at {redact(url)} refused the credentials ({redact(str(exc))}); "
             "check the user and password in the URL"
         ) from None
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
+    except (redis.ConnectionError, redis.TimeoutError, redis.exceptions.RedisClusterException) as exc:
         raise BrokerUnavailable(
             f"cannot reach the broker at {redact(url)} ({exc.__class__.__name__}: "
             f"{redact(str(exc))}); check that Redis is running there, or set "

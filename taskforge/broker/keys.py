@@ -1,7 +1,8 @@
 """Every Redis key taskforge writes, in one place.
 
 All keys of one queue share the hash tag ``{<queue>}``, so every Lua script
-touches a single slot and Redis Cluster needs no special handling::
+touches a single slot and runs unchanged on a Redis Cluster (what does need
+care there, across queues, is in ``slots.py``)::
 
     taskforge:{q}:job:<id>     hash    one job: plain fields for Lua, msgpack payload/result
     taskforge:{q}:pending      zset    ready jobs; score = priority band + enqueue sequence

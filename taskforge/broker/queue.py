@@ -40,18 +40,19 @@ from typing import Any
 
 import redis
 
-from ..errors import BrokerUnavailable, CorruptPayload, QueueFull
+from ..errors import CorruptPayload, QueueFull
 from ..serialization import loads_call
-from . import keys
-from .connection import broker_errors, redact
+from .connection import broker_errors
+from .durability import FAILOVER_RETRY_S, Durability
 from .inspection import PRIORITY_BAND, Inspection
 from .keys import QueueKeys
+from .scaled import is_scaled
 from .scripts import Scripts, denied_in_script
+from .slots import WakeWaiter, by_slot, is_cluster, script_per_node
 
 log = logging.getLogger("taskforge.broker")
 
 PROMOTE_LIMIT = 200
-REPLICA_WAIT_MS = 1000
 RECLAIM_LIMIT = 200
 PURGE_SLICE = 500
 
@@ -107,7 +108,7 @@ def _int(value: bytes | int | None, default: int = 0) -> int:
         return default
 
 
-class Broker(Inspection):
+class Broker(Durability, Inspection):
     """One app's view of Redis: its client, its scripts, its retention settings.
 
     Methods take the queue name, so one broker serves every queue of the app.
@@ -127,9 +128,12 @@ class Broker(Inspection):
         self.retention_ms = retention_ms
         self.dead_retention_ms = dead_retention_ms
         self.scripts = Scripts(client)
+        self.cluster = is_cluster(client)
+        self.failover_retry_s = FAILOVER_RETRY_S if is_scaled(url) else 0.0
         self._known_queues: set[str] = set()
         # fakeredis runs a pipelined BLPOP without blocking, so memory:// waits the plain way.
         self.pipelined_wait = isinstance(client, redis.Redis) and not url.startswith("memory:")
+        self._waiters: dict[tuple[str, ...], WakeWaiter] = {}
 
     # -- producers -------------------------------------------------------
 
@@ -157,13 +161,7 @@ class Broker(Inspection):
                 job.tick_key,
             ]
             args += [json.dumps(meta, separators=(",", ":")), job.payload]
-        with self.guard(queue):
-            if queue not in self._known_queues:
-                self.client.sadd(keys.QUEUES, queue)
-                self._known_queues.add(queue)
-            reply = self.scripts.call("enqueue", q, *args)
-            if reply[0] == b"OK" and self.replicated:
-                self.wait_for_replica("the enqueue")
+        reply = self._through_failover(lambda: self._enqueue_once(q, args))
         if reply[0] == b"OK":
             return [i.decode() for i in reply[1:]]
         size = reply[1]
@@ -245,27 +243,13 @@ class Broker(Inspection):
             return [], 0.0
         return [], (None if wait_ms < 0 else wait_ms / 1000)
 
-    def wait_for_replica(self, what: str) -> None:
-        """durability="replicated": the write must reach a replica before we report it done.
-
-        Redis replicates asynchronously; a master that fails over right after
-        acknowledging a write can lose it. WAIT closes most of that window.
-        """
-        acked = self.client.wait(1, REPLICA_WAIT_MS)
-        if acked < 1:
-            raise BrokerUnavailable(
-                f"{what} was written to the master at {redact(self.url)} but no replica confirmed it "
-                f"within {REPLICA_WAIT_MS} ms (durability='replicated'); it may be lost on failover"
-            )
-
     def succeed(self, queue: str, job_id: str, token: str, result: bytes) -> bool:
         """Record success; False when the claim was no longer ours (nothing written)."""
         with self.guard(queue):
-            done = bool(
-                self.scripts.call("succeed", QueueKeys(queue), job_id, token, result, self.retention_ms)
-            )
-            if done and self.replicated:
-                self._replicate_outcome(job_id)
+            reply, acked = self._write("succeed", QueueKeys(queue), job_id, token, result, self.retention_ms)
+        done = bool(reply)
+        if done:
+            self._replicated_outcome(job_id, acked)
         return done
 
     def succeed_and_claim(
@@ -277,22 +261,14 @@ class Broker(Inspection):
         ``succeed`` then ``dequeue(queue, lease_ms, token=next_token)``.
         """
         with self.guard(queue):
-            raw = self.scripts.call(
+            raw, acked = self._write(
                 "succeed", QueueKeys(queue), job_id, token, result, self.retention_ms, next_token, lease_ms,
                 PROMOTE_LIMIT, self.dead_retention_ms,
             )
-            done = bool(raw[0])
-            if done and self.replicated:
-                self._replicate_outcome(job_id)
+        done = bool(raw[0])
+        if done:
+            self._replicated_outcome(job_id, acked)
         return done, self._claimed(queue, next_token, raw[1:])
-
-    def _replicate_outcome(self, job_id: str) -> None:
-        # The outcome is recorded either way; retrying would be fenced. A lost
-        # outcome on failover means the job runs again: at-least-once holds.
-        try:
-            self.wait_for_replica(f"the outcome of {job_id}")
-        except BrokerUnavailable as exc:
-            log.warning("%s", exc)
 
     def fail(
         self,
@@ -310,11 +286,11 @@ class Broker(Inspection):
         """
         delay_ms = -1 if retry_in is None else max(0, int(retry_in * 1000))
         with self.guard(queue):
-            code = self.scripts.call(
+            code, acked = self._write(
                 "fail", QueueKeys(queue), job_id, token, error, traceback, delay_ms, self.dead_retention_ms
             )
-            if code and self.replicated:
-                self._replicate_outcome(job_id)
+        if code:
+            self._replicated_outcome(job_id, acked)
         return {0: "fenced", 1: "retrying", 2: "dead"}[int(code)]
 
     def adopt(self, queue: str, job_id: str, token: str, max_attempts: int, timeout: float | None) -> bool:
@@ -329,11 +305,9 @@ class Broker(Inspection):
         Promotes due scheduled jobs first, so the head reflects everything ready.
         A lower score is a higher priority (see ``priority_of_score``).
         """
+        calls = [([q.pending], [q.prefix, PROMOTE_LIMIT]) for q in map(QueueKeys, queues)]
         with self.guard(*queues):
-            pipe = self.client.pipeline(transaction=False)
-            for queue in queues:
-                self.scripts.call("peek", QueueKeys(queue), PROMOTE_LIMIT, client=pipe)
-            replies = pipe.execute()
+            replies = script_per_node(self.client, self.scripts.script("peek"), calls)
         out: list[tuple[float | None, float | None]] = []
         for head, wait in replies:
             head_score = float(head)
@@ -390,9 +364,20 @@ class Broker(Inspection):
         return [QueueKeys(q).wake for q in queues]
 
     def wait_for_work(self, queues: Sequence[str], timeout: float) -> bool:
-        """Block until an enqueue wakes one of ``queues`` or ``timeout`` passes."""
+        """Block until an enqueue wakes one of ``queues`` or ``timeout`` passes.
+
+        In a cluster, queues in different slots are waited on side by side
+        (see ``WakeWaiter``): one BLPOP cannot span slots.
+        """
+        wake = self.wake_keys(queues)
+        groups = by_slot(self.client, wake)
         with self.guard(*queues):
-            return self.client.blpop(self.wake_keys(queues), timeout=max(timeout, 0.001)) is not None
+            if len(groups) == 1:
+                return self.client.blpop(wake, timeout=max(timeout, 0.001)) is not None
+            waiter = self._waiters.get(tuple(queues))
+            if waiter is None:
+                waiter = self._waiters[tuple(queues)] = WakeWaiter(self.client, groups)
+            return waiter.wait(timeout)
 
     def wait_and_dequeue(
         self, queue: str, timeout: float, lease_ms: int, token: str
@@ -409,7 +394,7 @@ class Broker(Inspection):
             pipe = self.client.pipeline(transaction=False)
             pipe.blpop([q.wake], timeout=max(timeout, 0.001))
             pipe.execute_command(
-                "EVALSHA", self.scripts.sha("dequeue"), 1, q.pending, q.prefix, token, lease_ms, PROMOTE_LIMIT, 1
+                "EVALSHA", self.scripts.script("dequeue").sha, 1, q.pending, q.prefix, token, lease_ms, PROMOTE_LIMIT, 1
             )
             woke, raw = pipe.execute(raise_on_error=False)
             if isinstance(raw, redis.exceptions.NoScriptError):  # Redis restarted or flushed its scripts
@@ -476,7 +461,8 @@ class Broker(Inspection):
         removed = 0
         with self.guard(queue):
             batch: list[bytes] = []
-            for key in self.client.scan_iter(match=pattern, count=500):
+            where = {"target_nodes": self.client.get_node_from_key(QueueKeys(queue).pending)} if self.cluster else {}
+            for key in self.client.scan_iter(match=pattern, count=500, **where):
                 batch.append(key)
                 if len(batch) >= 500:
                     removed += self.client.unlink(*batch)

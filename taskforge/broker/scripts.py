@@ -13,8 +13,10 @@ from importlib import resources
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 
 from .keys import QueueKeys
+from .slots import is_cluster, on_master
 
 SCRIPT_NAMES = (
     "enqueue",
@@ -102,25 +104,32 @@ def script_source(name: str) -> str:
 class Scripts:
     """The scripts registered on one Redis client; one instance per app connection."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis | RedisCluster) -> None:
+        self._client = client
+        self._cluster = is_cluster(client)
         self._scripts = {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
-
-    def sha(self, name: str) -> str:
-        """The SHA of script ``name``, for callers that queue a raw EVALSHA in a pipeline."""
-        return self._scripts[name].sha
 
     def call(self, name: str, queue: QueueKeys, *args: Any, client: Any = None) -> Any:
         """Run script ``name`` on ``queue``: KEYS is its pending key, ARGV its prefix + args.
 
         ``client`` may be a pipeline, to batch several calls in one round trip.
+        In a cluster, the call goes straight to the master of the queue's slot.
         """
+        script = self._scripts[name]
+        keys, argv = [queue.pending], [queue.prefix, *args]
         try:
-            return self._scripts[name](keys=[queue.pending], args=[queue.prefix, *args], client=client)
+            if client is None and self._cluster:
+                return on_master(self._client, queue.pending, lambda node: script(keys=keys, args=argv, client=node))
+            return script(keys=keys, args=argv, client=client)
         except redis.ResponseError as exc:
             denied = denied_in_script(name, str(exc))
             if denied is None:
                 raise
             raise redis.exceptions.NoPermissionError(denied) from None
+
+    def script(self, name: str) -> Any:
+        """The redis-py ``Script`` object of ``name`` (its ``sha`` and source)."""
+        return self._scripts[name]
 
 
 def denied_in_script(name: str, message: str) -> str | None:
@@ -133,4 +142,3 @@ def denied_in_script(name: str, message: str) -> str | None:
     command = _COMMAND.search(lines[line - 1]) if 0 < line <= len(lines) else None
     what = f"'{command.group(1).lower()}'" if command else "a command"
     return f"the user may not run {what}, which taskforge's {name} script runs (line {line})"
-

@@ -262,7 +262,7 @@ class Lane:
             except CorruptQueue as exc:
                 self.quarantine(exc)
                 claims, wait = [], (0.0 if self.queues else None)
-            except (BrokerUnavailable, redis.RedisError) as exc:
+            except (BrokerUnavailable, redis.RedisError, redis.exceptions.RedisClusterException) as exc:
                 log.warning("child %d: %s; retrying in %.1f s", self.config.index, exc, outage)
                 self.child.alive()
                 time.sleep(outage)

@@ -487,6 +487,6 @@ class Supervisor:
             log.warning("%s; will retry", exc)
         except CorruptQueue as exc:
             self.report_damage(exc)
-        except redis.RedisError as exc:
+        except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
             log.error("%s failed: %s; will retry", getattr(action, "__name__", action), exc)
         return False

@@ -126,7 +126,12 @@ def start_worker(workdir: Path, redis_url: str) -> Iterator[Callable[..., Worker
         return worker
 
     yield start
-    leftovers = {worker.pid: stop(worker) for worker in started}
+    stop_workers(started)
+
+
+def stop_workers(started: list[Worker], grace: float = 15) -> None:
+    """SIGTERM each worker still running, then fail if any process of its group outlived it."""
+    leftovers = {worker.pid: stop(worker, grace) for worker in started}
     leftovers = {pid: pids for pid, pids in leftovers.items() if pids}
     assert not leftovers, f"processes outlived their worker: {leftovers}"
 

@@ -1,0 +1,105 @@
+"""How the writes that matter survive a failover: retried through it, and ``durability="replicated"``.
+
+Mixed into ``Broker``. Redis replicates asynchronously: a master that dies
+right after acknowledging a write can take it with it. With
+``durability="replicated"`` the scripts that store a job or its outcome are
+followed by ``WAIT`` on the same connection (see ``slots.write_then_wait``),
+and an enqueue no replica confirmed is an error, retried like an outage.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+import redis
+
+from ..errors import BrokerUnavailable
+from . import keys
+from .connection import redact
+from .keys import QueueKeys
+from .scripts import Scripts
+from .slots import on_master, write_then_wait
+
+log = logging.getLogger("taskforge.broker")
+
+REPLICA_WAIT_MS = 1000
+# How long an enqueue to a cluster or Sentinel-managed Redis keeps retrying
+# while a replica takes over from a failed master: above the failure
+# detection time of usual settings (down-after-milliseconds and
+# cluster-node-timeout of 5 to 15 s) plus the election.
+FAILOVER_RETRY_S = 30.0
+
+
+class Durability:
+    """Needs ``Broker``'s client, url, scripts and settings."""
+
+    client: Any
+    url: str
+    scripts: Scripts
+    replicated: bool
+    cluster: bool
+    failover_retry_s: float
+    _known_queues: set[str]
+    guard: Callable[..., AbstractContextManager[None]]  # Inspection.guard: errors, and damage as CorruptQueue
+
+    def _enqueue_once(self, q: QueueKeys, args: list[Any]) -> Any:
+        with self.guard(q.name):
+            if q.name not in self._known_queues:
+                self.client.sadd(keys.QUEUES, q.name)
+                self._known_queues.add(q.name)
+            reply, acked = self._write("enqueue", q, *args)
+        if reply[0] == b"OK" and acked == 0:
+            raise BrokerUnavailable(
+                f"the enqueue was written to the master at {redact(self.url)} but no replica confirmed it "
+                f"within {REPLICA_WAIT_MS} ms (durability='replicated'); it may be lost on failover"
+            )
+        return reply
+
+    def _through_failover(self, call: Callable[[], Any]) -> Any:
+        """``call()``, retried for up to ``failover_retry_s`` while the broker is unavailable.
+
+        Safe for enqueue: the script stores nothing for an id it already
+        holds, so a retry after a lost reply never makes a second job.
+        """
+        deadline = time.monotonic() + self.failover_retry_s
+        pause = 0.05
+        while True:
+            try:
+                return call()
+            except BrokerUnavailable as exc:
+                if time.monotonic() + pause > deadline:
+                    if self.failover_retry_s:
+                        raise BrokerUnavailable(f"{exc} (retried for {self.failover_retry_s:.0f} s)") from None
+                    raise
+                log.warning("%s; retrying in %.2f s (a failover may be under way)", exc, pause)
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
+
+    def _write(self, name: str, q: QueueKeys, *args: Any) -> tuple[Any, int | None]:
+        """Run a script that records something: (reply, replicas that have it, or None when not asked).
+
+        With durability="replicated", the script and ``WAIT`` go together to
+        the master of the queue's slot, on one connection (see slots.py).
+        """
+        if not self.replicated:
+            return self.scripts.call(name, q, *args), None
+        script = self.scripts.script(name)
+
+        def write(node: redis.Redis) -> tuple[Any, int]:
+            return write_then_wait(node, script, [q.pending], [q.prefix, *args], REPLICA_WAIT_MS)
+
+        return on_master(self.client, q.pending, write) if self.cluster else write(self.client)
+
+    def _replicated_outcome(self, job_id: str, acked: int | None) -> None:
+        # The outcome is recorded either way; retrying would be fenced. A lost
+        # outcome on failover means the job runs again: at-least-once holds.
+        if acked == 0:
+            log.warning(
+                "the outcome of %s was written to the master at %s but no replica confirmed it within %d ms "
+                "(durability='replicated'); if the master fails now, the job runs again",
+                job_id, redact(self.url), REPLICA_WAIT_MS,
+            )

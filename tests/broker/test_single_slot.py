@@ -1,0 +1,226 @@
+"""Every key every Lua script touches carries the hash tag of the queue it was called for.
+
+That is what lets each script run in one slot of a Redis Cluster. The test
+watches a real Redis with MONITOR while a workload runs every script, takes
+each command a script ran (MONITOR shows them as coming from ``lua``), asks
+Redis itself which of its arguments are keys (``COMMAND GETKEYS``), and
+checks each key's hash tag against the queue of the ``EVALSHA`` that ran it.
+A script that built a key some other way, without the tag, fails here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import redis
+
+from taskforge import TaskForge
+from taskforge.broker.keys import QueueKeys
+from taskforge.broker.queue import NewJob
+from taskforge.broker.scripts import SCRIPT_NAMES, script_source
+from taskforge.serialization import dumps_call, dumps_result
+
+END = "taskforge-single-slot-end"
+PROBE = "taskforge-single-slot-probe"
+PROBE_SCRIPT = "return redis.call('EXISTS', KEYS[1])"
+_LINE = re.compile(rb"^\d+\.\d+ \[\d+ ([^\]]+)\] (.*)$", re.S)
+_ARG = re.compile(rb'"((?:[^"\\]|\\.)*)"', re.S)
+_ESCAPES = {b"n": b"\n", b"r": b"\r", b"t": b"\t", b"a": b"\a", b"b": b"\b", b'"': b'"', b"\\": b"\\"}
+
+
+def unescape(text: bytes) -> bytes:
+    """An argument as MONITOR quotes it (sdscatrepr) back to its bytes."""
+    out, i = bytearray(), 0
+    while i < len(text):
+        if text[i : i + 1] == b"\\":
+            if text[i + 1 : i + 2] == b"x":
+                out.append(int(text[i + 2 : i + 4], 16))
+                i += 4
+                continue
+            out += _ESCAPES[text[i + 1 : i + 2]]
+            i += 2
+        else:
+            out.append(text[i])
+            i += 1
+    return bytes(out)
+
+
+def parse(line: bytes) -> tuple[str, list[bytes]]:
+    """(who sent it: 'lua' or an address, [command, args...])."""
+    match = _LINE.match(line)
+    assert match, f"unexpected MONITOR line {line[:200]!r}"
+    return match.group(1).decode(), [unescape(arg) for arg in _ARG.findall(match.group(2))]
+
+
+@contextmanager
+def monitored(url: str) -> Iterator[list[tuple[str, list[bytes]]]]:
+    """Everything the server runs while the block runs, parsed."""
+    seen: list[tuple[str, list[bytes]]] = []
+    monitor = redis.Redis.from_url(url).monitor()
+    monitor.__enter__()
+    done = threading.Event()
+
+    def read() -> None:
+        while True:
+            line = monitor.connection.read_response()
+            line = line if isinstance(line, bytes) else str(line).encode()
+            if END.encode() in line:
+                done.set()
+                return
+            seen.append(parse(line))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    client = redis.Redis.from_url(url)
+    for name in SCRIPT_NAMES:  # no NOSCRIPT round in the log
+        client.script_load(script_source(name))
+    client.register_script(PROBE_SCRIPT)(keys=[PROBE])
+    try:
+        yield seen
+    finally:
+        client.echo(END)
+        assert done.wait(30), "MONITOR never showed the end marker"
+        monitor.__exit__(None, None, None)
+
+
+def tag(key: bytes) -> bytes | None:
+    """The part of ``key`` Redis Cluster hashes, when it has a hash tag (None when not)."""
+    start = key.find(b"{")
+    end = key.find(b"}", start + 1)
+    return key[start + 1 : end] if start >= 0 and end > start + 1 else None
+
+
+def every_script(app: TaskForge, queue: str) -> None:
+    """Run each script at least once, through the paths that touch the most keys."""
+    b = app.broker
+
+    @app.task(queue=queue)
+    def plain(n: int) -> int:
+        return n
+
+    @app.task(queue=queue, unique=True)
+    def single(n: int) -> int:
+        return n
+
+    @app.task(queue=queue, rate_limit="100/s", concurrency=2)
+    def limited(n: int) -> int:
+        return n
+
+    plain.delay(1)
+    plain.apply_in(3600, 2)
+    single.delay(1)
+    single.delay(1)
+    limited.delay(1)
+    tick = QueueKeys(queue).tick("tick", 1000)
+    b.enqueue(queue, [NewJob(id="tick-1", task="tick", payload=dumps_call((), {}), priority=1, max_attempts=1,
+                             inherit=True, lock_ttl_ms=60_000, tick_key=tick)])
+    b.await_state(queue, "tick-1")
+    b.peek([queue, "another-queue"])
+    claims = []
+    for _ in range(5):
+        claims += b.dequeue(queue, 60_000, count=5)[0]
+    first, second, third, fourth, *_ = claims
+    b.adopt(queue, first.id, first.token, 3, 10.0)
+    b.progress(queue, first.id, first.token, 0.5, "halfway")
+    b.extend(queue, 60_000, [(c.id, c.token) for c in claims])
+    b.succeed_and_claim(queue, first.id, first.token, dumps_result(1), 60_000, "next-token")
+    b.succeed(queue, second.id, second.token, dumps_result(2))
+    b.fail(queue, third.id, third.token, "boom", "tb", None)  # dead
+    b.abort(queue, fourth.id)
+    b.extend(queue, 60_000, [(fourth.id, fourth.token)])
+    b.abandon(queue, fourth.id, fourth.token)
+    plain.delay(3)
+    again = b.dequeue(queue, 1, count=1)[0]
+    time.sleep(0.01)
+    b.reclaim(queue)  # its 1 ms lease is over
+    requeued = b.dequeue(queue, 60_000, count=1)[0]
+    for claim in requeued:
+        b.requeue(queue, claim.id, claim.token)
+    b.fail(queue, *(lambda c: (c.id, c.token))(b.dequeue(queue, 60_000)[0][0]), "flaky", "tb", 30.0)
+    b.fast_forward(queue, 3600)
+    b.retry_dead(queue)
+    b.cancel(queue, plain.delay(4).id)
+    b.abort(queue, plain.delay(5).id)
+    b.purge(queue, "pending")
+    b.purge(queue, "scheduled")
+    b.purge(queue, "dead")
+    assert again, "the reclaim path needs a claim whose lease ran out"
+
+
+def ran_scripts(seen: list[tuple[str, list[bytes]]]) -> list[tuple[str, bytes, list[list[bytes]]]]:
+    """(script name, KEYS[1], the commands it ran) per EVALSHA, in order.
+
+    Whether MONITOR shows a script's own commands after its EVALSHA (Redis 7.0)
+    or before it (once fed after execution) is read from the probe script
+    ``monitored`` runs first.
+    """
+    names = {hashlib.sha1(script_source(n).encode()).hexdigest().encode(): n for n in SCRIPT_NAMES}
+    names[hashlib.sha1(PROBE_SCRIPT.encode()).hexdigest().encode()] = "probe"
+    evalsha_at = next(i for i, (w, a) in enumerate(seen) if a[:1] == [b"EVALSHA"] and PROBE.encode() in a)
+    lua_at = next(i for i, (w, a) in enumerate(seen) if w == "lua" and PROBE.encode() in a)
+    calls = [(i, a) for i, (w, a) in enumerate(seen) if w != "lua" and a and a[0].lower() == b"evalsha"]
+    lua = [(i, a) for i, (w, a) in enumerate(seen) if w == "lua"]
+    runs = []
+    for n, (at, argv) in enumerate(calls):
+        if evalsha_at < lua_at:  # its commands follow it, up to the next EVALSHA
+            end = calls[n + 1][0] if n + 1 < len(calls) else len(seen)
+            inner = [a for i, a in lua if at < i < end]
+        else:
+            start = calls[n - 1][0] if n else -1
+            inner = [a for i, a in lua if start < i < at]
+        runs.append((names.get(argv[1], argv[1].decode()), argv[3], inner))
+    return runs
+
+
+def keys_of(client: redis.Redis) -> Callable[[list[bytes]], list[bytes]]:
+    def keys(argv: list[bytes]) -> list[bytes]:
+        try:
+            return [k if isinstance(k, bytes) else k.encode() for k in client.command_getkeys(*argv)]
+        except redis.ResponseError:  # TIME and the like: only a command without key arguments may refuse
+            (info,) = client.execute_command("COMMAND", "INFO", argv[0]).values()
+            assert not info["key_specifications"], f"GETKEYS refused {argv!r}, a command that takes keys"
+            return []
+
+    return keys
+
+
+def untagged(client: redis.Redis, runs: list[tuple[str, bytes, list[list[bytes]]]]) -> tuple[list[str], int]:
+    """Every key a script touched outside its queue's hash tag, described; and how many keys were checked."""
+    keys = keys_of(client)
+    found, checked = [], 0
+    for name, first_key, commands in runs:
+        if name == "probe":
+            continue
+        for argv in commands:
+            for key in keys(argv):
+                checked += 1
+                if tag(key) != tag(first_key):
+                    found.append(f"{name} ran {argv[0].decode()} on {key!r}, called for {first_key!r}")
+    return found, checked
+
+
+def test_every_key_every_script_touches_carries_the_queue_hash_tag(redis_url: str) -> None:
+    app = TaskForge("slots", broker=redis_url)
+    with monitored(redis_url) as seen:
+        every_script(app, "slot-check")
+    runs = ran_scripts(seen)
+    assert {name for name, _, _ in runs} - set(SCRIPT_NAMES) == {"probe"}
+    assert {name for name, _, _ in runs} >= set(SCRIPT_NAMES), "the workload must run every script"
+    found, checked = untagged(redis.Redis.from_url(redis_url), runs)
+    assert found == []
+    assert checked > 100
+
+
+def test_the_check_catches_a_key_without_the_tag(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    stray = client.register_script("redis.call('HSET', KEYS[1], 'a', 1) redis.call('GET', ARGV[1]) return 1")
+    with monitored(redis_url) as seen:
+        stray(keys=[QueueKeys("q").pending], args=["taskforge:q:x"])
+    found, checked = untagged(client, ran_scripts(seen))
+    assert checked == 2
+    assert len(found) == 1 and "GET on b'taskforge:q:x'" in found[0]
