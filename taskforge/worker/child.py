@@ -118,9 +118,14 @@ class Child:
         """Count one job taken; True when it is the last this child may take."""
         with self.lock:
             self.done += 1
-            if self.config.max_jobs and self.done >= self.config.max_jobs:
+            last = bool(self.config.max_jobs and self.done == self.config.max_jobs)
+            if last:
                 self.recycling = True
-            return self.recycling
+            recycling = self.recycling
+        if last:
+            # Said, not only shown by the exit code: a task may exit with any code.
+            self.send("recycle")
+        return recycling
 
     def run(self) -> int:
         lanes = [Lane(self, index) for index in range(max(1, self.config.threads))]

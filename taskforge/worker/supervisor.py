@@ -88,6 +88,7 @@ class ChildSlot:
     last_seen: float = field(default_factory=time.monotonic)
     lanes: dict[int, Running] = field(default_factory=dict)  # lane -> the job it runs (one lane per thread)
     killed: bool = False
+    recycling: bool = False  # the child said it reached --max-jobs-per-child
     kill_target: str | None = None  # the job a timeout or abort kill was meant for
 
 
@@ -192,6 +193,8 @@ class Supervisor:
                 kind = message[0]
                 # A lane says "start" for each job, and "idle" when it has none:
                 # either one means the lane's job before it is over.
+                if kind == "recycle":
+                    slot.recycling = True
                 if kind in ("start", "idle") and slot.lanes.pop(message[1], None) is not None:
                     self.jobs_done += 1
                 if kind == "start":
@@ -221,19 +224,20 @@ class Supervisor:
         if held:
             self.settle_pending()
         finished_cleanly = code == 0 and not held
+        # Only a child that said so was recycled: a task can call os._exit(3) too.
+        recycled = slot.recycling and code == EXIT_RECYCLE and not held
         if self.stopping or (self.options.burst and finished_cleanly):
             return
         lived = time.monotonic() - slot.started
         streak = 0 if lived > 5 else self.crash_streak.get(slot.index, 0) + 1
         self.crash_streak[slot.index] = streak
-        if code == EXIT_RECYCLE:
+        if recycled:
             streak = 0
         delay = 0.0 if streak <= 1 else min(RESPAWN_BACKOFF_CAP, 0.5 * 2 ** (streak - 2))
-        if code not in (0, EXIT_RECYCLE) and not slot.killed:
+        if code != 0 and not recycled and not slot.killed:
             log.warning("child %d (pid %s) %s; starting a new one", slot.index, slot.process.pid,
                         describe_exit(code))
         if self.metrics is not None and not finished_cleanly:
-            recycled = code == EXIT_RECYCLE and not held  # a job may exit with that code too
             self.metrics.child_restarted("recycled" if recycled else "killed" if slot.killed else "crashed")
         self.respawn_at[slot.index] = time.monotonic() + delay
 

@@ -47,6 +47,8 @@ def test_always_crashing_job_ends_dead_and_worker_keeps_serving(start_worker, pr
     assert int(side.get("side:d:runs")) == 2
     assert producer.send("userapp.record", "after").result(timeout=20) == 1
     assert worker.proc.poll() is None
+    # Exit code 3 is also what a recycled child exits with; only a child that said so is taken for one.
+    assert worker.output().count("exited with code 3; starting a new one") == 2
 
 
 def test_whole_worker_sigkilled_mid_job_is_completed_by_another(start_worker, producer, side) -> None:
