@@ -108,6 +108,16 @@ def _int(value: bytes | int | None, default: int = 0) -> int:
         return default
 
 
+def _timeout(value: bytes | None) -> float | None:
+    """Seconds, or None: no field, junk, or a value no task option can produce (zero or less).
+
+    A negative timeout written by something else would have the supervisor
+    kill the child at once, whatever job it had moved on to.
+    """
+    ms = _int(value)
+    return ms / 1000 if ms > 0 else None
+
+
 class Broker(Durability, Inspection):
     """One app's view of Redis: its client, its scripts, its retention settings.
 
@@ -231,7 +241,7 @@ class Broker(Durability, Inspection):
                     kwargs=kwargs,
                     attempts=_int(attempts),
                     max_attempts=_int(max_attempts, 1),
-                    timeout=_int(timeout) / 1000 if timeout else None,
+                    timeout=_timeout(timeout),
                     priority=_int(priority, 1),
                     inherit=bool(inherit),
                 )

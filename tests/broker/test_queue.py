@@ -407,3 +407,15 @@ def test_transient_replies_become_broker_unavailable() -> None:
     with pytest.raises(redis_py.ResponseError):
         with broker_errors("redis://h:1/0"):
             raise redis_py.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
+
+
+def test_a_timeout_field_of_zero_or_less_means_no_timeout(app: TaskForge) -> None:
+    @app.task(timeout=5)
+    def job():
+        pass
+
+    handles = [job.delay() for _ in range(3)]
+    for handle, junk in zip(handles, (b"-5", b"0", b"7000")):
+        app.broker.client.hset(QueueKeys("default").job(handle.id), "timeout", junk)
+    timeouts = [claim_one(app).timeout for _ in handles]
+    assert timeouts == [None, None, 7.0]
