@@ -415,7 +415,7 @@ def test_a_timeout_field_of_zero_or_less_means_no_timeout(app: TaskForge) -> Non
         pass
 
     handles = [job.delay() for _ in range(3)]
-    for handle, junk in zip(handles, (b"-5", b"0", b"7000")):
+    for handle, junk in zip(handles, (b"-5", b"0", b"7000"), strict=True):
         app.broker.client.hset(QueueKeys("default").job(handle.id), "timeout", junk)
     timeouts = [claim_one(app).timeout for _ in handles]
     assert timeouts == [None, None, 7.0]
