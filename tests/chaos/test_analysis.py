@@ -121,9 +121,9 @@ redis.exceptions.ConnectionError: Connection closed by server.
 During handling of the above exception, another exception occurred:
 
 Traceback (most recent call last):
-  File "/work/main/taskforge/worker/supervisor.py", line 282, in run
+  File "/srv/app/taskforge/worker/supervisor.py", line 282, in run
     self.duty(self.renew_leases)
-  File "/work/main/taskforge/worker/registry.py", line 45, in beat
+  File "/srv/app/taskforge/worker/registry.py", line 45, in beat
     pipe.execute()
 redis.exceptions.ConnectionError: Error 111 connecting to 127.0.0.1:1. Connection refused.
 2026-12-02 15:52:47,506 WARNING [child 1 pid 2] child 1: cannot reach the broker
@@ -131,7 +131,7 @@ Process taskforge-child-0:
 Traceback (most recent call last):
   File "/py/multiprocessing/process.py", line 314, in _bootstrap
     self.run()
-  File "/work/main/taskforge/worker/child.py", line 141, in run
+  File "/srv/app/taskforge/worker/child.py", line 141, in run
     self.pipe.send(("start", claim.id))
 BrokenPipeError: [Errno 32] Broken pipe
 Traceback (most recent call last):
