@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,11 @@ if TYPE_CHECKING:
     from ..metrics import WorkerMetrics
 
 LOG_LEVELS = ["debug", "info", "warning", "error"]
+
+
+def _stop_before_start(_signum: int, _frame: object) -> None:
+    """SIGTERM or Ctrl-C while the app is still loading: nothing is claimed or started yet."""
+    raise SystemExit(0)
 
 
 @click.command()
@@ -56,6 +62,10 @@ def worker(app: str, concurrency: int | None, threads: int, queues: tuple[str, .
       taskforge worker myapp:app --metrics-port 9100
       taskforge worker myapp:app -c 2 -t 8     # 16 jobs at once, for I/O-bound tasks
     """
+    # Until the supervisor takes the signals over, a stop request finds nothing
+    # to hand back: exit 0 at once, as a stopped worker does (not -15).
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _stop_before_start)
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s [supervisor pid %(process)d] %(message)s")
     the_app = open_app(app)

@@ -218,7 +218,9 @@ def check_workers(driver: FaultDriver, report: Report) -> None:
         code = worker.proc.poll()
         if code is None:
             report.problem(f"{worker} still running at the end, though it was sent {worker.signalled}")
-        elif worker.signalled == "SIGTERM" and code != 0:
+        elif worker.signalled == "SIGTERM" and code != 0 and not (code == -15 and not worker.output().strip()):
+            # (-15 with no output at all: stopped while Python itself was starting, before any
+            # taskforge code ran, so before anything could be claimed.)
             report.problem(f"{worker} exited with {code} after SIGTERM (expected 0)")
         for owner, where, error in tracebacks(worker.output()):
             if owner == "spawn" and worker.signalled == "SIGKILL":

@@ -312,3 +312,11 @@ def test_hooks_and_middleware_run_in_the_worker(start_worker, producer, side) ->
     assert events[0] == "worker_started -" and "worker_stopping -" in events[1:]
     assert "job_dead userapp.always_crash" in events  # the supervisor saw that crash
     assert side.lrange("side:tagged", 0, -1) == [b"before 1"]
+
+
+def test_sigterm_while_the_app_still_loads_exits_0(start_worker, workdir: Path, side) -> None:
+    (workdir / "slowapp.py").write_text("import time\n\nfrom userapp import app  # noqa: F401\n\ntime.sleep(5)\n")
+    worker = start_worker("-c", "1", app="slowapp:app")
+    time.sleep(1.5)  # the worker is inside the app's import by now
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(20) == 0
