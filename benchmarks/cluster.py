@@ -51,8 +51,24 @@ def drain(url: str, workers: int, concurrency: int, durability: str = "async") -
     queues = [arg for q in cluster_app.QUEUES for arg in ("-q", q)]
     started = time.monotonic()
     procs = [
-        subprocess.Popen([sys.executable, "-m", "taskforge", "worker", "cluster_app:app", "--burst", "-c",
-                          str(concurrency), "--log-level", "warning", "--no-periodic", *queues], cwd=HERE, env=env)
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "taskforge",
+                "worker",
+                "cluster_app:app",
+                "--burst",
+                "-c",
+                str(concurrency),
+                "--log-level",
+                "warning",
+                "--no-periodic",
+                *queues,
+            ],
+            cwd=HERE,
+            env=env,
+        )
         for _ in range(workers)
     ]
     for proc in procs:
@@ -84,12 +100,15 @@ def report(setups: dict[str, tuple[str, str]], opts: argparse.Namespace) -> None
             rates[name].append(opts.jobs / drain(url, opts.workers, opts.concurrency, durability))
     drained = {name: statistics.median(found) for name, found in rates.items()}
     for name, rate in drained.items():
-        print(f"{name}: {opts.jobs} jobs over 20 queues drained by {opts.workers} workers "
-              f"(-c {opts.concurrency}) at {rate:,.0f} jobs/s (rounds: "
-              f"{', '.join(f'{r:,.0f}' for r in rates[name])})")
+        print(
+            f"{name}: {opts.jobs} jobs over 20 queues drained by {opts.workers} workers "
+            f"(-c {opts.concurrency}) at {rate:,.0f} jobs/s (rounds: "
+            f"{', '.join(f'{r:,.0f}' for r in rates[name])})"
+        )
     one_node, sharded, spread, safe_drain = drained.values()
-    print(f"cluster / single node drain throughput: {spread / one_node:.2f} "
-          f"({sharded / one_node:.2f} without replicas)")
+    print(
+        f"cluster / single node drain throughput: {spread / one_node:.2f} ({sharded / one_node:.2f} without replicas)"
+    )
     print(f"replicated / async drain throughput on the cluster: {safe_drain / spread:.2f}")
 
     cluster_url = setups["3-master cluster, 1 replica each"][0]
@@ -98,8 +117,10 @@ def report(setups: dict[str, tuple[str, str]], opts: argparse.Namespace) -> None
         for durability, found in delays.items():
             found.append(delays_per_second(cluster_url, durability))
     fast, safe = (statistics.median(found) for found in delays.values())
-    print(f"3-master cluster, single .delay() calls: {fast:,.0f}/s async, {safe:,.0f}/s replicated "
-          f"({safe / fast:.2f} of async)")
+    print(
+        f"3-master cluster, single .delay() calls: {fast:,.0f}/s async, {safe:,.0f}/s replicated "
+        f"({safe / fast:.2f} of async)"
+    )
 
 
 def main() -> None:
@@ -120,12 +141,15 @@ def main() -> None:
         servers.callback(cluster.stop)
         bare = Cluster(replicas=0)
         servers.callback(bare.stop)
-        report({
-            "1 node": (f"redis://{HOST}:{port}/0", "async"),
-            "3-master cluster, no replicas": (bare.url, "async"),
-            "3-master cluster, 1 replica each": (cluster.url, "async"),
-            "3-master cluster, 1 replica each, durability='replicated'": (cluster.url, "replicated"),
-        }, opts)
+        report(
+            {
+                "1 node": (f"redis://{HOST}:{port}/0", "async"),
+                "3-master cluster, no replicas": (bare.url, "async"),
+                "3-master cluster, 1 replica each": (cluster.url, "async"),
+                "3-master cluster, 1 replica each, durability='replicated'": (cluster.url, "replicated"),
+            },
+            opts,
+        )
 
 
 if __name__ == "__main__":

@@ -85,8 +85,12 @@ def main() -> None:
     print(f"filled: {pending} pending jobs in queue bench in {seconds:.1f} s")
     port = free_port()
     env = {**os.environ, "TASKFORGE_BROKER_URL": opts.redis, "PYTHONPATH": str(HERE)}
-    board = subprocess.Popen([sys.executable, "-m", "taskforge", "dashboard", "dashboard_app:app", "--port", str(port)],
-                             cwd=HERE, env=env, stderr=subprocess.DEVNULL)
+    board = subprocess.Popen(
+        [sys.executable, "-m", "taskforge", "dashboard", "dashboard_app:app", "--port", str(port)],
+        cwd=HERE,
+        env=env,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -98,13 +102,18 @@ def main() -> None:
                     raise SystemExit("the dashboard did not start") from None
                 time.sleep(0.1)
         last_page = -(-pending // 50)
-        for label, path in [("overview page", "/"), ("overview API", "/api/status"),
-                            ("last-hour API", "/api/history"),
-                            ("pending, page 1", "/queues/bench?state=pending"),
-                            (f"pending, page {last_page}", f"/queues/bench?state=pending&page={last_page}")]:
+        for label, path in [
+            ("overview page", "/"),
+            ("overview API", "/api/status"),
+            ("last-hour API", "/api/history"),
+            ("pending, page 1", "/queues/bench?state=pending"),
+            (f"pending, page {last_page}", f"/queues/bench?state=pending&page={last_page}"),
+        ]:
             times = timed(f"http://127.0.0.1:{port}{path}", opts.requests)
-            print(f"{label:<22} median {statistics.median(times):6.1f} ms   p95 {percentile(times, 0.95):6.1f} ms"
-                  f"   ({opts.requests} requests, {pending} pending)")
+            print(
+                f"{label:<22} median {statistics.median(times):6.1f} ms   p95 {percentile(times, 0.95):6.1f} ms"
+                f"   ({opts.requests} requests, {pending} pending)"
+            )
     finally:
         board.send_signal(signal.SIGTERM)
         board.wait(timeout=15)

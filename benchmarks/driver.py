@@ -51,6 +51,7 @@ class Producer:
     def timed_loop(self, send: Any, n: int) -> float:
         """Seconds for ``n`` calls of ``send``, awaited one after the other when async."""
         if self.loop:
+
             async def many() -> float:
                 begin = time.perf_counter()
                 for _ in range(n):

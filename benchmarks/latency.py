@@ -59,12 +59,22 @@ def main() -> None:
 
     side = redis.Redis.from_url(opts.redis)
     side.flushdb()
-    env = {**os.environ, "TASKFORGE_BROKER_URL": opts.redis, "BENCH_SIDE_REDIS": opts.redis,
-           "PYTHONPATH": str(HERE)}
+    env = {**os.environ, "TASKFORGE_BROKER_URL": opts.redis, "BENCH_SIDE_REDIS": opts.redis, "PYTHONPATH": str(HERE)}
     worker = subprocess.Popen(
-        [sys.executable, "-m", "taskforge", "worker", "latency_app:app", "-c", str(opts.concurrency),
-         "--log-level", "warning"],
-        cwd=HERE, env=env, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "taskforge",
+            "worker",
+            "latency_app:app",
+            "-c",
+            str(opts.concurrency),
+            "--log-level",
+            "warning",
+        ],
+        cwd=HERE,
+        env=env,
+        start_new_session=True,
     )
     sys.path.insert(0, str(HERE))
     os.environ.setdefault("BENCH_SIDE_REDIS", opts.redis)
@@ -102,9 +112,11 @@ def main() -> None:
         "idle_cpu_percent": round(100 * idle_cpu / opts.idle, 2),
     }
     print(json.dumps(result))
-    print(f"delay() -> task start over {opts.jobs} jobs: median {result['delay_to_start_ms_p50']:.2f} ms, "
-          f"p99 {result['delay_to_start_ms_p99']:.2f} ms; idle worker CPU over {opts.idle:g} s: "
-          f"{result['idle_cpu_seconds']:.3f} s ({result['idle_cpu_percent']:.2f}% of one core)")
+    print(
+        f"delay() -> task start over {opts.jobs} jobs: median {result['delay_to_start_ms_p50']:.2f} ms, "
+        f"p99 {result['delay_to_start_ms_p99']:.2f} ms; idle worker CPU over {opts.idle:g} s: "
+        f"{result['idle_cpu_seconds']:.3f} s ({result['idle_cpu_percent']:.2f}% of one core)"
+    )
 
 
 if __name__ == "__main__":

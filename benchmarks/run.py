@@ -60,9 +60,11 @@ ORDER = ["taskforge", "huey", "dramatiq", "saq", "celery", "rq", "arq"]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="\n".join(__doc__.splitlines()[2:]))
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(__doc__.splitlines()[2:]),
+    )
     p.add_argument("--quick", action="store_true", help="small and fast: see below")
     p.add_argument("--only", help="comma-separated libraries, e.g. taskforge,huey")
     p.add_argument("--skip", help="comma-separated libraries to leave out")
@@ -78,8 +80,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--drain-timeout", type=float, default=120.0, help="a longer drain is a failure (s)")
     p.add_argument("--stop-grace", type=float, default=5.0, help="SIGTERM to SIGKILL of a worker (s)")
     p.add_argument("--cache", type=Path, default=BENCH_DIR / ".cache", help="venvs, logs, raw results")
-    p.add_argument("--taskforge-src", type=Path, default=REPO,
-                   help="the taskforge tree to install (default: this repo, as it is now)")
+    p.add_argument(
+        "--taskforge-src",
+        type=Path,
+        default=REPO,
+        help="the taskforge tree to install (default: this repo, as it is now)",
+    )
     p.add_argument("--python", default=venvs.default_base_python(), help="interpreter the venvs are made from")
     p.add_argument("--out", type=Path, help="Markdown file (default RESULTS.md; quick: .cache/RESULTS-quick.md)")
     p.add_argument("--json", type=Path, help="JSON lines file (default .cache/results-<time>.jsonl)")
@@ -139,8 +145,9 @@ def install(peers: list[Peer], opts: argparse.Namespace, fingerprint_box: dict[s
         log(f"[install] {peer.name} -> {peer.venv}")
         try:
             force = fingerprint if peer.name == "taskforge" else ""
-            peer.python = venvs.ensure_venv(peer.venv, peer.requirements(snapshot), opts.python,
-                                            logs / f"pip-{peer.name}.log", force_key=force)
+            peer.python = venvs.ensure_venv(
+                peer.venv, peer.requirements(snapshot), opts.python, logs / f"pip-{peer.name}.log", force_key=force
+            )
             peer.versions = venvs.versions(peer.python, peer.spec.get("distributions", []))
         except venvs.InstallError as exc:
             peer.unavailable = f"cannot be installed: {exc}"
@@ -163,8 +170,16 @@ def describe(env: dict[str, Any], peers: list[Peer], opts: argparse.Namespace, s
     return lines
 
 
-def markdown(opts: argparse.Namespace, env: dict[str, Any], peers: list[Peer], results: Results,
-             settings: Settings, elapsed: float, fingerprint: str, targets: list[dict[str, Any]]) -> str:
+def markdown(
+    opts: argparse.Namespace,
+    env: dict[str, Any],
+    peers: list[Peer],
+    results: Results,
+    settings: Settings,
+    elapsed: float,
+    fingerprint: str,
+    targets: list[dict[str, Any]],
+) -> str:
     names = [p.name for p in peers if not p.unavailable]
     cmd = "python3 benchmarks/run.py " + " ".join(sys.argv[1:])
     lines = [
@@ -194,20 +209,35 @@ def markdown(opts: argparse.Namespace, env: dict[str, Any], peers: list[Peer], r
     for peer in peers:
         versions = ", ".join(f"{k} {v}" for k, v in peer.versions.items()) or "—"
         bulk = peer.spec.get("bulk") or peer.spec.get("no_bulk", "—")
-        lines.append(f"| {peer.name} | {versions} | `{peer.worker_display(opts.procs, settings.queue_url)}` | "
-                     f"`{peer.spec.get('enqueue_api', '')}` | {bulk} |")
-    lines += ["", "## Results", "", *results.results_table(names), "",
-              "W1 / SET floor: the enqueue rate over the rate of bare redis-py SETs in the same producer "
-              "process, measured right after it. W2 from worker start includes process start-up and imports; "
-              "first→last excludes them. W3: from the start of the enqueue call to the start of the task body.",
-              "", "## Redis commands per job", "",
-              *results.commands_table(names), "",
-              f"Counted once per library with MONITOR over {opts.cmd_n:,} jobs, on the queue database only "
-              "(the benchmark's INCR counter and polling live in another database). A script call (EVALSHA) "
-              "counts as one client command; the commands it runs inside Redis are the \"inside Lua\" column. "
-              "Drain counts run from worker start to the last completion, so worker start-up and its "
-              "periodic housekeeping are included, spread over the jobs.",
-              "", "## taskforge against the targets of issue #6", "", *targets_table(targets), ""]
+        lines.append(
+            f"| {peer.name} | {versions} | `{peer.worker_display(opts.procs, settings.queue_url)}` | "
+            f"`{peer.spec.get('enqueue_api', '')}` | {bulk} |"
+        )
+    lines += [
+        "",
+        "## Results",
+        "",
+        *results.results_table(names),
+        "",
+        "W1 / SET floor: the enqueue rate over the rate of bare redis-py SETs in the same producer "
+        "process, measured right after it. W2 from worker start includes process start-up and imports; "
+        "first→last excludes them. W3: from the start of the enqueue call to the start of the task body.",
+        "",
+        "## Redis commands per job",
+        "",
+        *results.commands_table(names),
+        "",
+        f"Counted once per library with MONITOR over {opts.cmd_n:,} jobs, on the queue database only "
+        "(the benchmark's INCR counter and polling live in another database). A script call (EVALSHA) "
+        'counts as one client command; the commands it runs inside Redis are the "inside Lua" column. '
+        "Drain counts run from worker start to the last completion, so worker start-up and its "
+        "periodic housekeeping are included, spread over the jobs.",
+        "",
+        "## taskforge against the targets of issue #6",
+        "",
+        *targets_table(targets),
+        "",
+    ]
     failures = [(peer.name, peer.unavailable) for peer in peers if peer.unavailable]
     failures += [(peer, err) for peer, errs in results.errors.items() for err in errs]
     if failures:
@@ -255,8 +285,16 @@ def main(argv: list[str] | None = None) -> int:
     leftovers = processes.reap_leftovers(registry)
     if leftovers:
         log(f"killed worker groups left by an interrupted run: {leftovers}")
-    settings = Settings(opts.redis.rstrip("/"), opts.queue_db, opts.counter_db, opts.procs, opts.drain_timeout,
-                        opts.stop_grace, BENCH_DIR, opts.cache)
+    settings = Settings(
+        opts.redis.rstrip("/"),
+        opts.queue_db,
+        opts.counter_db,
+        opts.procs,
+        opts.drain_timeout,
+        opts.stop_grace,
+        BENCH_DIR,
+        opts.cache,
+    )
     try:
         env = machine(settings)
     except (OSError, RedisError) as exc:

@@ -123,8 +123,15 @@ class Soak:
 
     def start(self, argv: list[str], log: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         with (self.tmp / log).open("ab") as out:
-            proc = subprocess.Popen(argv, cwd=HERE, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                cwd=HERE,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.procs.append(proc)
         return proc
 
@@ -137,8 +144,22 @@ class Soak:
         if binary is None:
             raise SystemExit("soak: no redis-server on PATH; pass --redis URL")
         port = free_port()
-        self.start([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                    "--dir", str(self.tmp)], "redis.log")
+        self.start(
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.tmp),
+            ],
+            "redis.log",
+        )
         self.url = f"redis://127.0.0.1:{port}/0"
         self.client = redis.Redis.from_url(self.url)
         wait_until(self.ping, 15, "the private redis-server")
@@ -150,13 +171,37 @@ class Soak:
             return False
 
     def start_worker(self) -> None:
-        env = {**os.environ, "TASKFORGE_BROKER_URL": self.url, "SOAK_RETENTION": str(self.opts.retention),
-               "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
-        self.worker = self.start([sys.executable, "-m", "taskforge", "worker", "soak_app:app", "-c",
-                                  str(self.opts.concurrency), "-q", QUEUE, "--no-periodic", "--log-level", "warning"],
-                                 "worker.log", env)
-        wait_until(lambda: sum("resource_tracker" not in cmdline(p) for p in children(self.worker.pid))
-                   >= self.opts.concurrency, 30, "the worker's children")
+        env = {
+            **os.environ,
+            "TASKFORGE_BROKER_URL": self.url,
+            "SOAK_RETENTION": str(self.opts.retention),
+            "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]),
+        }
+        self.worker = self.start(
+            [
+                sys.executable,
+                "-m",
+                "taskforge",
+                "worker",
+                "soak_app:app",
+                "-c",
+                str(self.opts.concurrency),
+                "-q",
+                QUEUE,
+                "--no-periodic",
+                "--log-level",
+                "warning",
+            ],
+            "worker.log",
+            env,
+        )
+        wait_until(
+            lambda: (
+                sum("resource_tracker" not in cmdline(p) for p in children(self.worker.pid)) >= self.opts.concurrency
+            ),
+            30,
+            "the worker's children",
+        )
 
     def stop_all(self) -> None:
         for proc in reversed(self.procs):
@@ -278,8 +323,10 @@ class Soak:
     def report(self, idle, samples, elapsed, baseline, baseline_kinds, after, after_kinds, waited) -> int:
         opts = self.opts
         sys.stderr.flush()
-        print(f"soak: {opts.jobs:,} no-op jobs, worker -c {opts.concurrency}, retention {opts.retention:g} s, "
-              f"producer batches of {opts.batch}, {elapsed:.1f} s ({opts.jobs / elapsed:,.0f} jobs/s)")
+        print(
+            f"soak: {opts.jobs:,} no-op jobs, worker -c {opts.concurrency}, retention {opts.retention:g} s, "
+            f"producer batches of {opts.batch}, {elapsed:.1f} s ({opts.jobs / elapsed:,.0f} jobs/s)"
+        )
         print(f"  {'process':<28}{'idle':>10}{'start':>10}{'middle':>10}{'end':>10}{'growth':>9}")
         worst = 0.0
         for name in samples["start"]:
@@ -291,15 +338,22 @@ class Soak:
             print(f"  {name:<28}{cells}{growth:>+8.1%}")
         if set(samples["start"]) != set(samples["end"]):
             print(f"  children changed during the run: {sorted(samples['start'])} -> {sorted(samples['end'])}")
-        extra = {k: after_kinds[k] - baseline_kinds.get(k, 0) for k in after_kinds
-                 if after_kinds[k] != baseline_kinds.get(k, 0)}
-        print(f"  redis keys: {baseline} before the run, {after} after it ({waited:.1f} s after the last job; "
-              f"retention {opts.retention:g} s){'; difference by kind: ' + str(extra) if extra else ''}")
+        extra = {
+            k: after_kinds[k] - baseline_kinds.get(k, 0)
+            for k in after_kinds
+            if after_kinds[k] != baseline_kinds.get(k, 0)
+        }
+        print(
+            f"  redis keys: {baseline} before the run, {after} after it ({waited:.1f} s after the last job; "
+            f"retention {opts.retention:g} s){'; difference by kind: ' + str(extra) if extra else ''}"
+        )
         ok = worst < RSS_TARGET and after <= baseline
         sys.stderr.flush()
-        print(f"SOAK {'PASS' if ok else 'FAIL'}: {opts.jobs:,} jobs in {elapsed:.0f} s, -c {opts.concurrency}; "
-              f"RSS growth start->end at most {worst:+.1%} (target < {RSS_TARGET:.0%}); "
-              f"keys {baseline} -> {after} (target: back to {baseline})")
+        print(
+            f"SOAK {'PASS' if ok else 'FAIL'}: {opts.jobs:,} jobs in {elapsed:.0f} s, -c {opts.concurrency}; "
+            f"RSS growth start->end at most {worst:+.1%} (target < {RSS_TARGET:.0%}); "
+            f"keys {baseline} -> {after} (target: back to {baseline})"
+        )
         return 0 if ok else 1
 
 
@@ -311,8 +365,9 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=500, help="jobs per delay_many call")
     parser.add_argument("--warmup", type=int, default=2_000)
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds the main run may take")
-    parser.add_argument("--redis", default=None, help="use this Redis URL (its database is FLUSHed) instead of "
-                                                      "a private redis-server")
+    parser.add_argument(
+        "--redis", default=None, help="use this Redis URL (its database is FLUSHed) instead of a private redis-server"
+    )
     opts = parser.parse_args()
     soak = Soak(opts)
 

@@ -21,7 +21,7 @@ def remind(who):
 
 def main() -> int:
     now = datetime.now(timezone.utc)
-    soon = remind.apply_in(1.5, "ada")                           # seconds, or a timedelta
+    soon = remind.apply_in(1.5, "ada")  # seconds, or a timedelta
     later = remind.apply_at(now + timedelta(seconds=2.5), "grace")  # naive datetimes mean UTC
     never = remind.apply_in(timedelta(hours=1), "nobody")
     print(f"queued: {soon.status()}, {later.status()}, {never.status()}")

@@ -162,8 +162,15 @@ class TaskForge:
         than in a worker at 3 a.m.
         """
         options = TaskOptions.build(
-            queue=queue, priority=priority, max_attempts=max_attempts, timeout=timeout, unique=unique,
-            unique_for=unique_for, unique_key=unique_key, rate_limit=rate_limit, concurrency=concurrency,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            timeout=timeout,
+            unique=unique,
+            unique_for=unique_for,
+            unique_key=unique_key,
+            rate_limit=rate_limit,
+            concurrency=concurrency,
         )
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise ConfigurationError(f"task name {name!r}: use a non-empty string")
@@ -176,9 +183,7 @@ class TaskForge:
                 raise ConfigurationError(f"@app.task cannot name {fn!r} (it has no __qualname__); pass name=")
             task_name = name or f"{module_name(fn)}.{qualname}"
             if task_name in self.tasks:
-                raise ConfigurationError(
-                    f"two tasks named {task_name!r}; give one of them another name= option"
-                )
+                raise ConfigurationError(f"two tasks named {task_name!r}; give one of them another name= option")
             registered = Task(self, fn, task_name, options, backoff)
             self.tasks[task_name] = registered
             return registered

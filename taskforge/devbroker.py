@@ -96,8 +96,10 @@ class DevBroker:
             ) from None
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.1},
-            name="taskforge-devbroker", daemon=True,
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="taskforge-devbroker",
+            daemon=True,
         )
         self._thread.start()
         return self.url

@@ -64,8 +64,9 @@ class Hooks:
             try:
                 handler(event)
             except Exception:
-                log.exception("hook %s for %s raised; the job is not affected", getattr(handler, "__name__", handler),
-                              name)
+                log.exception(
+                    "hook %s for %s raised; the job is not affected", getattr(handler, "__name__", handler), name
+                )
 
     def run(self, job: JobInfo, call: Callable[[], Any]) -> Any:
         """Call ``call`` inside every middleware, the first registered outermost."""

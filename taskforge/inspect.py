@@ -187,8 +187,12 @@ def queue_status(app: TaskForge, name: str, sample: int = SAMPLE) -> QueueStatus
 
 def worker_status(raw: dict[str, Any]) -> WorkerStatus:
     current = [
-        {"id": job.get("id"), "task": job.get("task"), "queue": job.get("queue"),
-         "started_at": ms_to_datetime(job.get("started_at"))}
+        {
+            "id": job.get("id"),
+            "task": job.get("task"),
+            "queue": job.get("queue"),
+            "started_at": ms_to_datetime(job.get("started_at")),
+        }
         for job in raw.get("current", [])
     ]
     return WorkerStatus(

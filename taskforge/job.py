@@ -76,11 +76,8 @@ def backoff_policy(backoff: float | BackoffPolicy) -> BackoffPolicy:
     """
     if callable(backoff):
         return backoff
-    if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not math.isfinite(backoff) \
-            or backoff < 0:
-        raise ConfigurationError(
-            f"backoff={backoff!r}: use a number of seconds >= 0 or a callable attempt -> seconds"
-        )
+    if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not math.isfinite(backoff) or backoff < 0:
+        raise ConfigurationError(f"backoff={backoff!r}: use a number of seconds >= 0 or a callable attempt -> seconds")
     base = float(backoff)
 
     def exponential(attempt: int) -> float:

@@ -50,9 +50,7 @@ def load_app(spec: str) -> TaskForge:
                 f"cannot import module {module_name!r} (APP {spec!r}): no such module in {cwd} "
                 "or on sys.path; run from the directory that holds it"
             ) from None
-        raise AppNotFound(
-            f"importing {module_name!r} failed: {exc}", details=_user_traceback(exc)
-        ) from None
+        raise AppNotFound(f"importing {module_name!r} failed: {exc}", details=_user_traceback(exc)) from None
     except Exception as exc:  # the user's module raised while importing
         raise AppNotFound(
             f"importing {module_name!r} failed: {type(exc).__name__}: {exc}", details=_user_traceback(exc)

@@ -99,9 +99,13 @@ class WorkerMetrics:
         self.dead_total = counter("taskforge_jobs_dead", "Failed runs that moved their job to the dead-letter set.")
         self.reclaims_total = counter("taskforge_lease_reclaims", "Jobs taken back from a lost worker.", ["queue"])
         self.restarts_total = counter("taskforge_child_restarts", "Child processes replaced.", ["reason"])
-        self.duration = prom.Histogram("taskforge_job_duration_seconds", "Run time of a job, by outcome.",
-                                       ["queue", "task", "outcome"], buckets=DURATION_BUCKETS,
-                                       registry=self.registry)
+        self.duration = prom.Histogram(
+            "taskforge_job_duration_seconds",
+            "Run time of a job, by outcome.",
+            ["queue", "task", "outcome"],
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        )
         self.registry.register(QueueCollector(app, queues))
         self.server: Any = None
 
@@ -130,8 +134,9 @@ class WorkerMetrics:
         try:
             self.server, _ = prom.start_http_server(port, addr=host, registry=self.registry)
         except OSError as exc:
-            raise MetricsPortUnavailable(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}; "
-                                         "choose another --metrics-port") from exc
+            raise MetricsPortUnavailable(
+                f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}; choose another --metrics-port"
+            ) from exc
 
     def close(self) -> None:
         if self.server is not None:

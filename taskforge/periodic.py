@@ -47,8 +47,12 @@ class Schedule:
         seconds = None
         if every is not None:
             seconds = every.total_seconds() if isinstance(every, timedelta) else every
-            if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real) or not math.isfinite(seconds) \
-                    or seconds < 1:
+            if (
+                isinstance(seconds, bool)
+                or not isinstance(seconds, numbers.Real)
+                or not math.isfinite(seconds)
+                or seconds < 1
+            ):
                 raise ConfigurationError(f"every={every!r}: use a timedelta or seconds >= 1")
         try:
             ZoneInfo(tz)
@@ -107,8 +111,9 @@ class Scheduler:
                 continue
             tick_ms = int(tick.timestamp() * 1000)
             ttl_ms = int(max(MIN_TICK_TTL, 2 * schedule.period(now)) * 1000)
-            job = replace(task._new_job((), {}), tick_key=QueueKeys(task.queue).tick(task.name, tick_ms),
-                          lock_ttl_ms=ttl_ms)
+            job = replace(
+                task._new_job((), {}), tick_key=QueueKeys(task.queue).tick(task.name, tick_ms), lock_ttl_ms=ttl_ms
+            )
             try:
                 [job_id] = task.app.broker.enqueue(task.queue, [job], task.app.max_size)
             except (BrokerUnavailable, QueueFull) as exc:

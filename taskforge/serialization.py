@@ -242,9 +242,7 @@ def loads_call(data: bytes) -> tuple[tuple[Any, ...], dict[str, Any]]:
         raise CorruptPayload(f"a job payload is an array [args, kwargs], got {_shape(payload)}")
     args, kwargs = payload
     if type(args) is not list or type(kwargs) is not dict:
-        raise CorruptPayload(
-            f"a job payload is [args array, kwargs map], got [{_shape(args)}, {_shape(kwargs)}]"
-        )
+        raise CorruptPayload(f"a job payload is [args array, kwargs map], got [{_shape(args)}, {_shape(kwargs)}]")
     if not _STR_ONLY.issuperset(map(type, kwargs)):
         raise CorruptPayload("the kwargs map of a job payload has a key that is not a str")
     return tuple(args), kwargs
@@ -469,9 +467,7 @@ def _refuse_timestamps(value: object) -> None:
                     stack.append(item.values())
 
 
-def _blame_argument(
-    args: tuple[Any, ...], kwargs: dict[str, Any], exc: Exception
-) -> SerializationError:
+def _blame_argument(args: tuple[Any, ...], kwargs: dict[str, Any], exc: Exception) -> SerializationError:
     for index, value in enumerate(args):
         problem = _problem_with(value)
         if problem is not None:
@@ -503,8 +499,7 @@ def _serialization_error(exc: Exception, subject: str, top: object) -> Serializa
     if isinstance(exc, RecursionError):
         return SerializationError(_Unsupported("depth", top).describe(subject, top))
     return SerializationError(
-        f"{subject} cannot be serialized ({type(exc).__name__}: {exc}); pass one of: "
-        f"{_SUPPORTED}, or convert it first"
+        f"{subject} cannot be serialized ({type(exc).__name__}: {exc}); pass one of: {_SUPPORTED}, or convert it first"
     )
 
 

@@ -92,13 +92,18 @@ class TaskOptions:
             or timeout <= 0
         ):
             raise ConfigurationError(f"timeout={timeout!r}: use a number of seconds > 0, or None")
-        if unique_for is not None and (isinstance(unique_for, bool) or not isinstance(unique_for, numbers.Real)
-                                       or not math.isfinite(unique_for) or unique_for <= 0):
+        if unique_for is not None and (
+            isinstance(unique_for, bool)
+            or not isinstance(unique_for, numbers.Real)
+            or not math.isfinite(unique_for)
+            or unique_for <= 0
+        ):
             raise ConfigurationError(f"unique_for={unique_for!r}: use a number of seconds > 0")
         if unique_key is not None and not callable(unique_key):
             raise ConfigurationError(f"unique_key={unique_key!r}: use a callable taking the task's arguments")
-        if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
-                                        or concurrency < 1):
+        if concurrency is not None and (
+            isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+        ):
             raise ConfigurationError(f"concurrency={concurrency!r}: use a whole number >= 1")
         is_unique = bool(unique) or unique_for is not None or unique_key is not None
         return cls(
@@ -200,8 +205,10 @@ class Task(Generic[P, R]):
         )
         keep_timeout = timeout is _Keep.KEEP
         if max_attempts is not None or not keep_timeout:
-            checked = TaskOptions.build(max_attempts=current.max_attempts if max_attempts is None else max_attempts,
-                                        timeout=current.timeout if timeout is _Keep.KEEP else timeout)
+            checked = TaskOptions.build(
+                max_attempts=current.max_attempts if max_attempts is None else max_attempts,
+                timeout=current.timeout if timeout is _Keep.KEEP else timeout,
+            )
             options = replace(options, max_attempts=checked.max_attempts, timeout=checked.timeout)
         clone: Task[P, R] = Task.__new__(Task)
         clone.__dict__.update(self.__dict__)
@@ -287,6 +294,3 @@ class Task(Generic[P, R]):
         if self.app.eager:
             self.app.drain()
         return JobHandle(self.app, job_id, self.queue)
-
-
-

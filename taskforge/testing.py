@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["drain", "taskforge_app"]
 
+
 @pytest.fixture
 def taskforge_app() -> Iterator[Callable[..., TaskForge]]:
     """A factory: ``taskforge_app(app=None)`` -> the app, bound to a fresh memory:// broker."""
@@ -49,8 +50,9 @@ def taskforge_app() -> Iterator[Callable[..., TaskForge]]:
     def make(app: TaskForge | None = None, *, eager: bool = False) -> TaskForge:
         target = app if app is not None else TaskForge("test", broker="memory://")
         swapped.append((target, target._broker, target.eager))
-        target._broker = Broker(connect("memory://"), "memory://", int(target.retention * 1000),
-                                int(target.dead_retention * 1000))
+        target._broker = Broker(
+            connect("memory://"), "memory://", int(target.retention * 1000), int(target.dead_retention * 1000)
+        )
         target.eager = eager
         return target
 

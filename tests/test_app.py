@@ -52,7 +52,11 @@ def test_bare_decorator_and_inline_call() -> None:
     assert ping.name == f"{__name__}.test_bare_decorator_and_inline_call.<locals>.ping"
     assert app.tasks == {ping.name: ping}
     assert (ping.queue, ping.options.priority, ping.options.max_attempts, ping.options.timeout) == (
-        "default", Priority.NORMAL, 3, None)
+        "default",
+        Priority.NORMAL,
+        3,
+        None,
+    )
     assert ping() == "pong"  # runs inline, queues nothing
     assert app._broker is None, "a plain call must not even connect"
 
@@ -67,14 +71,22 @@ def test_decorator_with_options() -> None:
 
     assert send_email.name == "mail.send" and app.tasks["mail.send"] is send_email
     assert (send_email.queue, send_email.options.priority, send_email.options.max_attempts) == (
-        "mail", Priority.HIGH, 5)
+        "mail",
+        Priority.HIGH,
+        5,
+    )
     assert send_email.options.timeout == 30.0
     assert send_email.__doc__ == "Send one."
     assert send_email("a@b.c", subject="x") == ("a@b.c", "x")
     handle = send_email.delay("a@b.c")
     claim = claim_one(app, "mail")
     assert (claim.id, claim.task, claim.priority, claim.max_attempts, claim.timeout) == (
-        handle.id, "mail.send", int(Priority.HIGH), 5, 30.0)
+        handle.id,
+        "mail.send",
+        int(Priority.HIGH),
+        5,
+        30.0,
+    )
 
 
 INVALID_OPTIONS = [
@@ -193,7 +205,14 @@ def test_priority_parses_names_in_any_case() -> None:
 
 def test_job_state_values() -> None:
     assert [s.value for s in JobState] == [
-        "pending", "scheduled", "running", "retrying", "succeeded", "dead", "cancelled"]
+        "pending",
+        "scheduled",
+        "running",
+        "retrying",
+        "succeeded",
+        "dead",
+        "cancelled",
+    ]
     assert issubclass(JobState, str) and JobState("dead") is JobState.DEAD
     assert JobState.RUNNING == "running"
 
@@ -214,7 +233,12 @@ def test_with_options_leaves_the_registry_alone_and_its_jobs_carry_the_options(a
     assert handle.queue == "urgent"
     claim = claim_one(app, "urgent")
     assert (claim.id, claim.task, claim.priority, claim.max_attempts, claim.timeout) == (
-        handle.id, send.name, int(Priority.CRITICAL), 1, 5.0)
+        handle.id,
+        send.name,
+        int(Priority.CRITICAL),
+        1,
+        5.0,
+    )
     assert app.broker.counts("mail")["pending"] == 0
     # by name, lower case: the same as the member
     low = send.with_options(priority="low").delay("a")
@@ -241,7 +265,11 @@ def test_delay_many_returns_handles_in_order(app: TaskForge) -> None:
     handles = add.delay_many([(1, 2), {"a": 3}, (4,), {"a": 5, "b": 6}])
     assert all(isinstance(h, JobHandle) for h in handles) and len({h.id for h in handles}) == 4
     assert [(h.info().args, h.info().kwargs) for h in handles] == [
-        ((1, 2), {}), ((), {"a": 3}), ((4,), {}), ((), {"a": 5, "b": 6})]
+        ((1, 2), {}),
+        ((), {"a": 3}),
+        ((4,), {}),
+        ((), {"a": 5, "b": 6}),
+    ]
     assert [claim_one(app).id for _ in handles] == [h.id for h in handles]
     assert add.delay_many([]) == []
 
@@ -430,8 +458,20 @@ def test_result_after_retry_dead_waits_again(app: TaskForge) -> None:
 # -- the package -------------------------------------------------------------------
 
 SPEC_NAMES = {
-    "TaskForge", "Priority", "Retry", "Task", "JobHandle", "JobInfo", "JobState", "errors",
-    "TaskforgeError", "QueueFull", "SerializationError", "UnknownTask", "TaskFailed", "JobNotFound",
+    "TaskForge",
+    "Priority",
+    "Retry",
+    "Task",
+    "JobHandle",
+    "JobInfo",
+    "JobState",
+    "errors",
+    "TaskforgeError",
+    "QueueFull",
+    "SerializationError",
+    "UnknownTask",
+    "TaskFailed",
+    "JobNotFound",
     "BrokerUnavailable",
 }
 
@@ -446,7 +486,15 @@ def test_all_is_sorted_complete_and_real() -> None:
     public = {n for n in vars(taskforge) if not n.startswith("_")}
     modules = {n for n in public if type(getattr(taskforge, n)).__name__ == "module"}
     assert public - modules <= set(names), f"public but not in __all__: {public - modules - set(names)}"
-    for name in ("QueueFull", "SerializationError", "UnknownTask", "TaskFailed", "JobNotFound",
-                 "BrokerUnavailable", "ConfigurationError", "CorruptQueue"):
+    for name in (
+        "QueueFull",
+        "SerializationError",
+        "UnknownTask",
+        "TaskFailed",
+        "JobNotFound",
+        "BrokerUnavailable",
+        "ConfigurationError",
+        "CorruptQueue",
+    ):
         assert issubclass(getattr(taskforge, name), taskforge.TaskforgeError)
         assert getattr(taskforge.errors, name) is getattr(taskforge, name)

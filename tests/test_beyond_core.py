@@ -109,7 +109,10 @@ def test_drain_advance_plays_out_retries_and_schedules(app: TaskForge) -> None:
 def test_testing_kit_example_runs_under_pytest_like_a_users_suite(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "examples" / "testing_kit")],
-        cwd=ROOT / "examples" / "testing_kit", capture_output=True, text=True, timeout=120,
+        cwd=ROOT / "examples" / "testing_kit",
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "3 passed" in result.stdout
@@ -128,8 +131,13 @@ def test_periodic_options_are_checked_and_status_lists_them(app: TaskForge) -> N
     def beat():
         pass
 
-    for bad in ({"cron": "every day"}, {"every": 0.5}, {}, {"cron": "* * * * *", "every": 5},
-                {"cron": "* * * * *", "timezone": "Mars/Olympus"}):
+    for bad in (
+        {"cron": "every day"},
+        {"every": 0.5},
+        {},
+        {"cron": "* * * * *", "every": 5},
+        {"cron": "* * * * *", "timezone": "Mars/Olympus"},
+    ):
         with pytest.raises(ConfigurationError):
             app.periodic(**bad)(lambda: None)
     snapshot = inspect.status(app).to_dict()["periodic"]

@@ -57,8 +57,11 @@ def test_every_producer_call_raises_it() -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["redis://user:s3cr3t-pw@127.0.0.1:1/0", "redis://:s3cr3t-pw@127.0.0.1:1/0",
-     "redis://user:s3cr3t%40pw@127.0.0.1:1/0"],
+    [
+        "redis://user:s3cr3t-pw@127.0.0.1:1/0",
+        "redis://:s3cr3t-pw@127.0.0.1:1/0",
+        "redis://user:s3cr3t%40pw@127.0.0.1:1/0",
+    ],
 )
 def test_a_password_in_the_url_is_never_shown(url: str) -> None:
     app = make_app(url)

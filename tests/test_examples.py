@@ -17,15 +17,39 @@ pytestmark = [pytest.mark.redis, pytest.mark.slow]
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 CASES = {
-    "quickstart": (EXAMPLES / "quickstart", "myapp:app", "producer.py", ["-c", "2"],
-                   ["queued 3 emails", "sent 'release notes' to linus@example.com"]),
-    "retries_and_dead_letters": (EXAMPLES, "retries_and_dead_letters:app", "retries_and_dead_letters.py",
-                                 ["-c", "2"], ["'rate': 1.08", "export 7 downloaded", "is dead after 3 attempts",
-                                               "ValueError: broken.pdf: not a valid invoice"]),
-    "scheduling": (EXAMPLES, "scheduling:app", "scheduling.py", ["-c", "2"],
-                   ["cancelled the one-hour reminder: True cancelled", "reminded ada", "reminded grace"]),
-    "priorities": (EXAMPLES, "priorities:app", "priorities.py", ["-c", "1"],
-                   ["queued in the order   LLLLLLLLLLLLLLLNNNNNNNNNNNNNNNHHHHHCCCCC", "started in the order"]),
+    "quickstart": (
+        EXAMPLES / "quickstart",
+        "myapp:app",
+        "producer.py",
+        ["-c", "2"],
+        ["queued 3 emails", "sent 'release notes' to linus@example.com"],
+    ),
+    "retries_and_dead_letters": (
+        EXAMPLES,
+        "retries_and_dead_letters:app",
+        "retries_and_dead_letters.py",
+        ["-c", "2"],
+        [
+            "'rate': 1.08",
+            "export 7 downloaded",
+            "is dead after 3 attempts",
+            "ValueError: broken.pdf: not a valid invoice",
+        ],
+    ),
+    "scheduling": (
+        EXAMPLES,
+        "scheduling:app",
+        "scheduling.py",
+        ["-c", "2"],
+        ["cancelled the one-hour reminder: True cancelled", "reminded ada", "reminded grace"],
+    ),
+    "priorities": (
+        EXAMPLES,
+        "priorities:app",
+        "priorities.py",
+        ["-c", "1"],
+        ["queued in the order   LLLLLLLLLLLLLLLNNNNNNNNNNNNNNNHHHHHCCCCC", "started in the order"],
+    ),
 }
 
 
@@ -51,11 +75,16 @@ def test_example_runs(name: str, redis_url: str, tmp_path: Path) -> None:
     cwd, app, script, worker_args, expected = CASES[name]
     env = {**os.environ, "TASKFORGE_BROKER_URL": redis_url, "PYTHONDONTWRITEBYTECODE": "1"}
     with (tmp_path / "worker.log").open("wb") as log:
-        worker = subprocess.Popen([sys.executable, "-m", "taskforge", "worker", app, *worker_args], cwd=cwd,
-                                  env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "taskforge", "worker", app, *worker_args],
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
-        run = subprocess.run([sys.executable, script], cwd=cwd, env=env, capture_output=True, text=True,
-                             timeout=60)
+        run = subprocess.run([sys.executable, script], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
     finally:
         stop(worker)
     worker_log = (tmp_path / "worker.log").read_text(errors="replace")

@@ -229,9 +229,7 @@ ROUND_TRIPS: dict[str, Any] = {
     "Decimal keeps its exponent": decimal.Decimal("1.50"),
     "Decimal many digits": decimal.Decimal("123456789012345678901234567890.123456789"),
     "Decimal huge exponents": [decimal.Decimal("1E+999999999999999999"), decimal.Decimal("-7E-99")],
-    "Decimal specials": [
-        decimal.Decimal(text) for text in ("NaN", "-NaN", "sNaN", "NaN123", "Infinity", "-Infinity")
-    ],
+    "Decimal specials": [decimal.Decimal(text) for text in ("NaN", "-NaN", "sNaN", "NaN123", "Infinity", "-Infinity")],
     "everything nested": {
         "user": {"id": uuid.UUID(int=7), "tags": {"a", "b"}, "at": (dt.datetime(2024, 1, 2), None)},
         "rows": [[1, 2.5, None], (decimal.Decimal("1.1"), b"x", frozenset({dt.timedelta(1)}))],
@@ -343,9 +341,7 @@ def test_a_lowercase_exponent_is_read() -> None:
 # ---------------------------------------------------------------- properties
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**64 - 1)
-OFFSETS = st.timedeltas(
-    min_value=dt.timedelta(hours=-24) + MICROSECOND, max_value=dt.timedelta(hours=24) - MICROSECOND
-)
+OFFSETS = st.timedeltas(min_value=dt.timedelta(hours=-24) + MICROSECOND, max_value=dt.timedelta(hours=24) - MICROSECOND)
 FIXED_TZ = st.none() | st.just(UTC) | st.builds(dt.timezone, OFFSETS)
 FOLDS = st.sampled_from([0, 1])
 
@@ -423,9 +419,7 @@ def test_random_bytes_as_a_job_raise_only_corrupt_payload(data: bytes) -> None:
 
 
 EXT_FIELDS = st.lists(
-    st.one_of(
-        st.none(), st.booleans(), st.integers(-2, 2100), INT64, st.floats(), st.text(max_size=3)
-    ),
+    st.one_of(st.none(), st.booleans(), st.integers(-2, 2100), INT64, st.floats(), st.text(max_size=3)),
     max_size=10,
 )
 
@@ -633,9 +627,7 @@ def test_the_message_names_the_argument_type_and_what_to_do() -> None:
 def test_a_nested_culprit_is_named_by_its_argument_and_its_own_type() -> None:
     with pytest.raises(SerializationError) as info:
         dumps_call((1, [2, {"k": (3, 1j)}]), {})
-    assert str(info.value).startswith(
-        "argument #1 (positional, 0-based) contains a value of type complex (1j), which"
-    )
+    assert str(info.value).startswith("argument #1 (positional, 0-based) contains a value of type complex (1j), which")
 
 
 def test_an_out_of_range_int_argument_is_named() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-APP = '''
+APP = """
 from taskforge import TaskForge
 
 app = TaskForge("names", broker="memory://")
@@ -38,7 +38,7 @@ class Reports:
 
 if __name__ == "__main__":
     print(" ".join(sorted(app.tasks)))
-'''
+"""
 
 PRINT_IMPORTED = "import {module} as m; print(' '.join(sorted(m.app.tasks)))"
 PRINT_LOADED = "from taskforge.loader import load_app; print(' '.join(sorted(load_app('{spec}').tasks)))"
@@ -47,9 +47,7 @@ PRINT_LOADED = "from taskforge.loader import load_app; print(' '.join(sorted(loa
 def python(cwd: Path, *args: str) -> str:
     # PYTHONSAFEPATH would keep the script's directory off sys.path, unlike a user's shell.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"}
-    done = subprocess.run(
-        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
-    )
+    done = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, f"python {' '.join(args)} failed:\n{done.stderr}"
     return done.stdout.strip()
 

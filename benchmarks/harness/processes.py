@@ -25,8 +25,9 @@ LIVE: dict[int, Worker] = {}
 class Worker:
     """A library's worker command line (possibly several copies), as one process group."""
 
-    def __init__(self, argv: Sequence[str], copies: int, env: dict[str, str], cwd: Path, log: Path,
-                 registry: Path) -> None:
+    def __init__(
+        self, argv: Sequence[str], copies: int, env: dict[str, str], cwd: Path, log: Path, registry: Path
+    ) -> None:
         self.argv = list(argv)
         self.copies = copies
         self.env = env
@@ -43,15 +44,31 @@ class Worker:
         self.started_at = time.time()
         try:
             # A new process group (not a new session: copies must be able to join it).
-            first = subprocess.Popen(self.argv, cwd=self.cwd, env=self.env, stdin=subprocess.DEVNULL,
-                                     stdout=log, stderr=subprocess.STDOUT, process_group=0)
+            first = subprocess.Popen(
+                self.argv,
+                cwd=self.cwd,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                process_group=0,
+            )
             self.procs.append(first)
             self.pgid = first.pid
             LIVE[self.pgid] = self
             self._record()
             for _ in range(self.copies - 1):
-                self.procs.append(subprocess.Popen(self.argv, cwd=self.cwd, env=self.env, stdin=subprocess.DEVNULL,
-                                                   stdout=log, stderr=subprocess.STDOUT, process_group=self.pgid))
+                self.procs.append(
+                    subprocess.Popen(
+                        self.argv,
+                        cwd=self.cwd,
+                        env=self.env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        process_group=self.pgid,
+                    )
+                )
         finally:
             log.close()
         return self.started_at
@@ -132,11 +149,20 @@ def reap_leftovers(registry: Path) -> list[int]:
     return killed
 
 
-def run_bounded(argv: Sequence[str], env: dict[str, str], cwd: Path,
-                timeout: float) -> subprocess.CompletedProcess[str]:
+def run_bounded(
+    argv: Sequence[str], env: dict[str, str], cwd: Path, timeout: float
+) -> subprocess.CompletedProcess[str]:
     """Run a driver to completion in its own group; on timeout kill the group and raise TimeoutError."""
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -22,9 +22,15 @@ METRICS: dict[str, tuple[str, str, bool, str]] = {
     "latency_max_ms": ("W3", "ms", False, "W3 max ms"),
 }
 TABLE_COLUMNS = [
-    "enqueue_jobs_per_s", "floor_set_per_s", "enqueue_vs_floor", "bulk_jobs_per_s",
-    "drain_from_start_jobs_per_s", "drain_first_to_last_jobs_per_s", "drain_startup_s",
-    "latency_p50_ms", "latency_p99_ms",
+    "enqueue_jobs_per_s",
+    "floor_set_per_s",
+    "enqueue_vs_floor",
+    "bulk_jobs_per_s",
+    "drain_from_start_jobs_per_s",
+    "drain_first_to_last_jobs_per_s",
+    "drain_startup_s",
+    "latency_p50_ms",
+    "latency_p99_ms",
 ]
 
 
@@ -85,10 +91,21 @@ class Results:
                 if s is None:
                     continue
                 workload, unit, _, _ = METRICS.get(metric, ("?", "", True, metric))
-                lines.append({"type": "result", "peer": peer, "workload": workload, "metric": metric,
-                              "unit": unit, "median": round(s.median, 4), "min": round(s.low, 4),
-                              "max": round(s.high, 4), "values": [round(v, 4) for v in s.values],
-                              "runs": len(s.values), "n": self.n})
+                lines.append(
+                    {
+                        "type": "result",
+                        "peer": peer,
+                        "workload": workload,
+                        "metric": metric,
+                        "unit": unit,
+                        "median": round(s.median, 4),
+                        "min": round(s.low, 4),
+                        "max": round(s.high, 4),
+                        "values": [round(v, 4) for v in s.values],
+                        "runs": len(s.values),
+                        "n": self.n,
+                    }
+                )
         for peer, data in self.commands.items():
             lines.append({"type": "commands", "peer": peer, **data})
         for peer, errs in self.errors.items():
@@ -107,9 +124,12 @@ class Results:
         return rows
 
     def commands_table(self, peers: list[str]) -> list[str]:
-        rows = ["| library | enqueue: client cmds/job | drain: client cmds/job | enqueue + drain | "
-                "bulk: client cmds/job | inside Lua, enqueue / drain | idle worker cmds/s | "
-                "drain commands (per job) |", "|---|---|---|---|---|---|---|---|"]
+        rows = [
+            "| library | enqueue: client cmds/job | drain: client cmds/job | enqueue + drain | "
+            "bulk: client cmds/job | inside Lua, enqueue / drain | idle worker cmds/s | "
+            "drain commands (per job) |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for peer in peers:
             data = self.commands.get(peer)
             if not data:
@@ -117,8 +137,10 @@ class Results:
                 continue
             enq, drain, bulk = data.get("enqueue"), data.get("drain"), data.get("bulk")
             total = (enq["client_per_job"] + drain["client_per_job"]) if enq and drain else None
-            top = ", ".join(f"{name} {count / data['n']:.2f}"
-                            for name, count in list((drain or {}).get("client_by_command", {}).items())[:5])
+            top = ", ".join(
+                f"{name} {count / data['n']:.2f}"
+                for name, count in list((drain or {}).get("client_by_command", {}).items())[:5]
+            )
             rows.append(
                 f"| {peer} | {_num(enq, 'client_per_job')} | {_num(drain, 'client_per_job')} | "
                 f"{'—' if total is None else f'{total:.2f}'} | {_num(bulk, 'client_per_job')} | "
@@ -158,45 +180,78 @@ class TargetCheck:
         return (max if higher else min)(cands, key=lambda pv: pv[1])
 
     def add(self, target: str, value: float, goal: str, met: bool, against: str) -> None:
-        self.out.append({"type": "target", "target": target, "value": value, "goal": goal,
-                         "met": met, "against": against})
+        self.out.append(
+            {"type": "target", "target": target, "value": value, "goal": goal, "met": met, "against": against}
+        )
 
     def throughput(self) -> None:
-        for metric, label in (("drain_from_start_jobs_per_s", "from worker start"),
-                              ("drain_first_to_last_jobs_per_s", "first→last")):
+        for metric, label in (
+            ("drain_from_start_jobs_per_s", "from worker start"),
+            ("drain_first_to_last_jobs_per_s", "first→last"),
+        ):
             mine, top = self.med(metric), self.best(metric)
             if mine is not None and top:
                 ratio = mine / top[1]
-                self.add(f"W2 drain ({label}) >= 2.0x fastest peer", round(ratio, 2), ">= 2.0", ratio >= 2.0,
-                         f"{top[0]} {top[1]:,.0f} jobs/s vs {mine:,.0f}")
+                self.add(
+                    f"W2 drain ({label}) >= 2.0x fastest peer",
+                    round(ratio, 2),
+                    ">= 2.0",
+                    ratio >= 2.0,
+                    f"{top[0]} {top[1]:,.0f} jobs/s vs {mine:,.0f}",
+                )
         mine, top = self.med("enqueue_jobs_per_s"), self.best("enqueue_jobs_per_s")
         if mine is not None and top:
             ratio = mine / top[1]
-            self.add("W1 enqueue >= 1.0x fastest peer", round(ratio, 2), ">= 1.0", ratio >= 1.0,
-                     f"{top[0]} {top[1]:,.0f} jobs/s vs {mine:,.0f}")
+            self.add(
+                "W1 enqueue >= 1.0x fastest peer",
+                round(ratio, 2),
+                ">= 1.0",
+                ratio >= 1.0,
+                f"{top[0]} {top[1]:,.0f} jobs/s vs {mine:,.0f}",
+            )
         floor_ratio = self.med("enqueue_vs_floor")
         if floor_ratio is not None:
-            self.add("W1 enqueue >= 80% of the bare SET loop", round(floor_ratio, 2), ">= 0.80",
-                     floor_ratio >= 0.8, f"SET loop {self.med('floor_set_per_s') or 0:,.0f}/s in the same process")
+            self.add(
+                "W1 enqueue >= 80% of the bare SET loop",
+                round(floor_ratio, 2),
+                ">= 0.80",
+                floor_ratio >= 0.8,
+                f"SET loop {self.med('floor_set_per_s') or 0:,.0f}/s in the same process",
+            )
         mine, rq = self.med("bulk_jobs_per_s"), self.med("bulk_jobs_per_s", "rq")
         if mine is not None and rq is not None:
             ratio = mine / rq
-            self.add("W1b bulk >= 3x RQ enqueue_many", round(ratio, 2), ">= 3.0", ratio >= 3.0,
-                     f"rq {rq:,.0f} jobs/s vs {mine:,.0f}")
+            self.add(
+                "W1b bulk >= 3x RQ enqueue_many",
+                round(ratio, 2),
+                ">= 3.0",
+                ratio >= 3.0,
+                f"rq {rq:,.0f} jobs/s vs {mine:,.0f}",
+            )
 
     def latency_and_commands(self) -> None:
         mine, top = self.med("latency_p50_ms"), self.best("latency_p50_ms")
         if mine is not None and top:
-            self.add("W3 p50 no worse than the best peer", round(mine, 3), f"<= {top[1]:.3f} ms ({top[0]})",
-                     mine <= top[1], f"{top[0]} p50 {top[1]:.3f} ms")
+            self.add(
+                "W3 p50 no worse than the best peer",
+                round(mine, 3),
+                f"<= {top[1]:.3f} ms ({top[0]})",
+                mine <= top[1],
+                f"{top[0]} p50 {top[1]:.3f} ms",
+            )
         p99 = self.med("latency_p99_ms")
         if p99 is not None:
             self.add("W3 p99 < 2 ms", round(p99, 3), "< 2.0 ms", p99 < 2.0, "absolute")
         cmds = self.results.commands.get(self.subject, {})
         if cmds.get("enqueue") and cmds.get("drain"):
             total = cmds["enqueue"]["client_per_job"] + cmds["drain"]["client_per_job"]
-            self.add("<= 3 client commands per job, enqueue + drain", round(total, 3), "<= 3", total <= 3.0,
-                     f"enqueue {cmds['enqueue']['client_per_job']} + drain {cmds['drain']['client_per_job']}")
+            self.add(
+                "<= 3 client commands per job, enqueue + drain",
+                round(total, 3),
+                "<= 3",
+                total <= 3.0,
+                f"enqueue {cmds['enqueue']['client_per_job']} + drain {cmds['drain']['client_per_job']}",
+            )
 
 
 def _num(data: dict[str, Any] | None, key: str) -> str:

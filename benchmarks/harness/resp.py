@@ -156,7 +156,7 @@ class CommandCounter:
                     continue
                 addr, name, first_arg = match.group(2), match.group(3).upper().decode(), match.group(4)
                 if name == "ECHO" and first_arg and first_arg.startswith(MARK_PREFIX.encode()):
-                    label = first_arg[len(MARK_PREFIX):].decode()
+                    label = first_arg[len(MARK_PREFIX) :].decode()
                     with self.cond:
                         self.segments.append(Segment(label))
                         self.marks_seen.add(label)

@@ -91,15 +91,17 @@ class Bench:
 
     def env(self, peer: Peer, target: int = 0) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-        env.update({
-            "PATH": f"{peer.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
-            "VIRTUAL_ENV": str(peer.venv),
-            "PYTHONPATH": str(self.s.bench_dir),
-            "PYTHONUNBUFFERED": "1",
-            "BENCH_QUEUE_URL": self.s.queue_url,
-            "BENCH_COUNTER_URL": self.s.counter_url,
-            "BENCH_TARGET": str(target),
-        })
+        env.update(
+            {
+                "PATH": f"{peer.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+                "VIRTUAL_ENV": str(peer.venv),
+                "PYTHONPATH": str(self.s.bench_dir),
+                "PYTHONUNBUFFERED": "1",
+                "BENCH_QUEUE_URL": self.s.queue_url,
+                "BENCH_COUNTER_URL": self.s.counter_url,
+                "BENCH_TARGET": str(target),
+            }
+        )
         return env
 
     def flush(self, queue: bool = True, counter: bool = True) -> None:
@@ -126,8 +128,14 @@ class Bench:
     def worker(self, peer: Peer, target: int, tag: str) -> Worker:
         log = self.logs / f"{peer.name}-{tag}.log"
         log.write_text("")
-        return Worker(peer.worker_argv(self.s.procs, self.s.queue_url), peer.copies(self.s.procs),
-                      self.env(peer, target), self.s.bench_dir, log, self.s.cache / "live-workers.json")
+        return Worker(
+            peer.worker_argv(self.s.procs, self.s.queue_url),
+            peer.copies(self.s.procs),
+            self.env(peer, target),
+            self.s.bench_dir,
+            log,
+            self.s.cache / "live-workers.json",
+        )
 
     def drain(self, worker: Worker, n: int) -> dict[str, float]:
         """Start ``worker`` on N queued jobs and time them; bounded by the drain timeout."""
@@ -138,8 +146,10 @@ class Bench:
             done = int(self.counter.call("GET", DONE) or 0)
             if done < highest:
                 # The Redis is shared: someone else's FLUSHDB on our counter database wipes the count.
-                raise WorkloadError(f"the completion counter went back from {highest} to {done}: another client "
-                                    f"flushed or wrote db {self.s.counter_db}; use --counter-db to move it")
+                raise WorkloadError(
+                    f"the completion counter went back from {highest} to {done}: another client "
+                    f"flushed or wrote db {self.s.counter_db}; use --counter-db to move it"
+                )
             highest = done
             if done >= n:
                 seen = time.time()
@@ -148,8 +158,10 @@ class Bench:
             if gone:
                 raise WorkloadError(f"{gone} after {done}/{n} jobs: {worker.log_tail()}")
             if time.time() > deadline:
-                raise WorkloadError(f"drain timeout: {done}/{n} jobs done after {self.s.drain_timeout:g} s "
-                                    f"(worker log: {worker.log_tail(3)})")
+                raise WorkloadError(
+                    f"drain timeout: {done}/{n} jobs done after {self.s.drain_timeout:g} s "
+                    f"(worker log: {worker.log_tail(3)})"
+                )
             time.sleep(POLL)
         first_raw, last_raw = self.counter.call("MGET", FIRST, LAST)  # type: ignore[misc]
         first = float(first_raw) if first_raw else started

@@ -8,13 +8,23 @@ SPEC = {
     "name": "celery",
     "requirements": ["celery[redis]"],
     "distributions": ["celery", "kombu", "redis"],
-    "worker": ["{bin}/celery", "-A", "peers.celery:app", "worker", "-P", "prefork", "-c", "{procs}",
-               "--loglevel", "WARNING"],
+    "worker": [
+        "{bin}/celery",
+        "-A",
+        "peers.celery:app",
+        "worker",
+        "-P",
+        "prefork",
+        "-c",
+        "{procs}",
+        "--loglevel",
+        "WARNING",
+    ],
     "enqueue_api": "noop.delay()",
     # Celery has none (group(...).apply_async() publishes message by message); kombu >= 5.7's
     # Producer.batch() pipelines the publishes, so that is what W1b measures for Celery.
     "bulk": "apply_async(producer=p) N times inside kombu's p.batch(): one non-transactional pipeline "
-            "(kombu >= 5.7; Celery itself has no bulk API, group() publishes one by one)",
+    "(kombu >= 5.7; Celery itself has no bulk API, group() publishes one by one)",
 }
 
 app = Celery("bench", broker=_common.queue_url())

@@ -8,8 +8,17 @@ SPEC = {
     "requirements": ["{repo}"],
     "distributions": ["taskforge", "redis", "msgpack"],
     # Two processes of eight lanes (threads) each: the shape of Dramatiq's `-p 2 -t 8`.
-    "worker": ["{bin}/taskforge", "worker", "peers.taskforge:app", "-c", "{procs}", "-t", "8", "--log-level",
-               "warning"],
+    "worker": [
+        "{bin}/taskforge",
+        "worker",
+        "peers.taskforge:app",
+        "-c",
+        "{procs}",
+        "-t",
+        "8",
+        "--log-level",
+        "warning",
+    ],
     "enqueue_api": "noop.delay()",
     "bulk": "noop.delay_many(calls): one EVALSHA of the enqueue script for all N",
 }

@@ -87,8 +87,17 @@ def _memory_client() -> redis.Redis:
 # someone else's running too long, a replica after failover, memory full,
 # loading a dataset, a cluster resharding. Callers treat them like an outage
 # (back off, retry), never as a bug that should crash a worker.
-TRANSIENT_REPLIES = ("BUSY", "READONLY", "OOM", "NOREPLICAS", "MASTERDOWN", "LOADING", "TRYAGAIN",
-                     "CLUSTERDOWN", "MISCONF")
+TRANSIENT_REPLIES = (
+    "BUSY",
+    "READONLY",
+    "OOM",
+    "NOREPLICAS",
+    "MASTERDOWN",
+    "LOADING",
+    "TRYAGAIN",
+    "CLUSTERDOWN",
+    "MISCONF",
+)
 
 
 def is_transient(exc: redis.ResponseError) -> bool:
@@ -122,6 +131,5 @@ def broker_errors(url: str) -> Iterator[None]:
         if not is_transient(exc):
             raise
         raise BrokerUnavailable(
-            f"the broker at {redact(url)} cannot serve requests right now ({redact(str(exc))}); "
-            "retry later"
+            f"the broker at {redact(url)} cannot serve requests right now ({redact(str(exc))}); retry later"
         ) from None

@@ -28,8 +28,15 @@ SEQ_LIMIT = 2**50 - 1_000_000
 def expected_types(queue: str) -> dict[str, str]:
     """Every fixed key of ``queue``, with the Redis type taskforge keeps there."""
     q = QueueKeys(queue)
-    return {q.pending: "zset", q.scheduled: "zset", q.running: "zset", q.dead: "zset", q.seq: "string",
-            q.wake: "list", q.limits: "hash"}
+    return {
+        q.pending: "zset",
+        q.scheduled: "zset",
+        q.running: "zset",
+        q.dead: "zset",
+        q.seq: "string",
+        q.wake: "list",
+        q.limits: "hash",
+    }
 
 
 def find_damage(client: redis.Redis, queues: Iterable[str]) -> CorruptQueue | None:

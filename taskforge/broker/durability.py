@@ -101,5 +101,7 @@ class Durability:
             log.warning(
                 "the outcome of %s was written to the master at %s but no replica confirmed it within %d ms "
                 "(durability='replicated'); if the master fails now, the job runs again",
-                job_id, redact(self.url), REPLICA_WAIT_MS,
+                job_id,
+                redact(self.url),
+                REPLICA_WAIT_MS,
             )

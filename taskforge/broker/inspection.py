@@ -134,8 +134,12 @@ class Inspection:
         end first) or ``dead`` (newest first). Pending jobs of rate- or
         concurrency-limited tasks wait in sets of their own and are not listed.
         """
-        key = {"pending": QueueKeys(queue).pending, "scheduled": QueueKeys(queue).scheduled,
-               "running": QueueKeys(queue).running, "dead": QueueKeys(queue).dead}[state]
+        key = {
+            "pending": QueueKeys(queue).pending,
+            "scheduled": QueueKeys(queue).scheduled,
+            "running": QueueKeys(queue).running,
+            "dead": QueueKeys(queue).dead,
+        }[state]
         with self.guard(queue):
             pipe = self.client.pipeline(transaction=False)
             pipe.zcard(key)
@@ -165,7 +169,9 @@ class Inspection:
                 for minute in range(first, last + 1):
                     pipe.hmget(q.stats(minute), "succeeded", "failed")
             rows = pipe.execute(raise_on_error=False) if queues else []
-        history = {queue: [_pair(row) for row in rows[i * minutes:(i + 1) * minutes]] for i, queue in enumerate(queues)}
+        history = {
+            queue: [_pair(row) for row in rows[i * minutes : (i + 1) * minutes]] for i, queue in enumerate(queues)
+        }
         return first * 60000, history
 
 

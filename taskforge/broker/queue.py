@@ -207,8 +207,9 @@ class Broker(Durability, Inspection):
         """Decode what claim_ready (lua/_lib.lua) returned; see ``dequeue``."""
         claims: list[Claim] = []
         if int(raw[0]):
-            log.warning("dropped %d ids without a job record from %s (deleted or expired by something else)",
-                        int(raw[0]), queue)
+            log.warning(
+                "dropped %d ids without a job record from %s (deleted or expired by something else)", int(raw[0]), queue
+            )
         rows = raw[2:]
         for i in range(0, len(rows), 9):
             raw_id, task, payload, attempts, max_attempts, timeout, priority, inherit, damage = rows[i : i + 9]
@@ -216,13 +217,27 @@ class Broker(Durability, Inspection):
                 job_id = raw_id.decode()
             except UnicodeDecodeError:
                 # Job ids are str everywhere else (handles, hooks, the supervisor's messages).
-                self.fail(queue, raw_id, token, f"CorruptJob: the job id {raw_id[:60]!r} is not UTF-8 text, "
-                          "so no worker can report on it; it was dead-lettered, not run", "", None)
+                self.fail(
+                    queue,
+                    raw_id,
+                    token,
+                    f"CorruptJob: the job id {raw_id[:60]!r} is not UTF-8 text, "
+                    "so no worker can report on it; it was dead-lettered, not run",
+                    "",
+                    None,
+                )
                 continue
             if damage:
                 field, _, value = damage.decode(errors="replace").partition(" ")
-                self.fail(queue, job_id, token, f"CorruptJob: its {field} field holds {value[:60]!r}, which "
-                          "taskforge never writes; it was dead-lettered, not run", "", None)
+                self.fail(
+                    queue,
+                    job_id,
+                    token,
+                    f"CorruptJob: its {field} field holds {value[:60]!r}, which "
+                    "taskforge never writes; it was dead-lettered, not run",
+                    "",
+                    None,
+                )
                 continue
             try:
                 if not task:
@@ -272,8 +287,16 @@ class Broker(Durability, Inspection):
         """
         with self.guard(queue):
             raw, acked = self._write(
-                "succeed", QueueKeys(queue), job_id, token, result, self.retention_ms, next_token, lease_ms,
-                PROMOTE_LIMIT, self.dead_retention_ms,
+                "succeed",
+                QueueKeys(queue),
+                job_id,
+                token,
+                result,
+                self.retention_ms,
+                next_token,
+                lease_ms,
+                PROMOTE_LIMIT,
+                self.dead_retention_ms,
             )
         done = bool(raw[0])
         if done:
@@ -333,9 +356,7 @@ class Broker(Durability, Inspection):
         with self.guard(queue):
             return int(self.scripts.call("fast_forward", QueueKeys(queue), int(seconds * 1000)))
 
-    def extend(
-        self, queue: str, lease_ms: int, claims: Iterable[tuple[str, str]]
-    ) -> tuple[list[str], list[str]]:
+    def extend(self, queue: str, lease_ms: int, claims: Iterable[tuple[str, str]]) -> tuple[list[str], list[str]]:
         """Renew leases of (id, token) pairs; returns (ids whose claim is lost, ids to abort)."""
         flat = [value for pair in claims for value in pair]
         if not flat:
@@ -358,8 +379,9 @@ class Broker(Durability, Inspection):
     def reclaim(self, queue: str) -> tuple[list[str], list[str], int]:
         """Return expired claims to the queue: (reclaimed ids, dead ids, dropped ids count)."""
         with self.guard(queue):
-            raw = self.scripts.call("reclaim", QueueKeys(queue), RECLAIM_LIMIT, self.dead_retention_ms,
-                                    self.retention_ms)
+            raw = self.scripts.call(
+                "reclaim", QueueKeys(queue), RECLAIM_LIMIT, self.dead_retention_ms, self.retention_ms
+            )
         first = raw.index(b"|")
         second = raw.index(b"|", first + 1)
         back = [i.decode(errors="replace") for i in raw[:first]]

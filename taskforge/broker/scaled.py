@@ -94,8 +94,7 @@ def sentinel_client(url: str, shown: str, options: dict[str, Any]) -> redis.Redi
     credentials, hosts, segments = _split(url, shown)
     if not segments or len(segments) > 2:
         raise ConfigurationError(
-            f"broker URL {shown!r}: name the service, as in "
-            "redis+sentinel://host:port[,host:port...]/service[/db]"
+            f"broker URL {shown!r}: name the service, as in redis+sentinel://host:port[,host:port...]/service[/db]"
         )
     db = _db(segments[1], shown) if len(segments) == 2 else 0
     # The sentinels get the short timeouts and retries too: redis-py's default

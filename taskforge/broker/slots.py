@@ -59,7 +59,9 @@ def node_client(client: Any, key: str) -> redis.Redis:
 # Replies meaning the node is not (or no longer) the slot's master. redis-py
 # turns MOVED and ASK into AskError (MovedError) with the code stripped.
 _MOVED_ERRORS = (
-    redis.exceptions.AskError, redis.exceptions.ReadOnlyError, redis.exceptions.ClusterDownError,
+    redis.exceptions.AskError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.ClusterDownError,
     redis.exceptions.TryAgainError,
 )
 _MOVED = ("MOVED", "ASK", "READONLY", "CLUSTERDOWN", "TRYAGAIN")

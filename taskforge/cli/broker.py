@@ -23,6 +23,7 @@ taskforge development broker: FOR DEVELOPMENT ONLY, NOT FOR PRODUCTION.
 @contextmanager
 def stop_on_signals(stop: threading.Event) -> Iterator[None]:
     """SIGINT and SIGTERM set ``stop`` instead of raising somewhere in the middle of things."""
+
     def handler(*_: object) -> None:
         stop.set()
 
@@ -38,8 +39,13 @@ def stop_on_signals(stop: threading.Event) -> Iterator[None]:
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=6379, show_default=True,
-              help="Port to listen on (0: any free port).")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=6379,
+    show_default=True,
+    help="Port to listen on (0: any free port).",
+)
 def broker(host: str, port: int) -> None:
     """Run an in-memory Redis-protocol broker for development (fakeredis with Lua).
 

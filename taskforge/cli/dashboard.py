@@ -39,8 +39,13 @@ def is_loopback(host: str) -> bool:
 @click.argument("app")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", type=click.IntRange(min=1, max=65535), default=8080, show_default=True)
-@click.option("--auth", envvar="TASKFORGE_DASHBOARD_AUTH", default=None, metavar="USER:PASSWORD",
-              help="Require HTTP Basic auth on every page, action and API call.")
+@click.option(
+    "--auth",
+    envvar="TASKFORGE_DASHBOARD_AUTH",
+    default=None,
+    metavar="USER:PASSWORD",
+    help="Require HTTP Basic auth on every page, action and API call.",
+)
 def dashboard(app: str, host: str, port: int, auth: str | None) -> None:
     try:
         from ..dashboard import create_app

@@ -36,11 +36,18 @@ def dead(ctx: click.Context, app: str) -> None:
 
 
 @dead.command("list")
-@click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True,
-              help="Show at most this many, newest first.")
+@click.option(
+    "-n",
+    "--limit",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Show at most this many, newest first.",
+)
 @QUEUE_OPTION
-@click.option("--json", "as_json", is_flag=True,
-              help="Print a JSON array of job objects, as `taskforge job --json` prints one.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print a JSON array of job objects, as `taskforge job --json` prints one."
+)
 @click.pass_obj
 def list_dead(spec: str, limit: int, queue: str | None, as_json: bool) -> None:
     """List the most recent dead jobs, newest first.
@@ -60,8 +67,14 @@ def list_dead(spec: str, limit: int, queue: str | None, as_json: bool) -> None:
         return
     now = now_utc()
     rows = [
-        [cell(i.id), cell(i.queue), cell(i.task), cell(relative(i.finished_at, now)),
-         cell(f"{i.attempts}/{i.max_attempts}"), cell(first_line(i.error), fg="red")]
+        [
+            cell(i.id),
+            cell(i.queue),
+            cell(i.task),
+            cell(relative(i.finished_at, now)),
+            cell(f"{i.attempts}/{i.max_attempts}"),
+            cell(first_line(i.error), fg="red"),
+        ]
         for i in infos
     ]
     click.echo(render(["ID", "QUEUE", "TASK", "DIED", "ATTEMPTS", "ERROR"], rows))

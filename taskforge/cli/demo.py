@@ -119,10 +119,24 @@ def run(url: str, log_path: Path) -> None:
 def worker_process(url: str, log: IO[bytes]) -> Iterator[subprocess.Popen[bytes]]:
     """A real worker in its own session: Ctrl-C reaches only us, and we stop it in order."""
     env = {**os.environ, ENV_VAR: url, "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, "-m", "taskforge", "worker", WORKER_APP, "-c", "2", "--log-level", "warning",
-               "--visibility-timeout", "3", "--grace", "5"]
-    worker = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                              start_new_session=True)
+    command = [
+        sys.executable,
+        "-m",
+        "taskforge",
+        "worker",
+        WORKER_APP,
+        "-c",
+        "2",
+        "--log-level",
+        "warning",
+        "--visibility-timeout",
+        "3",
+        "--grace",
+        "5",
+    ]
+    worker = subprocess.Popen(
+        command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+    )
     try:
         yield worker
     finally:
@@ -174,8 +188,9 @@ def wait_with_progress(producer: TaskForge, worker: subprocess.Popen[bytes], tot
             if worker.poll() is not None:
                 fail(f"the worker exited with code {worker.returncode}:\n{tail(log)}", FAILURE)
             if time.monotonic() > deadline:
-                fail(f"{remaining} jobs still unfinished after {FINISH_WITHIN:.0f} s; worker log:\n{tail(log)}",
-                     FAILURE)
+                fail(
+                    f"{remaining} jobs still unfinished after {FINISH_WITHIN:.0f} s; worker log:\n{tail(log)}", FAILURE
+                )
             time.sleep(0.1)
 
 
@@ -251,8 +266,11 @@ def priority_order(infos: list[JobInfo]) -> str:
     start = min(i.created_at for i in infos if i.created_at)
     medians = {}
     for name in inspect.PRIORITY_NAMES:
-        done = [(i.finished_at - start).total_seconds() for i in infos
-                if i.finished_at and i.priority.name.lower() == name and i.scheduled_at is None]
+        done = [
+            (i.finished_at - start).total_seconds()
+            for i in infos
+            if i.finished_at and i.priority.name.lower() == name and i.scheduled_at is None
+        ]
         if done:
             medians[name] = statistics.median(done)
     return "median finish: " + ", ".join(f"{name} +{t:.1f} s" for name, t in medians.items())
@@ -282,5 +300,7 @@ def scheduled_lines(scheduled: list[JobInfo]) -> list[str]:
     if info is None or not (info.started_at and info.scheduled_at):
         return []
     late = (info.started_at - info.scheduled_at).total_seconds()
-    return [f"  6. send_reminder was scheduled {SCHEDULED_IN:.0f} s ahead (apply_in): it joined the line when due",
-            f"     and started {max(late, 0) * 1000:.0f} ms later."]
+    return [
+        f"  6. send_reminder was scheduled {SCHEDULED_IN:.0f} s ahead (apply_in): it joined the line when due",
+        f"     and started {max(late, 0) * 1000:.0f} ms later.",
+    ]

@@ -36,7 +36,7 @@ def json_option(name: str, text: str | None, kind: type) -> Any:
     except ValueError as exc:
         fail(f"{name} is not valid JSON ({exc}): {text!r}", USAGE)
     if not isinstance(value, kind):
-        wanted = "an array, e.g. '[1, \"a\"]'" if kind is list else "an object, e.g. '{\"to\": \"a@b.c\"}'"
+        wanted = "an array, e.g. '[1, \"a\"]'" if kind is list else 'an object, e.g. \'{"to": "a@b.c"}\''
         fail(f"{name} must be {wanted}; got {type(value).__name__}: {text!r}", USAGE)
     return value
 
@@ -78,8 +78,15 @@ def parse_priority(text: str | None) -> Priority | None:
 @click.option("-p", "--priority", metavar="P", help="low, normal, high or critical (or 0-3).")
 @click.option("--in", "in_seconds", metavar="SECONDS", help="Run after this many seconds.")
 @click.option("--at", "at_time", metavar="ISO8601", help="Run at this time.")
-def enqueue(app: str, task_name: str, args_json: str | None, kwargs_json: str | None, priority: str | None,
-            in_seconds: str | None, at_time: str | None) -> None:
+def enqueue(
+    app: str,
+    task_name: str,
+    args_json: str | None,
+    kwargs_json: str | None,
+    priority: str | None,
+    in_seconds: str | None,
+    at_time: str | None,
+) -> None:
     if in_seconds is not None and at_time is not None:
         fail("give --in or --at, not both", USAGE)
     args = json_option("--args", args_json, list)
@@ -93,8 +100,11 @@ def enqueue(app: str, task_name: str, args_json: str | None, kwargs_json: str | 
         if chosen is not None:
             task = task.with_options(priority=chosen)
         if not task.registered:
-            click.echo(f"warning: {the_app.name!r} has no task named {task_name!r}; queued by name "
-                       f"anyway (a worker that does not know it dead-letters the job)", err=True)
+            click.echo(
+                f"warning: {the_app.name!r} has no task named {task_name!r}; queued by name "
+                f"anyway (a worker that does not know it dead-letters the job)",
+                err=True,
+            )
         if when is not None:
             handle = task.apply_at(when, *args, **kwargs)
         elif delay is not None:

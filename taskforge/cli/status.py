@@ -67,9 +67,15 @@ def format_status(snapshot: inspect.Status) -> str:
         parts.append(click.style("no live workers", fg="yellow") + ": start one with `taskforge worker APP`")
     parts.append("")
     if snapshot.periodic:
-        rows = [[cell(p.task, bold=True), cell(p.queue), cell(p.schedule),
-                 cell(f"{relative(p.next_run, snapshot.generated_at)} ({timestamp(p.next_run)})")]
-                for p in snapshot.periodic]
+        rows = [
+            [
+                cell(p.task, bold=True),
+                cell(p.queue),
+                cell(p.schedule),
+                cell(f"{relative(p.next_run, snapshot.generated_at)} ({timestamp(p.next_run)})"),
+            ]
+            for p in snapshot.periodic
+        ]
         parts += [render(["PERIODIC TASK", "QUEUE", "SCHEDULE", "NEXT RUN"], rows), ""]
     due = snapshot.next_due
     if due is None:
@@ -80,20 +86,38 @@ def format_status(snapshot: inspect.Status) -> str:
 
 
 def queue_table(snapshot: inspect.Status) -> str:
-    headers = ["QUEUE", "PENDING", "CRIT", "HIGH", "NORM", "LOW", "SCHEDULED", "RETRYING", "RUNNING",
-               "DEAD", "NEXT DUE"]
+    headers = [
+        "QUEUE",
+        "PENDING",
+        "CRIT",
+        "HIGH",
+        "NORM",
+        "LOW",
+        "SCHEDULED",
+        "RETRYING",
+        "RUNNING",
+        "DEAD",
+        "NEXT DUE",
+    ]
     rows = []
     for q in snapshot.queues:
         by = q.pending_by_priority
         mark = "~" if q.estimated else ""
-        rows.append([
-            cell(q.name, bold=True), count(q.pending, "cyan"),
-            cell(by["critical"]), cell(by["high"]), cell(by["normal"]), cell(by["low"]),
-            Cell(f"{mark}{q.scheduled}", right=True),
-            Cell(f"{mark}{q.retrying}", fg="yellow" if q.retrying else None, right=True),
-            count(q.running, "green"), count(q.dead, "red"),
-            cell(relative(q.next_due, snapshot.generated_at)),
-        ])
+        rows.append(
+            [
+                cell(q.name, bold=True),
+                count(q.pending, "cyan"),
+                cell(by["critical"]),
+                cell(by["high"]),
+                cell(by["normal"]),
+                cell(by["low"]),
+                Cell(f"{mark}{q.scheduled}", right=True),
+                Cell(f"{mark}{q.retrying}", fg="yellow" if q.retrying else None, right=True),
+                count(q.running, "green"),
+                count(q.dead, "red"),
+                cell(relative(q.next_due, snapshot.generated_at)),
+            ]
+        )
     return render(headers, rows)
 
 
@@ -104,9 +128,16 @@ def worker_table(snapshot: inspect.Status) -> str:
         running = ", ".join(str(job["task"]) for job in w.current)
         if len(running) > RUNNING_WIDTH:
             running = running[: RUNNING_WIDTH - 3] + "..."
-        rows.append([
-            cell(w.id), cell(w.host), cell(w.pid), cell(w.concurrency),
-            cell(f"{len(w.current)} {running}" if w.current else "0"), cell(w.jobs_done),
-            cell(",".join(w.queues)), cell(relative(w.heartbeat, snapshot.generated_at)),
-        ])
+        rows.append(
+            [
+                cell(w.id),
+                cell(w.host),
+                cell(w.pid),
+                cell(w.concurrency),
+                cell(f"{len(w.current)} {running}" if w.current else "0"),
+                cell(w.jobs_done),
+                cell(",".join(w.queues)),
+                cell(relative(w.heartbeat, snapshot.generated_at)),
+            ]
+        )
     return render(headers, rows)

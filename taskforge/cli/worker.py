@@ -28,29 +28,74 @@ def _stop_before_start(_signum: int, _frame: object) -> None:
 
 @click.command()
 @click.argument("app")
-@click.option("-c", "--concurrency", type=click.IntRange(min=1), default=None,
-              help="Child processes (default: CPU count).")
-@click.option("-t", "--threads", type=click.IntRange(min=1, max=256), default=1, show_default=True,
-              help="Threads per child, each running one job at a time: more jobs in flight for I/O-bound tasks.")
-@click.option("-q", "--queue", "queues", multiple=True,
-              help="Queue to serve; repeat for several (default: every queue of the app's tasks).")
+@click.option(
+    "-c", "--concurrency", type=click.IntRange(min=1), default=None, help="Child processes (default: CPU count)."
+)
+@click.option(
+    "-t",
+    "--threads",
+    type=click.IntRange(min=1, max=256),
+    default=1,
+    show_default=True,
+    help="Threads per child, each running one job at a time: more jobs in flight for I/O-bound tasks.",
+)
+@click.option(
+    "-q",
+    "--queue",
+    "queues",
+    multiple=True,
+    help="Queue to serve; repeat for several (default: every queue of the app's tasks).",
+)
 @click.option("--burst", is_flag=True, help="Exit once no job is ready.")
-@click.option("--visibility-timeout", type=click.FloatRange(min=0.5), default=60.0, show_default=True,
-              help="Seconds a claim lasts unless renewed; the supervisor renews every third of it.")
-@click.option("--grace", type=click.FloatRange(min=0), default=30.0, show_default=True,
-              help="Seconds running jobs get to finish on SIGTERM/SIGINT.")
-@click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="info",
-              show_default=True)
-@click.option("--max-jobs-per-child", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Replace a child after this many jobs (0: never), for memory hygiene.")
+@click.option(
+    "--visibility-timeout",
+    type=click.FloatRange(min=0.5),
+    default=60.0,
+    show_default=True,
+    help="Seconds a claim lasts unless renewed; the supervisor renews every third of it.",
+)
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="Seconds running jobs get to finish on SIGTERM/SIGINT.",
+)
+@click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="info", show_default=True)
+@click.option(
+    "--max-jobs-per-child",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Replace a child after this many jobs (0: never), for memory hygiene.",
+)
 @click.option("--no-periodic", is_flag=True, help="Do not enqueue the app's periodic tasks from this worker.")
-@click.option("--metrics-port", type=click.IntRange(min=1, max=65535), default=None,
-              help="Serve Prometheus metrics at http://HOST:PORT/metrics (needs taskforge[metrics]).")
-@click.option("--metrics-host", default="127.0.0.1", show_default=True,
-              help="Address the metrics endpoint binds to; 0.0.0.0 to let other hosts scrape it.")
-def worker(app: str, concurrency: int | None, threads: int, queues: tuple[str, ...], burst: bool,
-           visibility_timeout: float, grace: float, log_level: str, max_jobs_per_child: int, no_periodic: bool,
-           metrics_port: int | None, metrics_host: str) -> None:
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(min=1, max=65535),
+    default=None,
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics (needs taskforge[metrics]).",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the metrics endpoint binds to; 0.0.0.0 to let other hosts scrape it.",
+)
+def worker(
+    app: str,
+    concurrency: int | None,
+    threads: int,
+    queues: tuple[str, ...],
+    burst: bool,
+    visibility_timeout: float,
+    grace: float,
+    log_level: str,
+    max_jobs_per_child: int,
+    no_periodic: bool,
+    metrics_port: int | None,
+    metrics_host: str,
+) -> None:
     """Run jobs: a supervisor and N child processes.
 
     APP is module:attribute (or module, whose attribute is app), importable
@@ -66,8 +111,11 @@ def worker(app: str, concurrency: int | None, threads: int, queues: tuple[str, .
     # to hand back: exit 0 at once, as a stopped worker does (not -15).
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _stop_before_start)
-    logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s [supervisor pid %(process)d] %(message)s")
+    logging.basicConfig(
+        level=log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s [supervisor pid %(process)d] %(message)s",
+    )
     the_app = open_app(app)
     try:
         served = tuple(validate_queue_name(q) for q in queues) or tuple(the_app.queues())

@@ -34,8 +34,12 @@ def history(request: Request) -> JSONResponse:
 
 
 def queue_jobs(request: Request) -> JSONResponse:
-    page = data.job_page(app_of(request), request.path_params["queue"], request.query_params.get("state", "pending"),
-                         data.page_number(request.query_params.get("page")))
+    page = data.job_page(
+        app_of(request),
+        request.path_params["queue"],
+        request.query_params.get("state", "pending"),
+        data.page_number(request.query_params.get("page")),
+    )
     return JSONResponse(page.to_dict())
 
 

@@ -63,8 +63,7 @@ class History:
         for i, (s, f) in enumerate(minutes):
             failed = round(f * height / peak)
             succeeded = round(s * height / peak)
-            bars.append({"x": i * 3, "failed": failed, "succeeded": succeeded, "runs": s + f,
-                         "s": s, "f": f})
+            bars.append({"x": i * 3, "failed": failed, "succeeded": succeeded, "runs": s + f, "s": s, "f": f})
         return bars
 
 

@@ -74,8 +74,12 @@ def workers(request: Request) -> Response:
 
 
 def queue_jobs(request: Request) -> Response:
-    page = data.job_page(app_of(request), request.path_params["queue"], request.query_params.get("state", "pending"),
-                         data.page_number(request.query_params.get("page")))
+    page = data.job_page(
+        app_of(request),
+        request.path_params["queue"],
+        request.query_params.get("state", "pending"),
+        data.page_number(request.query_params.get("page")),
+    )
     return render(request, "jobs.html", page=page)
 
 
@@ -89,8 +93,9 @@ def dead(request: Request) -> Response:
 def scheduled(request: Request) -> Response:
     app = app_of(request)
     status = inspect.status(app)
-    soonest = {q.name: data.job_page(app, q.name, "scheduled", 1, 10) for q in status.queues
-               if q.scheduled + q.retrying}
+    soonest = {
+        q.name: data.job_page(app, q.name, "scheduled", 1, 10) for q in status.queues if q.scheduled + q.retrying
+    }
     return render(request, "scheduled.html", status=status, soonest=soonest)
 
 

@@ -61,8 +61,11 @@ class BasicAuth:
         if scope["type"] != "http" or self.allowed(scope):
             await self.app(scope, receive, send)
             return
-        response = PlainTextResponse("authentication required\n", status_code=401,
-                                     headers={"WWW-Authenticate": 'Basic realm="taskforge", charset="UTF-8"'})
+        response = PlainTextResponse(
+            "authentication required\n",
+            status_code=401,
+            headers={"WWW-Authenticate": 'Basic realm="taskforge", charset="UTF-8"'},
+        )
         await response(scope, receive, send)
 
 

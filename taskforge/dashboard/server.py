@@ -22,6 +22,7 @@ from .security import BasicAuth
 if TYPE_CHECKING:
     from ..app import TaskForge
 
+
 def error_status(exc: Exception) -> int:
     if isinstance(exc, JobNotFound):
         return 404

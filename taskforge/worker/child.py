@@ -145,8 +145,9 @@ class Child:
                 sys.stderr.flush()
                 os._exit(1)
 
-        threads = [threading.Thread(target=run_lane, args=(lane,), name=f"taskforge-lane-{lane.index}")
-                   for lane in lanes]
+        threads = [
+            threading.Thread(target=run_lane, args=(lane,), name=f"taskforge-lane-{lane.index}") for lane in lanes
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -253,8 +254,13 @@ class Lane:
         self.queues = [q for q in self.queues if q not in damaged]
         self.next_queue = 0
         rest = f"serving {', '.join(self.queues)}" if self.queues else "no queue left to serve"
-        log.error("child %d: %s; stops claiming from %s until the worker restarts (%s)", self.config.index, exc,
-                  ", ".join(damaged), rest)
+        log.error(
+            "child %d: %s; stops claiming from %s until the worker restarts (%s)",
+            self.config.index,
+            exc,
+            ", ".join(damaged),
+            rest,
+        )
 
     def run(self) -> int:
         outage = 0.05
@@ -297,8 +303,10 @@ class Lane:
         """Run one job; with ``chain``, also claim this child's next job in the same call."""
         claim = self.adopt(claim)
         # "start" also tells the supervisor the previous job is over: one message per job.
-        self.child.send("start", self.index, claim.id, claim.token, claim.queue, claim.task, claim.attempts,
-                        claim.timeout)
+        self.child.send(
+            "start", self.index, claim.id, claim.token, claim.queue, claim.task, claim.attempts, claim.timeout
+        )
+
         def link() -> Chain | None:
             if not chain or self.stopping or len(self.queues) != 1:
                 return None
@@ -312,14 +320,18 @@ class Lane:
         if log.isEnabledFor(logging.INFO):
             log.info(
                 "%s %s attempt %d/%d %s in %.3f s%s",
-                claim.task, claim.id, claim.attempts, claim.max_attempts, outcome.state,
-                outcome.duration, f": {outcome.error}" if outcome.error else "",
+                claim.task,
+                claim.id,
+                claim.attempts,
+                claim.max_attempts,
+                outcome.state,
+                outcome.duration,
+                f": {outcome.error}" if outcome.error else "",
             )
         if outcome.next is None or not outcome.next[0]:
             self.child.send("idle", self.index)
             self.child.last_alive = time.monotonic()
         return outcome.next
-
 
 
 def child_main(config: ChildConfig, pipe: Connection) -> None:

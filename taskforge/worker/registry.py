@@ -37,8 +37,9 @@ class WorkerRegistry:
         now = int(time.time() * 1000)
         key = keys.worker_key(self.id)
         pipe = self.client.pipeline(transaction=False)
-        pipe.hset(key, mapping={**self.static, "jobs_done": jobs_done, "current": json.dumps(current),
-                                "heartbeat": now})
+        pipe.hset(
+            key, mapping={**self.static, "jobs_done": jobs_done, "current": json.dumps(current), "heartbeat": now}
+        )
         pipe.pexpire(key, self.ttl_ms)
         pipe.zadd(keys.WORKERS, {self.id: now})
         pipe.zremrangebyscore(keys.WORKERS, "-inf", now - STALE_AFTER_MS)

@@ -82,8 +82,12 @@ def record(call: Any, *args: Any, stop: Any = None) -> Any:
         except redis.RedisError as exc:
             errors += 1
             if errors >= RECORD_ATTEMPTS_ON_ERROR:
-                log.error("giving up on %s after %d errors (%s); the lease will expire and the job "
-                          "will be reclaimed", getattr(call, "__name__", call), errors, exc)
+                log.error(
+                    "giving up on %s after %d errors (%s); the lease will expire and the job will be reclaimed",
+                    getattr(call, "__name__", call),
+                    errors,
+                    exc,
+                )
                 return None
             log.warning("%s: %s; retrying in %.1f s", getattr(call, "__name__", call), exc, delay)
         time.sleep(delay)
@@ -93,10 +97,19 @@ def record(call: Any, *args: Any, stop: Any = None) -> Any:
 def claim_info(claim: Claim) -> JobInfo:
     """The JobInfo hooks and middleware see, built from the claim without a round trip."""
     return JobInfo(
-        id=claim.id, task=claim.task, queue=claim.queue, args=claim.args, kwargs=claim.kwargs,
+        id=claim.id,
+        task=claim.task,
+        queue=claim.queue,
+        args=claim.args,
+        kwargs=claim.kwargs,
         priority=Priority(claim.priority) if 0 <= claim.priority <= 3 else Priority.NORMAL,
-        state=JobState.RUNNING, attempts=claim.attempts, max_attempts=claim.max_attempts,
-        created_at=None, scheduled_at=None, started_at=None, finished_at=None,
+        state=JobState.RUNNING,
+        attempts=claim.attempts,
+        max_attempts=claim.max_attempts,
+        created_at=None,
+        scheduled_at=None,
+        started_at=None,
+        finished_at=None,
     )
 
 
@@ -143,23 +156,24 @@ def run_claim(app: TaskForge, claim: Claim, chain: Callable[[], Chain | None] | 
     return outcome
 
 
-def succeeded(app: TaskForge, claim: Claim, result: bytes, duration: float,
-              chain: Callable[[], Chain | None] | None) -> Outcome:
+def succeeded(
+    app: TaskForge, claim: Claim, result: bytes, duration: float, chain: Callable[[], Chain | None] | None
+) -> Outcome:
     broker = app.broker
     link = chain() if chain is not None else None
     if link is None:
         ok = record(broker.succeed, claim.queue, claim.id, claim.token, result)
         return Outcome({True: "succeeded", False: "fenced"}.get(ok), duration)
-    answer = record(broker.succeed_and_claim, claim.queue, claim.id, claim.token, result, link.lease_ms,
-                    link.token)
+    answer = record(broker.succeed_and_claim, claim.queue, claim.id, claim.token, result, link.lease_ms, link.token)
     if answer is None:
         return Outcome(None, duration)
     ok, following = answer
     return Outcome("succeeded" if ok else "fenced", duration, next=following)
 
 
-def failed(app: TaskForge, claim: Claim, info: JobInfo, error: str, tb: str, retry_in: float | None,
-           started: float) -> Outcome:
+def failed(
+    app: TaskForge, claim: Claim, info: JobInfo, error: str, tb: str, retry_in: float | None, started: float
+) -> Outcome:
     """Record a failed run (retry or dead), then tell the hooks."""
     state = record(app.broker.fail, claim.queue, claim.id, claim.token, error, tb, retry_in)
     notify_failure(app, info, state, error, tb)

@@ -117,8 +117,9 @@ def describe_exit(code: int | None) -> str:
 
 
 class Supervisor:
-    def __init__(self, app: TaskForge, app_spec: str, options: WorkerOptions,
-                 metrics: WorkerMetrics | None = None) -> None:
+    def __init__(
+        self, app: TaskForge, app_spec: str, options: WorkerOptions, metrics: WorkerMetrics | None = None
+    ) -> None:
         self.app = app
         self.metrics = metrics
         self.spec = app_spec
@@ -137,16 +138,20 @@ class Supervisor:
         self.stop_deadline = 0.0
         self.jobs_done = 0
         self.damage_seen: set[str] = set()
-        self.registry = WorkerRegistry(app.broker.client, list(options.queues),
-                                       options.concurrency * options.threads, ttl=10 * HEARTBEAT_EVERY)
+        self.registry = WorkerRegistry(
+            app.broker.client, list(options.queues), options.concurrency * options.threads, ttl=10 * HEARTBEAT_EVERY
+        )
 
     # -- signals ---------------------------------------------------------
 
     def on_signal(self, signum: int, _frame: Any) -> None:
         now = time.monotonic()
         if not self.stopping:
-            log.info("received %s: stopping; running jobs get %.0f s to finish",
-                     signal.Signals(signum).name, self.options.grace)
+            log.info(
+                "received %s: stopping; running jobs get %.0f s to finish",
+                signal.Signals(signum).name,
+                self.options.grace,
+            )
             self.stopping = True
             self.app.hooks.emit("worker_stopping")
             self.stop_deadline = now + self.options.grace
@@ -235,8 +240,7 @@ class Supervisor:
             streak = 0
         delay = 0.0 if streak <= 1 else min(RESPAWN_BACKOFF_CAP, 0.5 * 2 ** (streak - 2))
         if code != 0 and not recycled and not slot.killed:
-            log.warning("child %d (pid %s) %s; starting a new one", slot.index, slot.process.pid,
-                        describe_exit(code))
+            log.warning("child %d (pid %s) %s; starting a new one", slot.index, slot.process.pid, describe_exit(code))
         if self.metrics is not None and not finished_cleanly:
             self.metrics.child_restarted("recycled" if recycled else "killed" if slot.killed else "crashed")
         self.respawn_at[slot.index] = time.monotonic() + delay
@@ -255,8 +259,11 @@ class Supervisor:
             except BrokerUnavailable:
                 still.append((running, code))
             except (CorruptQueue, redis.RedisError) as exc:
-                log.error("cannot record the outcome of %s (%s); its lease will expire and it will be "
-                          "reclaimed", running.job_id, exc)
+                log.error(
+                    "cannot record the outcome of %s (%s); its lease will expire and it will be reclaimed",
+                    running.job_id,
+                    exc,
+                )
         self.unsettled = still
 
     def settle(self, running: Running, code: int | None) -> None:
@@ -288,8 +295,7 @@ class Supervisor:
     def enforce_timeouts(self, now: float) -> None:
         for slot in self.children.values():
             self.read_messages(slot)  # the job may have just ended, and another started
-            late = [r for r in slot.lanes.values()
-                    if r.timeout and not r.timed_out and now - r.started > r.timeout]
+            late = [r for r in slot.lanes.values() if r.timeout and not r.timed_out and now - r.started > r.timeout]
             for running in late:
                 running.timed_out = True
             if late:
@@ -331,8 +337,11 @@ class Supervisor:
         is still held by its child a renewal later.
         """
         for queue, job_id, _ in sorted(lost_now & self.lost_once):
-            log.warning("%s in %s: this worker no longer holds its claim (its lease expired and the job "
-                        "was reclaimed)", job_id, queue)
+            log.warning(
+                "%s in %s: this worker no longer holds its claim (its lease expired and the job was reclaimed)",
+                job_id,
+                queue,
+            )
         self.lost_once = lost_now
 
     def stop_aborted(self, job_ids: set[str]) -> None:
@@ -347,9 +356,14 @@ class Supervisor:
 
     def heartbeat(self) -> None:
         current = [
-            {"id": r.job_id, "task": r.task, "queue": r.queue,
-             "started_at": int((time.time() - (time.monotonic() - r.started)) * 1000)}
-            for s in self.children.values() for r in s.lanes.values()
+            {
+                "id": r.job_id,
+                "task": r.task,
+                "queue": r.queue,
+                "started_at": int((time.time() - (time.monotonic() - r.started)) * 1000),
+            }
+            for s in self.children.values()
+            for r in s.lanes.values()
         ]
         self.registry.beat(current, self.jobs_done)
 
@@ -393,8 +407,13 @@ class Supervisor:
         signal.signal(signal.SIGTERM, self.on_signal)
         signal.signal(signal.SIGINT, self.on_signal)
         opts = self.options
-        log.info("worker %s: %d children on queues %s (pid %d)", self.registry.id, opts.concurrency,
-                 ", ".join(opts.queues), os.getpid())
+        log.info(
+            "worker %s: %d children on queues %s (pid %d)",
+            self.registry.id,
+            opts.concurrency,
+            ", ".join(opts.queues),
+            os.getpid(),
+        )
         self.duty(self.reclaim)
         self.duty(self.register_limits)
         self.app.hooks.emit("worker_started")
@@ -427,8 +446,11 @@ class Supervisor:
             if self.stopping:
                 self.shutdown_step(now)
                 if self.unsettled and self.gave_up():
-                    log.warning("%d job outcomes not recorded before shutdown; their leases will expire "
-                                "and they will be reclaimed", len(self.unsettled))
+                    log.warning(
+                        "%d job outcomes not recorded before shutdown; their leases will expire "
+                        "and they will be reclaimed",
+                        len(self.unsettled),
+                    )
                     self.unsettled = []
 
     def respawn_due(self, now: float) -> None:

@@ -56,8 +56,10 @@ def test_eight_processes_never_overshoot_max_size(redis_url: str, batch: int) ->
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(PROCESSES)
     results = context.Queue()
-    procs = [context.Process(target=producer, args=(redis_url, barrier, results, i, batch), daemon=True)
-             for i in range(PROCESSES)]
+    procs = [
+        context.Process(target=producer, args=(redis_url, barrier, results, i, batch), daemon=True)
+        for i in range(PROCESSES)
+    ]
     for proc in procs:
         proc.start()
     reports = []

@@ -168,8 +168,17 @@ class QueueMachine(RuleBasedStateMachine):
         for priority, max_attempts, timing, near_ms in batch:
             due = {"past": 1_000, "far_at": now + FAR_MS}.get(timing)
             delay = {"near": near_ms, "far_in": FAR_MS}.get(timing, 0)
-            jobs.append(NewJob(id=uuid.uuid4().hex, task="model.job", payload=dumps_call((), {}),
-                               priority=priority, max_attempts=max_attempts, due_ms=due, delay_ms=delay))
+            jobs.append(
+                NewJob(
+                    id=uuid.uuid4().hex,
+                    task="model.job",
+                    payload=dumps_call((), {}),
+                    priority=priority,
+                    max_attempts=max_attempts,
+                    due_ms=due,
+                    delay_ms=delay,
+                )
+            )
         self.broker.enqueue(QUEUE, jobs)
         for job, (_, _, timing, _) in zip(jobs, batch, strict=True):
             self.add(job.id, job.priority, job.max_attempts, timing)
@@ -182,8 +191,9 @@ class QueueMachine(RuleBasedStateMachine):
             wait_until(self.app, max(j.due for j in near))  # type: ignore[type-var]
         return near
 
-    def expect_claims(self, near: list[ModelJob], count: int, lease: int, claims: list[Claim],
-                      wait: float | None) -> None:
+    def expect_claims(
+        self, near: list[ModelJob], count: int, lease: int, claims: list[Claim], wait: float | None
+    ) -> None:
         """Mirror a claim (dequeue, or succeed_and_claim) and check what it returned."""
         after = redis_ms(self.app)
         # Promotion walks the scheduled zset by due time (ties: by member) and
@@ -197,7 +207,10 @@ class QueueMachine(RuleBasedStateMachine):
             job.state, job.token = "running", claim.token
             job.lease_bound = after + lease if lease == TINY_LEASE_MS else None
             assert (claim.attempts, claim.max_attempts, claim.priority) == (
-                job.attempts, job.max_attempts, job.priority)
+                job.attempts,
+                job.max_attempts,
+                job.priority,
+            )
             assert claim.task == "model.job" and claim.queue == QUEUE
         if not claims:
             if self.in_state("scheduled", "retrying"):
@@ -224,8 +237,7 @@ class QueueMachine(RuleBasedStateMachine):
         job = self.pick_running(data)
         near = self.make_near_jobs_due()
         lease = TINY_LEASE_MS if tiny else FAR_MS
-        done, (claims, wait) = self.broker.succeed_and_claim(
-            QUEUE, job.id, job.token, b"\xc0", lease, new_token())  # type: ignore[arg-type]
+        done, (claims, wait) = self.broker.succeed_and_claim(QUEUE, job.id, job.token, b"\xc0", lease, new_token())  # type: ignore[arg-type]
         assert done is True
         self.release(job, "succeeded")
         self.expect_claims(near, 1, lease, claims, wait)
@@ -399,8 +411,7 @@ class QueueMachine(RuleBasedStateMachine):
 
         for job_id, fields, ttl in zip(ids, replies[6::2], replies[7::2], strict=True):
             job = self.jobs[job_id]
-            state, attempts, seq, max_attempts, priority = (
-                None if f is None else f.decode() for f in fields)
+            state, attempts, seq, max_attempts, priority = (None if f is None else f.decode() for f in fields)
             assert (state, int(attempts)) == (job.state, job.attempts), job_id
             assert (int(max_attempts), int(priority)) == (job.max_attempts, job.priority)
             assert (None if seq is None else int(seq)) == job.seq

@@ -30,7 +30,11 @@ def test_round_trip_and_info(app: TaskForge) -> None:
     assert handle.status() is JobState.PENDING
     claim = claim_one(app)
     assert (claim.id, claim.task, claim.args, claim.kwargs) == (
-        handle.id, send_email.name, ("a@example.com",), {"subject": "hi"})
+        handle.id,
+        send_email.name,
+        ("a@example.com",),
+        {"subject": "hi"},
+    )
     assert (claim.attempts, claim.max_attempts, claim.timeout, claim.priority) == (1, 5, 7.0, 2)
     assert handle.status() is JobState.RUNNING
     assert app.broker.succeed("default", claim.id, claim.token, b"\xa2ok")
@@ -399,8 +403,11 @@ def test_transient_replies_become_broker_unavailable() -> None:
     from taskforge import BrokerUnavailable
     from taskforge.broker.connection import broker_errors
 
-    for reply in ("BUSY Redis is busy running a script", "READONLY You can't write against a read only replica.",
-                  "LOADING Redis is loading the dataset in memory"):
+    for reply in (
+        "BUSY Redis is busy running a script",
+        "READONLY You can't write against a read only replica.",
+        "LOADING Redis is loading the dataset in memory",
+    ):
         with pytest.raises(BrokerUnavailable, match="retry later|cannot reach"):
             with broker_errors("redis://u:secret@h:1/0"):
                 raise redis_py.ResponseError(reply)

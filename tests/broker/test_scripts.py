@@ -19,8 +19,11 @@ def defined_in(source: str) -> set[str]:
 
 
 def test_every_script_file_is_registered() -> None:
-    files = {p.name[:-4] for p in resources.files("taskforge.broker").joinpath("lua").iterdir()
-             if p.name.endswith(".lua") and not p.name.startswith("_")}
+    files = {
+        p.name[:-4]
+        for p in resources.files("taskforge.broker").joinpath("lua").iterdir()
+        if p.name.endswith(".lua") and not p.name.startswith("_")
+    }
     assert files == set(SCRIPT_NAMES)
 
 

@@ -117,8 +117,21 @@ def every_script(app: TaskForge, queue: str) -> None:
     single.delay(1)
     limited.delay(1)
     tick = QueueKeys(queue).tick("tick", 1000)
-    b.enqueue(queue, [NewJob(id="tick-1", task="tick", payload=dumps_call((), {}), priority=1, max_attempts=1,
-                             inherit=True, lock_ttl_ms=60_000, tick_key=tick)])
+    b.enqueue(
+        queue,
+        [
+            NewJob(
+                id="tick-1",
+                task="tick",
+                payload=dumps_call((), {}),
+                priority=1,
+                max_attempts=1,
+                inherit=True,
+                lock_ttl_ms=60_000,
+                tick_key=tick,
+            )
+        ],
+    )
     b.await_state(queue, "tick-1")
     b.peek([queue, "another-queue"])
     claims = []

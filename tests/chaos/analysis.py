@@ -77,15 +77,19 @@ def parse_runs(token: int, runs: list[bytes], ends: list[bytes]) -> list[Run]:
     return parsed
 
 
-def disruption(run: Run, faults: list[Fault], crashes: list[tuple[int, float]] = (),
-               lane_crashes: list[Run] = ()) -> str | None:
+def disruption(
+    run: Run, faults: list[Fault], crashes: list[tuple[int, float]] = (), lane_crashes: list[Run] = ()
+) -> str | None:
     """The fault that cut ``run`` short or hid its outcome, or None.
 
     One that hit the run itself is preferred to one only within the slack
     around it, so the report names the likelier culprit.
     """
-    return (_disruption(run, faults, crashes, 0.0, 0.0) or _disruption(run, faults, crashes, PRE, ACK_SLACK)
-            or _lane_crash(run, lane_crashes))
+    return (
+        _disruption(run, faults, crashes, 0.0, 0.0)
+        or _disruption(run, faults, crashes, PRE, ACK_SLACK)
+        or _lane_crash(run, lane_crashes)
+    )
 
 
 def _lane_crash(run: Run, lane_crashes: list[Run]) -> str | None:
@@ -96,14 +100,18 @@ def _lane_crash(run: Run, lane_crashes: list[Run]) -> str | None:
     """
     for crash in lane_crashes:
         # The crash record comes just before os._exit: a lane may start a run in between.
-        if (crash.pid == run.pid and crash.token != run.token and crash.end is not None
-                and run.start <= crash.end + LANE_EXIT and (run.end is None or run.end >= crash.start)):
+        if (
+            crash.pid == run.pid
+            and crash.token != run.token
+            and crash.end is not None
+            and run.start <= crash.end + LANE_EXIT
+            and (run.end is None or run.end >= crash.start)
+        ):
             return f"lane_crash of token {crash.token} in child {crash.pid}"
     return None
 
 
-def _disruption(run: Run, faults: list[Fault], crashes: list[tuple[int, float]], pre: float,
-                ack: float) -> str | None:
+def _disruption(run: Run, faults: list[Fault], crashes: list[tuple[int, float]], pre: float, ack: float) -> str | None:
     hi = (run.end if run.end is not None else float("inf")) + ack
     for f in faults:
         if f.kind == "child_kill" and f.target == run.pid and run.start - pre <= f.t_start <= hi:
@@ -133,8 +141,13 @@ class Verdict:
     reasons: list[tuple[Run, str]] = field(default_factory=list)  # each disrupted run, and by what
 
 
-def classify(runs: list[Run], designed: int, faults: list[Fault], crashes: list[tuple[int, float]] = (),
-             lane_crashes: list[Run] = ()) -> Verdict:
+def classify(
+    runs: list[Run],
+    designed: int,
+    faults: list[Fault],
+    crashes: list[tuple[int, float]] = (),
+    lane_crashes: list[Run] = (),
+) -> Verdict:
     verdict = Verdict(extra=max(0, len(runs) - designed))
     if not verdict.extra:
         return verdict
@@ -168,8 +181,9 @@ def documented_keyspace(doc: str | None = None) -> list[tuple[re.Pattern[str], s
     return table
 
 
-def keyspace_violation(key: str, kind: str, queues: set[str],
-                       table: list[tuple[re.Pattern[str], str]] | None = None) -> str | None:
+def keyspace_violation(
+    key: str, kind: str, queues: set[str], table: list[tuple[re.Pattern[str], str]] | None = None
+) -> str | None:
     """Why ``key`` (of Redis type ``kind``) is outside the documented keyspace, or None."""
     for pattern, expected in table if table is not None else documented_keyspace():
         m = pattern.fullmatch(key)

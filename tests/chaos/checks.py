@@ -40,8 +40,24 @@ class Report:
         return f"{self.summary}\n{shown}{more}\nfull report: {self.path}"
 
     def write(self, fault_lines: list[str]) -> None:
-        self.path.write_text("\n".join([self.summary, self.stats, "", "PROBLEMS:", *self.problems, "",
-                                        "EXTRA RUNS:", *self.details, "", "FAULTS:", *fault_lines]) + "\n")
+        self.path.write_text(
+            "\n".join(
+                [
+                    self.summary,
+                    self.stats,
+                    "",
+                    "PROBLEMS:",
+                    *self.problems,
+                    "",
+                    "EXTRA RUNS:",
+                    *self.details,
+                    "",
+                    "FAULTS:",
+                    *fault_lines,
+                ]
+            )
+            + "\n"
+        )
 
 
 def job_key(queue: str, job_id: str) -> str:
@@ -97,8 +113,10 @@ def read_records(client: redis.Redis, job_keys: list[str], report: Report) -> tu
         except Exception as exc:  # noqa: BLE001 - reported, never raised
             report.problem(f"job {job_id}: unreadable record {fields!r}: {exc}")
         if fields.get(b"state") == b"running" or fields.get(b"token"):
-            report.problem(f"job {job_id}: still claimed after the drain: state {fields.get(b'state')!r}, "
-                           f"token {fields.get(b'token')!r}")
+            report.problem(
+                f"job {job_id}: still claimed after the drain: state {fields.get(b'state')!r}, "
+                f"token {fields.get(b'token')!r}"
+            )
     for queue in sorted(QUEUES):
         for part in UNFINISHED_SETS:
             left = client.zrange(f"taskforge:{{{queue}}}:{part}", 0, -1)
@@ -122,8 +140,9 @@ def read_runs(side: redis.Redis, prefix: str, tokens: list[int]) -> dict[int, li
 # -- jobs ---------------------------------------------------------------------------------
 
 
-def check_outcomes(jobs: list[JobPlan], records: dict, token_of: dict[str, int], runs: dict[int, list[Run]],
-                   report: Report) -> int:
+def check_outcomes(
+    jobs: list[JobPlan], records: dict, token_of: dict[str, int], runs: dict[int, list[Run]], report: Report
+) -> int:
     """Every acknowledged job final, as designed, with its side effect; returns how many were lost."""
     lost = 0
     for job in jobs:
@@ -137,19 +156,23 @@ def check_outcomes(jobs: list[JobPlan], records: dict, token_of: dict[str, int],
         error = fields.get(b"error", b"").decode()[:300]
         ran = "; ".join(r.describe() for r in runs[job.token]) or "none"
         if token_of.get(job.job_id or "") != job.token:
-            report.problem(f"job {job.job_id}: record carries token {token_of.get(job.job_id or '')}, "
-                           f"sent {job.token}")
+            report.problem(f"job {job.job_id}: record carries token {token_of.get(job.job_id or '')}, sent {job.token}")
         if state not in FINAL:
             lost += 1
-            report.problem(f"LOST: job {job.job_id} ({job.kind}, token {job.token}) is still {state!r}: {error}; "
-                           f"runs: {ran}")
+            report.problem(
+                f"LOST: job {job.job_id} ({job.kind}, token {job.token}) is still {state!r}: {error}; runs: {ran}"
+            )
         elif state != kind.final:
-            report.problem(f"job {job.job_id} ({job.kind}, token {job.token}) ended {state}, designed to end "
-                           f"{kind.final}: {error}; runs: {ran}")
+            report.problem(
+                f"job {job.job_id} ({job.kind}, token {job.token}) ended {state}, designed to end "
+                f"{kind.final}: {error}; runs: {ran}"
+            )
         if state == "succeeded" and not any(r.outcome == "ok" for r in runs[job.token]):
             lost += 1
-            report.problem(f"LOST: job {job.job_id} ({job.kind}, token {job.token}) succeeded but its side "
-                           f"effect never happened; runs: {ran}")
+            report.problem(
+                f"LOST: job {job.job_id} ({job.kind}, token {job.token}) succeeded but its side "
+                f"effect never happened; runs: {ran}"
+            )
     return lost
 
 
@@ -167,25 +190,34 @@ def check_phantoms(jobs: list[JobPlan], records: dict, token_of: dict[str, int],
     return phantoms
 
 
-def count_duplicates(driver: FaultDriver, producer: Producer, jobs: list[JobPlan], token_of: dict[str, int],
-                     runs: dict[int, list[Run]], report: Report) -> tuple[int, int]:
+def count_duplicates(
+    driver: FaultDriver,
+    producer: Producer,
+    jobs: list[JobPlan],
+    token_of: dict[str, int],
+    runs: dict[int, list[Run]],
+    report: Report,
+) -> tuple[int, int]:
     crashes = [(x.worker.pid, x.at) for x in driver.unexpected if not x.refused]
     lane_crashes = [r for token_runs in runs.values() for r in token_runs if r.outcome == "crash"]
     explained = unexplained = 0
     for job_id, token in sorted(token_of.items(), key=lambda item: item[1]):
         job = jobs[producer.token_owner[token]]
-        verdict = classify(runs[token], KINDS[job.kind].designed_runs(job.args(token)), driver.faults, crashes,
-                           lane_crashes)
+        verdict = classify(
+            runs[token], KINDS[job.kind].designed_runs(job.args(token)), driver.faults, crashes, lane_crashes
+        )
         explained += verdict.explained
         unexplained += verdict.unexplained
         if not verdict.extra:
             continue
         report.reasons.update(reason.split()[0] for _, reason in verdict.reasons[: verdict.extra])
-        line = (f"job {job_id} ({job.kind}{' ' + repr(job.extra) if job.extra else ''}, token {token}): "
-                f"{len(runs[token])} runs, {verdict.extra} extra, {verdict.unexplained} unexplained\n    runs: "
-                + "\n          ".join(r.describe() for r in runs[token])
-                + "\n    disrupted: " + ("; ".join(f"{r.pid}@{r.start:.3f} by {why}" for r, why in verdict.reasons)
-                                      or "none"))
+        line = (
+            f"job {job_id} ({job.kind}{' ' + repr(job.extra) if job.extra else ''}, token {token}): "
+            f"{len(runs[token])} runs, {verdict.extra} extra, {verdict.unexplained} unexplained\n    runs: "
+            + "\n          ".join(r.describe() for r in runs[token])
+            + "\n    disrupted: "
+            + ("; ".join(f"{r.pid}@{r.start:.3f} by {why}" for r, why in verdict.reasons) or "none")
+        )
         report.details.append(line)
         if verdict.unexplained:
             report.problem("UNEXPLAINED DUPLICATE: " + line + "\n" + context(driver, job_id, runs[token]))
@@ -210,8 +242,11 @@ def context(driver: FaultDriver, job_id: str, runs: list[Run]) -> str:
 def check_workers(driver: FaultDriver, report: Report) -> None:
     for exit_ in driver.unexpected:
         if not exit_.refused:
-            what = ("crashed (and hung: multiprocessing's atexit joins its children, which run on unsupervised)"
-                    if exit_.code is None else f"exited unexpectedly with code {exit_.code}")
+            what = (
+                "crashed (and hung: multiprocessing's atexit joins its children, which run on unsupervised)"
+                if exit_.code is None
+                else f"exited unexpectedly with code {exit_.code}"
+            )
             report.problem(f"{exit_.worker} {what}; see {exit_.worker.log_path}")
     errors: dict[tuple[str, str, str], list[WorkerProcess]] = defaultdict(list)
     for worker in driver.workers:
@@ -233,8 +268,10 @@ def check_workers(driver: FaultDriver, report: Report) -> None:
                 continue
             errors[(owner, where, error)].append(worker)
     for (owner, where, error), workers in errors.items():
-        report.problem(f"uncaught error in a {owner} at {where}: {error} ({len(workers)}x, in "
-                       f"{', '.join(sorted({w.log_path.name for w in workers}))})")
+        report.problem(
+            f"uncaught error in a {owner} at {where}: {error} ({len(workers)}x, in "
+            f"{', '.join(sorted({w.log_path.name for w in workers}))})"
+        )
 
 
 def check_orphans(driver: FaultDriver, side: redis.Redis, prefix: str, report: Report) -> None:
@@ -248,8 +285,10 @@ def check_orphans(driver: FaultDriver, side: redis.Redis, prefix: str, report: R
     for raw in side.lrange(f"{prefix}imports", 0, -1):
         pid, ppid, at = raw.decode().split(":")
         if int(pid) not in supervisors and int(ppid) not in supervisors:
-            report.problem(f"orphan: worker child {pid} loaded the app at {float(at):.3f} with parent {ppid}: its "
-                           "supervisor was already dead, and it went on to take jobs (PDEATHSIG not armed)")
+            report.problem(
+                f"orphan: worker child {pid} loaded the app at {float(at):.3f} with parent {ppid}: its "
+                "supervisor was already dead, and it went on to take jobs (PDEATHSIG not armed)"
+            )
     for orphan in driver.orphans_seen:
         report.problem(f"orphan: {orphan}")
     orphans = driver.orphans()
@@ -265,8 +304,18 @@ def check_fault_counts(driver: FaultDriver, wanted: int, report: Report) -> Coun
     return counts
 
 
-def check_all(path: Path, seed: int, client: redis.Redis, side: redis.Redis, prefix: str, driver: FaultDriver,
-              producer: Producer, jobs: list[JobPlan], faults_wanted: int, drained: bool) -> Report:
+def check_all(
+    path: Path,
+    seed: int,
+    client: redis.Redis,
+    side: redis.Redis,
+    prefix: str,
+    driver: FaultDriver,
+    producer: Producer,
+    jobs: list[JobPlan],
+    faults_wanted: int,
+    drained: bool,
+) -> Report:
     report = Report(path)
     if not drained:
         report.problem("the queue did not drain in time once the faults stopped (see the drain lines in faults.log)")
@@ -280,12 +329,16 @@ def check_all(path: Path, seed: int, client: redis.Redis, side: redis.Redis, pre
     counts = check_fault_counts(driver, faults_wanted, report)
     faults = ", ".join(f"{k}: {counts[k]}" for k in FAULT_KINDS)
     acknowledged = sum(1 for job in jobs if job.token is not None)
-    report.summary = (f"chaos: seed={seed} jobs={acknowledged} faults={{{faults}}} "
-                      f"duplicates explained={explained} unexplained={unexplained} lost={lost}")
+    report.summary = (
+        f"chaos: seed={seed} jobs={acknowledged} faults={{{faults}}} "
+        f"duplicates explained={explained} unexplained={unexplained} lost={lost}"
+    )
     refused = sum(1 for x in driver.unexpected if x.refused)
-    report.stats = (f"extra runs explained by: {dict(report.reasons) or 'none'}; enqueue calls failed and retried: "
-                    f"{producer.failed_calls}, of which stored anyway (phantoms): {phantoms}; workers started: "
-                    f"{len(driver.workers)} ({refused} refused to start while Redis was down); runs recorded: "
-                    f"{sum(len(r) for r in runs.values())}")
+    report.stats = (
+        f"extra runs explained by: {dict(report.reasons) or 'none'}; enqueue calls failed and retried: "
+        f"{producer.failed_calls}, of which stored anyway (phantoms): {phantoms}; workers started: "
+        f"{len(driver.workers)} ({refused} refused to start while Redis was down); runs recorded: "
+        f"{sum(len(r) for r in runs.values())}"
+    )
     report.write([f.line() for f in driver.faults])
     return report

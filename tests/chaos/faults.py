@@ -27,6 +27,7 @@ def worker_args(number: int) -> list[str]:
     """Every other worker runs two lanes (threads) per child, so faults hit threaded children too."""
     return WORKER_ARGS + (["-t", "2"] if number % 2 else [])
 
+
 GRACE = 2.0
 WORKERS = 2
 # A child that had loaded the app and is alive this long after its supervisor's SIGKILL did
@@ -61,8 +62,10 @@ class Fault:
         busy = ", ".join(f"{pid}:{job}" for pid, job in sorted(self.busy.items())) or "-"
         who = f" target={self.target}" if self.target else ""
         sup = f" supervisor={self.worker} children={self.children}" if self.worker else ""
-        return (f"fault #{self.number} {self.kind} t={self.t_start:.3f}..{self.t_end:.3f}{who}{sup} "
-                f"busy(pid:token/task)=[{busy}] {self.detail}").rstrip()
+        return (
+            f"fault #{self.number} {self.kind} t={self.t_start:.3f}..{self.t_end:.3f}{who}{sup} "
+            f"busy(pid:token/task)=[{busy}] {self.detail}"
+        ).rstrip()
 
 
 def plan_faults(rng: random.Random, per_kind: int, long_pauses: int) -> list[PlannedFault]:
@@ -97,8 +100,14 @@ class WorkerExit:
 
 
 class FaultDriver:
-    def __init__(self, server: RedisServer, side: redis.Redis, prefix: str, start_worker: Callable[[], WorkerProcess],
-                 log: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        server: RedisServer,
+        side: redis.Redis,
+        prefix: str,
+        start_worker: Callable[[], WorkerProcess],
+        log: Callable[[str], None],
+    ) -> None:
         self.server = server
         self.side = side
         self.prefix = prefix
@@ -126,12 +135,18 @@ class FaultDriver:
             if worker.signalled is None and not worker.alive():
                 self.seen_exit.add(worker.pid)
                 out = worker.output()
-                refused = (worker.proc.returncode == 1 and "cannot reach the broker" in out
-                           and "Traceback" not in out and "children on queues" not in out)
+                refused = (
+                    worker.proc.returncode == 1
+                    and "cannot reach the broker" in out
+                    and "Traceback" not in out
+                    and "children on queues" not in out
+                )
                 self.unexpected.append(WorkerExit(worker, worker.proc.returncode, time.time(), refused))
                 what = "refused to start (Redis unreachable)" if refused else "EXITED UNEXPECTEDLY"
-                self.log(f"{worker} {what} with code {worker.proc.returncode}; last output:\n"
-                         + "\n".join(out.splitlines()[-15:]))
+                self.log(
+                    f"{worker} {what} with code {worker.proc.returncode}; last output:\n"
+                    + "\n".join(out.splitlines()[-15:])
+                )
             elif worker.alive() and worker.new_traceback():
                 crashed = [t for t in tracebacks(worker.output()) if t[0] == "supervisor"]
                 if crashed and worker.signalled is None:
@@ -146,8 +161,10 @@ class FaultDriver:
         crashes = [x for x in self.unexpected if not x.refused]
         if len(crashes) >= MAX_CRASHES:
             last = crashes[-1].worker
-            raise AssertionError(f"{len(crashes)} workers crashed; the last, {last}, said:\n"
-                                 + "\n".join(last.output().splitlines()[-20:]))
+            raise AssertionError(
+                f"{len(crashes)} workers crashed; the last, {last}, said:\n"
+                + "\n".join(last.output().splitlines()[-20:])
+            )
         while sum(w.active for w in self.workers) < WORKERS:
             self.spawn()
 
@@ -202,8 +219,9 @@ class FaultDriver:
             os.kill(victim, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        return Fault(number, "child_kill", t, t, victim, worker.pid, children,
-                     {victim: busy[victim]} if victim in busy else {})
+        return Fault(
+            number, "child_kill", t, t, victim, worker.pid, children, {victim: busy[victim]} if victim in busy else {}
+        )
 
     def worker_kill(self, number: int, p: PlannedFault) -> Fault:
         worker = self.choose_worker(p)
@@ -213,8 +231,17 @@ class FaultDriver:
         worker.send(signal.SIGKILL)
         detail = self.children_die_with(worker, t)
         self.spawn()
-        return Fault(number, "worker_kill", t, t, worker.pid, worker.pid, children,
-                     {c: busy[c] for c in children if c in busy}, detail)
+        return Fault(
+            number,
+            "worker_kill",
+            t,
+            t,
+            worker.pid,
+            worker.pid,
+            children,
+            {c: busy[c] for c in children if c in busy},
+            detail,
+        )
 
     def children_die_with(self, worker: WorkerProcess, killed_at: float) -> str:
         """SPEC: a SIGKILLed supervisor's children die with it (PDEATHSIG), i.e. at once.
@@ -234,8 +261,10 @@ class FaultDriver:
         running = [pid for pid in left if pid in loaded]
         if running:
             described = {pid: cmdline(pid)[:60] for pid in running}
-            self.orphans_seen.append(f"{worker}: children {described}, which had loaded the app, still alive "
-                                     f"{ORPHAN_AFTER} s after their supervisor was SIGKILLed")
+            self.orphans_seen.append(
+                f"{worker}: children {described}, which had loaded the app, still alive "
+                f"{ORPHAN_AFTER} s after their supervisor was SIGKILLed"
+            )
             return f"ORPHANS {sorted(running)} alive {ORPHAN_AFTER} s later"
         return f"{sorted(left)} still starting up (or the resource tracker) {ORPHAN_AFTER} s later"
 
@@ -253,8 +282,9 @@ class FaultDriver:
         t = time.time()
         worker.send(signal.SIGTERM)
         self.spawn()
-        return Fault(number, "worker_term", t, t, worker.pid, worker.pid, children,
-                     {c: busy[c] for c in children if c in busy})
+        return Fault(
+            number, "worker_term", t, t, worker.pid, worker.pid, children, {c: busy[c] for c in children if c in busy}
+        )
 
     def redis_restart(self, number: int, p: PlannedFault) -> Fault:
         busy = self.busy()
@@ -263,8 +293,15 @@ class FaultDriver:
         self.server.kill()
         time.sleep(p.duration)
         self.server.start()
-        return Fault(number, "redis_restart", t, time.time(), old, busy=busy,
-                     detail=f"down {p.duration:.2f} s, new pid {self.server.pid}")
+        return Fault(
+            number,
+            "redis_restart",
+            t,
+            time.time(),
+            old,
+            busy=busy,
+            detail=f"down {p.duration:.2f} s, new pid {self.server.pid}",
+        )
 
     def redis_pause(self, number: int, p: PlannedFault) -> Fault:
         busy = self.busy()
@@ -274,8 +311,9 @@ class FaultDriver:
             time.sleep(p.duration)
         finally:
             self.server.resume()
-        return Fault(number, "redis_pause", t, time.time(), self.server.pid, busy=busy,
-                     detail=f"SIGSTOP for {p.duration:.2f} s")
+        return Fault(
+            number, "redis_pause", t, time.time(), self.server.pid, busy=busy, detail=f"SIGSTOP for {p.duration:.2f} s"
+        )
 
     # -- the end -----------------------------------------------------------
 

@@ -87,9 +87,25 @@ class RedisServer:
         self.client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5, socket_connect_timeout=2)
 
     def command(self) -> list[str]:
-        return ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.dir),
-                "--logfile", str(self.log), "--daemonize", "no"]
+        return [
+            "redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--dir",
+            str(self.dir),
+            "--logfile",
+            str(self.log),
+            "--daemonize",
+            "no",
+        ]
 
     @property
     def pid(self) -> int:
@@ -97,8 +113,13 @@ class RedisServer:
         return self.proc.pid
 
     def start(self, timeout: float = 30) -> None:
-        self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.command(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         wait_for(self.ready, timeout, f"redis-server on port {self.port} to accept commands", interval=0.02)
 
     def ready(self) -> bool:
@@ -147,7 +168,11 @@ class WorkerProcess:
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "taskforge", "worker", "chaosapp:app", *args],
-                cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
         self.started_at = time.time()

@@ -26,10 +26,12 @@ def runs_of(*starts: tuple[int, float, float | None]) -> list:
 
 
 def test_parse_runs_pairs_each_start_with_the_next_end_of_the_same_process() -> None:
-    runs = parse_runs(7, [b"11:100:10.0", b"12:100:20.0", b"11:100:30.0"],
-                      [b"11:31.0:ok", b"11:10.5:raise"])
+    runs = parse_runs(7, [b"11:100:10.0", b"12:100:20.0", b"11:100:30.0"], [b"11:31.0:ok", b"11:10.5:raise"])
     assert [(r.pid, r.start, r.end, r.outcome) for r in runs] == [
-        (11, 10.0, 10.5, "raise"), (12, 20.0, None, None), (11, 30.0, 31.0, "ok")]
+        (11, 10.0, 10.5, "raise"),
+        (12, 20.0, None, None),
+        (11, 30.0, 31.0, "ok"),
+    ]
 
 
 def test_child_kill_explains_only_the_run_of_that_child_while_it_ran() -> None:
@@ -93,9 +95,14 @@ TABLE = """
 
 def test_keyspace_is_read_from_the_table() -> None:
     table = documented_keyspace(TABLE)
-    documented = [("taskforge:{default}:job:0af3", "hash"), ("taskforge:{bulk}:pending", "zset"),
-                  ("taskforge:{default}:seq", "string"), ("taskforge:{default}:done:0af3", "list"),
-                  ("taskforge:queues", "set"), ("taskforge:worker:host:12:ab", "hash")]
+    documented = [
+        ("taskforge:{default}:job:0af3", "hash"),
+        ("taskforge:{bulk}:pending", "zset"),
+        ("taskforge:{default}:seq", "string"),
+        ("taskforge:{default}:done:0af3", "list"),
+        ("taskforge:queues", "set"),
+        ("taskforge:worker:host:12:ab", "hash"),
+    ]
     assert [keyspace_violation(k, t, QUEUES, table) for k, t in documented] == [None] * len(documented)
     assert keyspace_violation("taskforge:{default}:job:0af3", "string", QUEUES, table)  # wrong type
     assert keyspace_violation("taskforge:{other}:pending", "zset", QUEUES, table)  # not a queue of the app
@@ -105,9 +112,14 @@ def test_keyspace_is_read_from_the_table() -> None:
 
 
 def test_the_real_keys_py_documents_the_core_keys() -> None:
-    for key, kind in [("taskforge:{default}:job:0af3", "hash"), ("taskforge:{default}:running", "zset"),
-                      ("taskforge:{default}:dead", "zset"), ("taskforge:{default}:wake", "list"),
-                      ("taskforge:workers", "zset"), ("taskforge:queues", "set")]:
+    for key, kind in [
+        ("taskforge:{default}:job:0af3", "hash"),
+        ("taskforge:{default}:running", "zset"),
+        ("taskforge:{default}:dead", "zset"),
+        ("taskforge:{default}:wake", "list"),
+        ("taskforge:workers", "zset"),
+        ("taskforge:queues", "set"),
+    ]:
         assert keyspace_violation(key, kind, QUEUES) is None, key
 
 
@@ -146,8 +158,11 @@ Traceback (most recent call last):
 
 def test_tracebacks_are_told_apart_by_owner() -> None:
     assert tracebacks(SUPERVISOR_CRASH) == [
-        ("supervisor", "taskforge/worker/registry.py:45 in beat",
-         "redis.exceptions.ConnectionError: Error 111 connecting to 127.0.0.1:1. Connection refused."),
+        (
+            "supervisor",
+            "taskforge/worker/registry.py:45 in beat",
+            "redis.exceptions.ConnectionError: Error 111 connecting to 127.0.0.1:1. Connection refused.",
+        ),
         ("child", "taskforge/worker/child.py:141 in run", "BrokenPipeError: [Errno 32] Broken pipe"),
         ("spawn", "?", "EOFError: Ran out of input"),
         ("child", "?", ""),  # SIGKILLed while printing it
@@ -170,7 +185,8 @@ def test_job_plan_mixes_every_kind_and_replays() -> None:
     assert any(j.delay for j in jobs) and any(j.batch for j in jobs) and any(j.by_name for j in jobs)
     assert any(j.priority for j in jobs)
     assert [(j.kind, j.extra, j.delay) for j in jobs] == [
-        (j.kind, j.extra, j.delay) for j in plan_jobs(random.Random("5:jobs"), 2000)]
+        (j.kind, j.extra, j.delay) for j in plan_jobs(random.Random("5:jobs"), 2000)
+    ]
 
 
 def test_the_app_and_the_expectations_agree() -> None:

@@ -103,8 +103,10 @@ def test_no_job_lost_or_run_twice_unexplained_under_faults(artifacts: Artifacts,
     seed = int(os.environ.get("CHAOS_SEED") or random.SystemRandom().randrange(1, 2**31))
     base = artifacts.path
     with capsys.disabled():
-        print(f"\nchaos: seed={seed} jobs={JOBS} faults per kind={FAULTS} long pauses={LONG_PAUSES} "
-              f"(replay with CHAOS_SEED={seed}); artifacts in {base}")
+        print(
+            f"\nchaos: seed={seed} jobs={JOBS} faults per kind={FAULTS} long pauses={LONG_PAUSES} "
+            f"(replay with CHAOS_SEED={seed}); artifacts in {base}"
+        )
     prefix = f"chaos:{seed}:{uuid.uuid4().hex[:8]}:"
     journal = Journal(base / "faults.log")
     appdir = base / "app"
@@ -112,8 +114,13 @@ def test_no_job_lost_or_run_twice_unexplained_under_faults(artifacts: Artifacts,
     (appdir / "chaosapp.py").write_text(Path(__file__).with_name("chaosapp.py").read_text())
     (base / "redis").mkdir()
     server = RedisServer(base / "redis")
-    env = {**os.environ, "TASKFORGE_BROKER_URL": server.url, "CHAOS_SIDE_REDIS": SIDE_URL,
-           "CHAOS_PREFIX": prefix, "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "TASKFORGE_BROKER_URL": server.url,
+        "CHAOS_SIDE_REDIS": SIDE_URL,
+        "CHAOS_PREFIX": prefix,
+        "PYTHONUNBUFFERED": "1",
+    }
     numbers = iter(range(1, 100_000))
 
     def new_worker() -> WorkerProcess:
@@ -133,12 +140,15 @@ def test_no_job_lost_or_run_twice_unexplained_under_faults(artifacts: Artifacts,
         planned = plan_faults(random.Random(seed), FAULTS, LONG_PAUSES)
         jobs = plan_jobs(random.Random(f"{seed}:jobs"), JOBS)
         estimate = estimated_seconds(planned)
-        journal(f"plan: {len(planned)} faults, about {estimate:.0f} s; {len(jobs)} jobs "
-                f"{dict(Counter(j.kind for j in jobs))}")
+        journal(
+            f"plan: {len(planned)} faults, about {estimate:.0f} s; {len(jobs)} jobs "
+            f"{dict(Counter(j.kind for j in jobs))}"
+        )
         t0 = time.monotonic()
         # Spread the enqueues over the first three quarters of the faults.
-        producer = Producer(server.url, jobs,
-                            lambda: 1 + int(JOBS * min(1.0, (time.monotonic() - t0) / (0.75 * estimate))), journal)
+        producer = Producer(
+            server.url, jobs, lambda: 1 + int(JOBS * min(1.0, (time.monotonic() - t0) / (0.75 * estimate))), journal
+        )
         producer.start()
         driver.run(planned, budget=2 * estimate + 60)
         journal("faults over")
@@ -148,8 +158,9 @@ def test_no_job_lost_or_run_twice_unexplained_under_faults(artifacts: Artifacts,
 
         drained = drain(server.client, driver, jobs, journal)
         stop_all(driver, journal)
-        report = check_all(base / "report.txt", seed, server.client, side, prefix, driver, producer, jobs, FAULTS,
-                           drained)
+        report = check_all(
+            base / "report.txt", seed, server.client, side, prefix, driver, producer, jobs, FAULTS, drained
+        )
         journal(report.summary)
         journal(report.stats)
         with capsys.disabled():

@@ -18,7 +18,7 @@ from taskforge.cli import main
 from taskforge.loader import load_app
 from tests.worker.conftest import side, start_worker, workdir  # noqa: F401
 
-CLI_APP = '''
+CLI_APP = """
 from taskforge import TaskForge
 
 app = TaskForge("cliapp")
@@ -32,7 +32,7 @@ def add(x, y):
 @app.task(queue="mail", priority="high")
 def send(to, subject="hello"):
     return f"sent {subject} to {to}"
-'''
+"""
 
 Invoke = Callable[..., Result]
 

@@ -23,15 +23,20 @@ class BrokerProcess:
     def __init__(self, tmp: Path, *args: str) -> None:
         self.log_path = tmp / f"broker-{len(list(tmp.glob('broker-*')))}.log"
         self.log = self.log_path.open("wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "taskforge", "broker", *args], stdout=self.log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "taskforge", "broker", *args],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
 
     def url(self) -> str:
-        found = wait_for(lambda: re.search(r"Listening on (redis://\S+)", self.output()), 20,
-                         "the broker to print its URL")
+        found = wait_for(
+            lambda: re.search(r"Listening on (redis://\S+)", self.output()), 20, "the broker to print its URL"
+        )
         return found.group(1)  # type: ignore[union-attr]
 
     def stop(self) -> None:

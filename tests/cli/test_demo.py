@@ -30,15 +30,25 @@ def start_demo(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
     log = tmp_path / "demo.log"
     env = {k: v for k, v in os.environ.items() if k != "TASKFORGE_BROKER_URL"}
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "taskforge", "demo"], stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, cwd=tmp_path, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "taskforge", "demo"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=tmp_path,
+            env=env,
+            start_new_session=True,
+        )
     return proc, log
 
 
 def assert_nothing_left(proc: subprocess.Popen[bytes], output: str) -> None:
     worker_pid = int(re.search(r"started \(pid (\d+)\)", output).group(1))  # type: ignore[union-attr]
-    wait_for(lambda: not group_pids(proc.pid) and not group_pids(worker_pid) and gone(worker_pid), 5,
-             "every process of the demo and of its worker to exit")
+    wait_for(
+        lambda: not group_pids(proc.pid) and not group_pids(worker_pid) and gone(worker_pid),
+        5,
+        "every process of the demo and of its worker to exit",
+    )
 
 
 def test_demo_runs_the_whole_loop_in_time(tmp_path: Path) -> None:

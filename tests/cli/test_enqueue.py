@@ -55,19 +55,22 @@ def test_unregistered_task_is_queued_with_a_warning(cli_app: TaskForge, invoke) 
     assert "no task named 'somewhere.else'" in one_line_error(result)
 
 
-@pytest.mark.parametrize("args, culprit", [
-    (["--args", "[1,"], "--args is not valid JSON"),
-    (["--args", '{"a": 1}'], "--args must be an array"),
-    (["--kwargs", "[1]"], "--kwargs must be an object"),
-    (["--kwargs", "nope"], "--kwargs is not valid JSON"),
-    (["--priority", "urgent"], "unknown priority 'urgent'"),
-    (["--priority", "7"], "unknown priority 7"),
-    (["--at", "next tuesday"], "--at 'next tuesday' is not an ISO 8601 time"),
-    (["--in", "soon"], "--in 'soon'"),
-    (["--in", "-1"], "--in '-1'"),
-    (["--in", "nan"], "--in 'nan'"),
-    (["--in", "5", "--at", "2030-01-01T00:00:00"], "--in or --at, not both"),
-])
+@pytest.mark.parametrize(
+    "args, culprit",
+    [
+        (["--args", "[1,"], "--args is not valid JSON"),
+        (["--args", '{"a": 1}'], "--args must be an array"),
+        (["--kwargs", "[1]"], "--kwargs must be an object"),
+        (["--kwargs", "nope"], "--kwargs is not valid JSON"),
+        (["--priority", "urgent"], "unknown priority 'urgent'"),
+        (["--priority", "7"], "unknown priority 7"),
+        (["--at", "next tuesday"], "--at 'next tuesday' is not an ISO 8601 time"),
+        (["--in", "soon"], "--in 'soon'"),
+        (["--in", "-1"], "--in '-1'"),
+        (["--in", "nan"], "--in 'nan'"),
+        (["--in", "5", "--at", "2030-01-01T00:00:00"], "--in or --at, not both"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(cli_app: TaskForge, invoke, args: list[str], culprit: str) -> None:
     result = invoke("enqueue", "cliapp:app", "cliapp.add", *args)
     assert result.exit_code == 2

@@ -6,8 +6,20 @@ import pytest
 
 from taskforge import __version__
 
-COMMANDS = [["worker"], ["status"], ["job"], ["dead"], ["dead", "APP", "list"], ["dead", "APP", "retry"],
-            ["dead", "APP", "purge"], ["enqueue"], ["purge"], ["broker"], ["demo"], []]
+COMMANDS = [
+    ["worker"],
+    ["status"],
+    ["job"],
+    ["dead"],
+    ["dead", "APP", "list"],
+    ["dead", "APP", "retry"],
+    ["dead", "APP", "purge"],
+    ["enqueue"],
+    ["purge"],
+    ["broker"],
+    ["demo"],
+    [],
+]
 
 
 def test_version(invoke) -> None:

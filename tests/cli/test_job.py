@@ -67,8 +67,17 @@ def test_human_output_shows_the_record(cli_app: TaskForge, invoke) -> None:
     result = invoke("job", "cliapp:app", job_id)
     assert result.exit_code == 0, result.output
     out = result.stdout
-    for expected in (job_id, "cliapp.send", "mail", "dead", "high", "1 of 3", "('a@b.c',)",
-                     "RuntimeError: smtp down", "Traceback (most recent call last)"):
+    for expected in (
+        job_id,
+        "cliapp.send",
+        "mail",
+        "dead",
+        "high",
+        "1 of 3",
+        "('a@b.c',)",
+        "RuntimeError: smtp down",
+        "Traceback (most recent call last)",
+    ):
         assert expected in out
     assert "\x1b[" not in out
 

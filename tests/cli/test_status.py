@@ -67,8 +67,20 @@ def test_human_table_is_aligned_and_plain_off_a_terminal(cli_app: TaskForge, inv
     lines = result.stdout.splitlines()
     header = next(line for line in lines if line.startswith("QUEUE"))
     row = next(line for line in lines if line.startswith("default"))
-    assert header.split() == ["QUEUE", "PENDING", "CRIT", "HIGH", "NORM", "LOW", "SCHEDULED", "RETRYING",
-                              "RUNNING", "DEAD", "NEXT", "DUE"]
+    assert header.split() == [
+        "QUEUE",
+        "PENDING",
+        "CRIT",
+        "HIGH",
+        "NORM",
+        "LOW",
+        "SCHEDULED",
+        "RETRYING",
+        "RUNNING",
+        "DEAD",
+        "NEXT",
+        "DUE",
+    ]
     assert row.split()[:10] == ["default", "10", "4", "3", "2", "1", "1", "2", "1", "1"]
     # Numbers end under the end of their header.
     assert row.index("10") + 2 == header.index("PENDING") + len("PENDING")
@@ -95,9 +107,14 @@ def test_live_worker_is_listed(start_worker, workdir, redis_url: str) -> None:
     env = {"TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": redis_url}
 
     def listed() -> dict | None:
-        out = subprocess.run([sys.executable, "-m", "taskforge", "status", "userapp:app", "--json"],
-                             cwd=workdir, env={**os.environ, **env},
-                             capture_output=True, text=True, timeout=20)
+        out = subprocess.run(
+            [sys.executable, "-m", "taskforge", "status", "userapp:app", "--json"],
+            cwd=workdir,
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         assert out.returncode == 0, out.stderr
         data = json.loads(out.stdout)
         return data if data["workers"] and data["workers"][0]["jobs_done"] >= 1 else None

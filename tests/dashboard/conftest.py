@@ -29,8 +29,15 @@ from ..worker.conftest import Worker, stop, wait_for
 
 HERE = Path(__file__).parent
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def free_port() -> int:
@@ -67,7 +74,11 @@ class Dashboard:
         self.log = log.open("ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "taskforge", "dashboard", "dashapp:app", "--port", str(self.port), *args],
-            cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=cwd,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         wait_for(self.answers, 30, f"the dashboard on port {self.port}", interval=0.1)
 

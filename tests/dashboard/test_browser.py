@@ -17,16 +17,18 @@ TOKYO = timezone(timedelta(hours=9))  # no DST: the expected local time is plain
 
 
 def final(handle, timeout: float = 30) -> JobState:
-    return wait_for(lambda: handle.status() if handle.status().finished else None, timeout,
-                    f"job {handle.id} to finish")  # type: ignore[return-value]
+    return wait_for(
+        lambda: handle.status() if handle.status().finished else None, timeout, f"job {handle.id} to finish"
+    )  # type: ignore[return-value]
 
 
 def job_url(base: str, handle) -> str:
     return f"{base}/jobs/{handle.id}?queue={handle.queue}"
 
 
-def test_every_page_and_action_in_a_real_browser(chromium, start_dashboard, worker, producer: TaskForge,
-                                                 screenshots: Path) -> None:
+def test_every_page_and_action_in_a_real_browser(
+    chromium, start_dashboard, worker, producer: TaskForge, screenshots: Path
+) -> None:
     @producer.task(name="dashapp.add")
     def add(a, b): ...
 

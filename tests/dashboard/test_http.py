@@ -28,8 +28,9 @@ def dead_job(producer: TaskForge, queue: str = "default") -> str:
 
 def run_cli(workdir, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {"TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": redis_url, "PATH": "/usr/bin:/bin"}
-    return subprocess.run([sys.executable, "-m", "taskforge", *args], cwd=workdir, capture_output=True, text=True,
-                          timeout=60, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "taskforge", *args], cwd=workdir, capture_output=True, text=True, timeout=60, env=env
+    )
 
 
 def cli_json(workdir, redis_url: str, *args: str) -> object:
@@ -51,16 +52,21 @@ def test_an_action_without_the_csrf_token_is_refused(start_dashboard, producer: 
         ({"queue": "default"}, {}),  # no token, no cookie
         ({"queue": "default"}, {"Cookie": f"taskforge_csrf={cookie}"}),  # cookie but no field
         ({"queue": "default", "csrf": "0" * 64}, {"Cookie": f"taskforge_csrf={cookie}"}),  # wrong token
-        ({"queue": "default", "csrf": token}, {"Cookie": f"taskforge_csrf={cookie}",
-                                               "Origin": "http://evil.example"}),  # another site
+        (
+            {"queue": "default", "csrf": token},
+            {"Cookie": f"taskforge_csrf={cookie}", "Origin": "http://evil.example"},
+        ),  # another site
     ]
     for form, headers_sent in attempts:
         status, body, _ = http(url, urlencode(form).encode(), headers_sent)
         assert status == 403, (form, headers_sent)
         assert "refused" in body or "CSRF token" in body
         assert producer.job(job_id).status() is JobState.DEAD
-    status, _, headers = http(url, urlencode({"queue": "default", "csrf": token}).encode(),
-                              {"Cookie": f"taskforge_csrf={cookie}", "Origin": board.base})
+    status, _, headers = http(
+        url,
+        urlencode({"queue": "default", "csrf": token}).encode(),
+        {"Cookie": f"taskforge_csrf={cookie}", "Origin": board.base},
+    )
     assert status == 303 and headers["location"] == f"/jobs/{job_id}?queue=default"
     assert producer.job(job_id).status() is JobState.PENDING
     assert http(f"{board.base}/jobs/{job_id}/retry", b"", {})[0] == 403  # GET-less and tokenless alike
@@ -151,8 +157,13 @@ def test_a_malformed_auth_is_a_usage_error(workdir, redis_url: str) -> None:
 
 def test_the_benchmark_script_runs(redis_url: str) -> None:
     root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, "benchmarks/dashboard.py", "--jobs", "300", "--requests", "2",
-                          "--redis", redis_url], cwd=root, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "benchmarks/dashboard.py", "--jobs", "300", "--requests", "2", "--redis", redis_url],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "filled: 300 pending jobs" in out.stdout
     assert re.search(r"overview page +median +[\d.]+ ms +p95 +[\d.]+ ms +\(2 requests, 300 pending\)", out.stdout)

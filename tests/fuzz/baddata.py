@@ -96,8 +96,13 @@ def payload(tag: str) -> bytes:
 def catalogue(rng: random.Random) -> list[Bad]:
     """Every bad item; ids say what each one is, so a failure message reads on its own."""
     items = [
-        Bad(f"payload-random-{n}", f"{n} random bytes as payload", DEAD, fields={"payload": random_garbage(rng, n)},
-            reason="CorruptPayload")
+        Bad(
+            f"payload-random-{n}",
+            f"{n} random bytes as payload",
+            DEAD,
+            fields={"payload": random_garbage(rng, n)},
+            reason="CorruptPayload",
+        )
         for n in (1, 2, 7, 64, 4096)
     ]
     shapes: dict[str, bytes] = {
@@ -117,8 +122,9 @@ def catalogue(rng: random.Random) -> list[Bad]:
         "unknown-ext": msgpack.packb([[msgpack.ExtType(42, b"x")], {}]),
         "timestamp-ext": msgpack.packb([[msgpack.Timestamp(1, 0)], {}], datetime=False),
         "bad-datetime-ext": msgpack.packb([[msgpack.ExtType(4, msgpack.packb(["x"] * 9))], {}]),
-        "month-13-datetime": msgpack.packb([[msgpack.ExtType(4, msgpack.packb([2024, 13, 1, 0, 0, 0, 0, 0, None]))],
-                                            {}]),
+        "month-13-datetime": msgpack.packb(
+            [[msgpack.ExtType(4, msgpack.packb([2024, 13, 1, 0, 0, 0, 0, 0, None]))], {}]
+        ),
         "bad-decimal-ext": msgpack.packb([[msgpack.ExtType(9, b"12abc")], {}]),
         "short-uuid-ext": msgpack.packb([[msgpack.ExtType(8, b"\x01\x02")], {}]),
         "truncated": payload("x")[:-1],
@@ -136,8 +142,12 @@ def catalogue(rng: random.Random) -> list[Bad]:
     items += [
         Bad("payload-missing", "no payload field", DEAD, fields={"payload": None}, reason="CorruptPayload"),
         # Over the producer's 16 MiB limit, but a well-formed job: the worker runs what is stored.
-        Bad("payload-huge-valid", "a 17 MiB argument", FINISHED,
-            fields={"payload": dumps_call(("payload-huge-valid", "a" * (17 * MIB)), {})}),
+        Bad(
+            "payload-huge-valid",
+            "a 17 MiB argument",
+            FINISHED,
+            fields={"payload": dumps_call(("payload-huge-valid", "a" * (17 * MIB)), {})},
+        ),
         Bad("task-missing", "no task field", DEAD, fields={"task": None}, reason="task"),
         Bad("task-empty", "task ''", DEAD, fields={"task": ""}, reason="task"),
         Bad("task-invalid-utf8", "task name not UTF-8", DEAD, fields={"task": b"\xff\xfe"}, reason="UnknownTask"),
@@ -151,21 +161,45 @@ def catalogue(rng: random.Random) -> list[Bad]:
     ]
     for value in ("x", "", "99", "-1", "inf", "nan", "1e400"):
         for where in ("pending", "scheduled"):
-            items.append(Bad(f"priority-{value or 'empty'}-{where}", f"priority {value!r} ({where})", RUNS,
-                             where=where, fields={"priority": value}))
+            items.append(
+                Bad(
+                    f"priority-{value or 'empty'}-{where}",
+                    f"priority {value!r} ({where})",
+                    RUNS,
+                    where=where,
+                    fields={"priority": value},
+                )
+            )
     for value in ("abc", "0", "-3", ""):
-        items.append(Bad(f"max-attempts-{value or 'empty'}", f"max_attempts {value!r}", RUNS,
-                         fields={"max_attempts": value}))
+        items.append(
+            Bad(f"max-attempts-{value or 'empty'}", f"max_attempts {value!r}", RUNS, fields={"max_attempts": value})
+        )
     for value in ("abc", "-5", "1e400"):  # one attempt: a worker may kill a job with a negative timeout at once
-        items.append(Bad(f"timeout-{value}", f"timeout {value!r}", FINISHED,
-                         fields={"timeout": value, "max_attempts": 1}))
+        items.append(
+            Bad(f"timeout-{value}", f"timeout {value!r}", FINISHED, fields={"timeout": value, "max_attempts": 1})
+        )
     for value in ("abc", "", "1.5", "9" * 30):
         for where in ("pending", "running"):
-            items.append(Bad(f"attempts-{value[:5] or 'empty'}-{where}", f"attempts {value!r} ({where})", DEAD,
-                             where=where, fields={"attempts": value}, reason="attempts"))
+            items.append(
+                Bad(
+                    f"attempts-{value[:5] or 'empty'}-{where}",
+                    f"attempts {value!r} ({where})",
+                    DEAD,
+                    where=where,
+                    fields={"attempts": value},
+                    reason="attempts",
+                )
+            )
     for value in ("bogus", "", None):
-        items.append(Bad(f"state-{value or repr(value)}", f"state {value!r} in pending", DEAD,
-                         fields={"state": value}, reason="state"))
+        items.append(
+            Bad(
+                f"state-{value or repr(value)}",
+                f"state {value!r} in pending",
+                DEAD,
+                fields={"state": value},
+                reason="state",
+            )
+        )
     items += [
         Bad("seq-junk-running", "seq 'abc', lease expired", FINISHED, where="running", fields={"seq": "abc"}),
         Bad("seq-nan-running", "seq 'nan', lease expired", FINISHED, where="running", fields={"seq": "nan"}),
@@ -187,8 +221,13 @@ def catalogue(rng: random.Random) -> list[Bad]:
         Bad("body-zset-scheduled", "job key is a zset, due", DROPPED, where="scheduled", body="zset"),
         # No set refers to these.
         Bad("orphan-pending", "a pending job hash in no set", UNTOUCHED, where="nowhere"),
-        Bad("orphan-garbage", "a garbage job hash in no set", UNTOUCHED, where="nowhere",
-            fields={"payload": b"\xc1", "state": "bogus"}),
+        Bad(
+            "orphan-garbage",
+            "a garbage job hash in no set",
+            UNTOUCHED,
+            where="nowhere",
+            fields={"payload": b"\xc1", "state": "bogus"},
+        ),
     ]
     return items
 
@@ -197,8 +236,16 @@ def good_fields(item: Bad, seq: int, now_ms: int) -> dict[str, bytes | str | int
     """The hash enqueue.lua would have written for this item, before the damage."""
     tag = item.id if isinstance(item.id, str) else item.id.decode(errors="replace")
     fields: dict[str, bytes | str | int] = {
-        "id": item.id, "task": TASK, "payload": payload(tag), "priority": 1, "max_attempts": 3, "timeout": "",
-        "attempts": 0, "created_at": now_ms, "state": "pending", "seq": seq,
+        "id": item.id,
+        "task": TASK,
+        "payload": payload(tag),
+        "priority": 1,
+        "max_attempts": 3,
+        "timeout": "",
+        "attempts": 0,
+        "created_at": now_ms,
+        "state": "pending",
+        "seq": seq,
     }
     if item.where == "scheduled":
         fields.update(state="scheduled", scheduled_at=now_ms - 1000)
@@ -224,8 +271,12 @@ def seed(client: redis.Redis, items: list[Bad], queue: str = QUEUE) -> None:
     """Write every item straight into Redis, as a buggy or hostile client would."""
     q = QueueKeys(queue)
     now_ms = int(client.time()[0]) * 1000
-    scores = {"pending": lambda seq: 2 * PRIORITY_BAND + seq, "scheduled": lambda seq: now_ms - 1000,
-              "running": lambda seq: now_ms - 60_000, "dead": lambda seq: now_ms}
+    scores = {
+        "pending": lambda seq: 2 * PRIORITY_BAND + seq,
+        "scheduled": lambda seq: now_ms - 1000,
+        "running": lambda seq: now_ms - 60_000,
+        "dead": lambda seq: now_ms,
+    }
     client.sadd("taskforge:queues", queue)
     pipe = client.pipeline(transaction=False)
     for seq, item in enumerate(items, start=1):

@@ -56,8 +56,9 @@ def names_value(message: str, value: object) -> bool:
     return repr(value) in message or str(value) in message
 
 
-def expect_clear_error(app: TaskForge, call: Callable[[], object], value: object,
-                       kind: type[TaskforgeError] = ConfigurationError) -> TaskforgeError:
+def expect_clear_error(
+    app: TaskForge, call: Callable[[], object], value: object, kind: type[TaskforgeError] = ConfigurationError
+) -> TaskforgeError:
     """``call`` raises ``kind`` naming ``value``, and no key appeared."""
     before = keyspace(app)
     with pytest.raises(kind) as caught:
@@ -71,17 +72,47 @@ def expect_clear_error(app: TaskForge, call: Callable[[], object], value: object
 
 NAN = float("nan")
 BAD_OPTIONS = [
-    ("max_attempts", 0), ("max_attempts", -1), ("max_attempts", 1.5), ("max_attempts", True),
-    ("max_attempts", "3"), ("max_attempts", None),
-    ("timeout", 0), ("timeout", -1), ("timeout", NAN), ("timeout", float("inf")), ("timeout", "5"),
+    ("max_attempts", 0),
+    ("max_attempts", -1),
+    ("max_attempts", 1.5),
+    ("max_attempts", True),
+    ("max_attempts", "3"),
+    ("max_attempts", None),
+    ("timeout", 0),
+    ("timeout", -1),
+    ("timeout", NAN),
+    ("timeout", float("inf")),
+    ("timeout", "5"),
     ("timeout", True),
-    ("priority", "urgent"), ("priority", ""), ("priority", 4), ("priority", -1), ("priority", 1.5),
-    ("priority", True), ("priority", None), ("priority", "2"),
-    ("queue", ""), ("queue", " "), ("queue", "a b"), ("queue", "{a}"), ("queue", "a}"), ("queue", "a{"),
-    ("queue", "a" * (MAX_QUEUE_NAME + 1)), ("queue", 5), ("queue", None), ("queue", "tab\there"),
-    ("queue", "new\nline"), ("queue", "nbsp\u00a0"), ("queue", "zero\u200bwidth"), ("queue", "nul\x00"),
-    ("backoff", -1), ("backoff", "x"), ("backoff", NAN), ("backoff", True),
-    ("name", ""), ("name", " "), ("name", 5),
+    ("priority", "urgent"),
+    ("priority", ""),
+    ("priority", 4),
+    ("priority", -1),
+    ("priority", 1.5),
+    ("priority", True),
+    ("priority", None),
+    ("priority", "2"),
+    ("queue", ""),
+    ("queue", " "),
+    ("queue", "a b"),
+    ("queue", "{a}"),
+    ("queue", "a}"),
+    ("queue", "a{"),
+    ("queue", "a" * (MAX_QUEUE_NAME + 1)),
+    ("queue", 5),
+    ("queue", None),
+    ("queue", "tab\there"),
+    ("queue", "new\nline"),
+    ("queue", "nbsp\u00a0"),
+    ("queue", "zero\u200bwidth"),
+    ("queue", "nul\x00"),
+    ("backoff", -1),
+    ("backoff", "x"),
+    ("backoff", NAN),
+    ("backoff", True),
+    ("name", ""),
+    ("name", " "),
+    ("name", 5),
 ]
 
 
@@ -95,8 +126,9 @@ def test_an_invalid_task_option_raises_at_decoration(option: str, value: object)
     assert "echo" in app.tasks and len(app.tasks) == 1
 
 
-WITH_OPTIONS = [(o, v) for o, v in BAD_OPTIONS if o in ("queue", "priority", "max_attempts", "timeout")
-                and v is not None]
+WITH_OPTIONS = [
+    (o, v) for o, v in BAD_OPTIONS if o in ("queue", "priority", "max_attempts", "timeout") and v is not None
+]
 
 
 @pytest.mark.parametrize(("option", "value"), WITH_OPTIONS, ids=[f"{o}={v!r}"[:40] for o, v in WITH_OPTIONS])
@@ -113,13 +145,16 @@ def test_sending_by_an_invalid_task_name_raises(name: object) -> None:
 
 # -- priorities -------------------------------------------------------------------------------------------
 
+
 def any_case(word: str) -> st.SearchStrategy[str]:
     return st.lists(st.booleans(), min_size=len(word), max_size=len(word)).map(
-        lambda upper: "".join(c.upper() if u else c.lower() for c, u in zip(word, upper, strict=True)))
+        lambda upper: "".join(c.upper() if u else c.lower() for c, u in zip(word, upper, strict=True))
+    )
 
 
 priority_names = st.sampled_from([p.name for p in Priority]).flatmap(
-    lambda name: st.tuples(st.just(Priority[name]), any_case(name), st.sampled_from(["", " ", "  "])))
+    lambda name: st.tuples(st.just(Priority[name]), any_case(name), st.sampled_from(["", " ", "  "]))
+)
 
 
 @SETTINGS
@@ -139,9 +174,13 @@ def test_a_priority_member_or_number_is_accepted(priority: Priority | int) -> No
 
 
 names = {p.name for p in Priority}
-junk_priorities = (st.text(max_size=12).filter(lambda t: t.strip().upper() not in names)
-                   | st.integers().filter(lambda n: not 0 <= n <= 3) | st.floats(allow_nan=False)
-                   | st.booleans() | st.binary(max_size=6))  # None means "unchanged" in with_options
+junk_priorities = (
+    st.text(max_size=12).filter(lambda t: t.strip().upper() not in names)
+    | st.integers().filter(lambda n: not 0 <= n <= 3)
+    | st.floats(allow_nan=False)
+    | st.booleans()
+    | st.binary(max_size=6)
+)  # None means "unchanged" in with_options
 
 
 @SETTINGS
@@ -154,14 +193,31 @@ def test_a_junk_priority_raises_naming_it(value: object) -> None:
 # -- arguments --------------------------------------------------------------------------------------------
 
 offsets = st.integers(-(24 * 60 - 1), 24 * 60 - 1).map(lambda m: timezone(timedelta(minutes=m)))
-leaves = (st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False)
-          | st.text(max_size=20) | st.binary(max_size=20) | st.datetimes() | st.datetimes(timezones=offsets)
-          | st.dates() | st.times() | st.timedeltas() | st.uuids() | st.decimals(allow_nan=False))
+leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=20)
+    | st.binary(max_size=20)
+    | st.datetimes()
+    | st.datetimes(timezones=offsets)
+    | st.dates()
+    | st.times()
+    | st.timedeltas()
+    | st.uuids()
+    | st.decimals(allow_nan=False)
+)
 hashable = st.none() | st.booleans() | st.integers(-(2**63), 2**63) | st.text(max_size=5) | st.binary(max_size=5)
 values = st.recursive(
     leaves,
-    lambda inner: (st.lists(inner, max_size=4) | st.tuples(inner, inner) | st.dictionaries(hashable, inner, max_size=3)
-                   | st.frozensets(hashable, max_size=3) | st.sets(hashable, max_size=3)),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(hashable, inner, max_size=3)
+        | st.frozensets(hashable, max_size=3)
+        | st.sets(hashable, max_size=3)
+    ),
     max_leaves=10,
 )
 
@@ -190,9 +246,26 @@ def nested(depth: int) -> list[Any]:
     return value
 
 
-UNSUPPORTED = [object(), len, Colour.RED, Text("x"), 2**64, -(2**63) - 1, bytearray(b"x"), memoryview(b"x"),
-               complex(1, 2), range(3), Ellipsis, (i for i in ()), msgpack.ExtType(1, b""), "\ud800",
-               [object()], {"k": {1, object()}}, {1: [Colour.RED]}, nested(120)]
+UNSUPPORTED = [
+    object(),
+    len,
+    Colour.RED,
+    Text("x"),
+    2**64,
+    -(2**63) - 1,
+    bytearray(b"x"),
+    memoryview(b"x"),
+    complex(1, 2),
+    range(3),
+    Ellipsis,
+    (i for i in ()),
+    msgpack.ExtType(1, b""),
+    "\ud800",
+    [object()],
+    {"k": {1, object()}},
+    {1: [Colour.RED]},
+    nested(120),
+]
 
 
 @pytest.mark.parametrize("value", UNSUPPORTED, ids=lambda v: type(v).__name__)
@@ -216,8 +289,7 @@ def test_an_unsupported_argument_raises_naming_it_and_stores_nothing(value: obje
 @pytest.mark.parametrize("kwargs", [{1: "x"}, {None: "x"}, {b"to": "x"}])
 def test_delay_many_with_non_str_keyword_names_raises(kwargs: dict[Any, Any]) -> None:
     app = new_app()
-    expect_clear_error(app, lambda: app.tasks["echo"].delay_many([kwargs]), next(iter(kwargs)),
-                       SerializationError)
+    expect_clear_error(app, lambda: app.tasks["echo"].delay_many([kwargs]), next(iter(kwargs)), SerializationError)
 
 
 # -- times ------------------------------------------------------------------------------------------------
@@ -268,8 +340,10 @@ def test_apply_at_a_future_time_schedules_that_instant(input_app: TaskForge, lab
 def test_the_two_folds_of_an_ambiguous_time_are_an_hour_apart() -> None:
     app = new_app()
     echo = app.tasks["echo"]
-    for early, late in (("paris-ambiguous-fold0", "paris-ambiguous-fold1"),
-                        ("new-york-ambiguous-fold0", "new-york-ambiguous-fold1")):
+    for early, late in (
+        ("paris-ambiguous-fold0", "paris-ambiguous-fold1"),
+        ("new-york-ambiguous-fold0", "new-york-ambiguous-fold1"),
+    ):
         first = echo.apply_at(FUTURE_TIMES[early]).info().scheduled_at
         second = echo.apply_at(FUTURE_TIMES[late]).info().scheduled_at
         assert second - first == timedelta(hours=1)
@@ -291,10 +365,14 @@ def test_apply_at_a_past_time_means_now(input_app: TaskForge, label: str) -> Non
     handle.info()
 
 
-@pytest.mark.parametrize("when", [
-    datetime.max.replace(tzinfo=timezone(-timedelta(hours=12))),  # year 10000 in UTC
-    datetime.max.replace(tzinfo=timezone(-timedelta(hours=23, minutes=59))),
-], ids=["max-minus-12h", "max-minus-2359"])
+@pytest.mark.parametrize(
+    "when",
+    [
+        datetime.max.replace(tzinfo=timezone(-timedelta(hours=12))),  # year 10000 in UTC
+        datetime.max.replace(tzinfo=timezone(-timedelta(hours=23, minutes=59))),
+    ],
+    ids=["max-minus-12h", "max-minus-2359"],
+)
 def test_apply_at_beyond_year_9999_utc_is_refused_or_readable(input_app: TaskForge, when: datetime) -> None:
     """Either a clear error up front (nothing stored), or a job whose record can be read back."""
     try:
@@ -305,8 +383,9 @@ def test_apply_at_beyond_year_9999_utc_is_refused_or_readable(input_app: TaskFor
     handle.info()
 
 
-@pytest.mark.parametrize("delay", [timedelta.max, 1e300, 10.0**15, 2**70], ids=["timedelta-max", "1e300", "1e15",
-                                                                              "2**70"])
+@pytest.mark.parametrize(
+    "delay", [timedelta.max, 1e300, 10.0**15, 2**70], ids=["timedelta-max", "1e300", "1e15", "2**70"]
+)
 def test_apply_in_an_absurd_delay_is_refused_or_readable(input_app: TaskForge, delay: object) -> None:
     try:
         handle = input_app.tasks["echo"].apply_in(delay)
@@ -322,21 +401,22 @@ def test_apply_in_a_negative_delay_means_now(delay: object) -> None:
     assert new_app().tasks["echo"].apply_in(delay).status() is JobState.PENDING
 
 
-@pytest.mark.parametrize("when", [date(2030, 1, 1), "2030-01-01T00:00:00", 1893456000, None, time(12, 0)],
-                         ids=lambda v: type(v).__name__)
+@pytest.mark.parametrize(
+    "when", [date(2030, 1, 1), "2030-01-01T00:00:00", 1893456000, None, time(12, 0)], ids=lambda v: type(v).__name__
+)
 def test_apply_at_something_not_a_datetime_raises(when: object) -> None:
     app = new_app()
     expect_clear_error(app, lambda: app.tasks["echo"].apply_at(when), when)
 
 
-@pytest.mark.parametrize("delay", [NAN, float("inf"), float("-inf"), "10", True, None, decimal.Decimal("1")],
-                         ids=repr)
+@pytest.mark.parametrize("delay", [NAN, float("inf"), float("-inf"), "10", True, None, decimal.Decimal("1")], ids=repr)
 def test_apply_in_something_not_a_duration_raises(delay: object) -> None:
     app = new_app()
     expect_clear_error(app, lambda: app.tasks["echo"].apply_in(delay), delay)
 
 
 # -- queue names and the hash-tag layout ------------------------------------------------------------------
+
 
 def crc16(data: bytes) -> int:
     """CRC16-CCITT (XModem), the checksum Redis Cluster maps keys to slots with."""
@@ -355,13 +435,14 @@ def slot(key: bytes) -> int:
     if start >= 0:
         end = key.find(b"}", start + 1)
         if end > start + 1:
-            key = key[start + 1:end]
+            key = key[start + 1 : end]
     return crc16(key) % 16384
 
 
 def test_crc16_matches_the_cluster_spec_and_redis_py() -> None:
     assert crc16(b"123456789") == 0x31C3  # the check value in the Redis Cluster spec
     from redis.crc import key_slot
+
     for key in (b"taskforge:{default}:pending", b"foo{}{bar}", b"{user1000}.following", "{é}".encode()):
         assert slot(key) == key_slot(key), key
 
@@ -390,16 +471,18 @@ def assert_one_slot(app: TaskForge, queue: str) -> None:
     written = {k for k in keyspace(app) if k not in GLOBAL_KEYS}
     prefix = QueueKeys(queue).prefix.encode()
     mine = {k for k in written if k.startswith(prefix)}
-    kinds = {k[len(prefix):].split(b":")[0] for k in mine}
+    kinds = {k[len(prefix) :].split(b":")[0] for k in mine}
     assert {b"job", b"pending", b"scheduled", b"dead", b"seq", b"wake", b"done", b"running", b"claim"} <= kinds, kinds
     slots = {slot(k) for k in mine}
     assert slots == {crc16(queue.encode()) % 16384}, {k: slot(k) for k in mine}
 
 
-queue_chars = st.characters(blacklist_categories=("Cs", "Cc", "Cf", "Zs", "Zl", "Zp", "Co", "Cn"),
-                            blacklist_characters="{}")
+queue_chars = st.characters(
+    blacklist_categories=("Cs", "Cc", "Cf", "Zs", "Zl", "Zp", "Co", "Cn"), blacklist_characters="{}"
+)
 valid_queue_names = st.text(queue_chars, min_size=1, max_size=MAX_QUEUE_NAME).filter(
-    lambda n: n.isprintable() and not any(c.isspace() for c in n))
+    lambda n: n.isprintable() and not any(c.isspace() for c in n)
+)
 
 
 @settings(SETTINGS, max_examples=50)
@@ -420,8 +503,19 @@ def test_clearing_a_valid_queue_removes_every_key_of_it(queue: str) -> None:
     assert not left, f"Broker.clear({queue!r}) left {sorted(left)}"
 
 
-QUEUE_NAMES = ["default", "mail:high", "émail", "队列", "🙂", "a*b?[c]", "back\\slash", "q" * MAX_QUEUE_NAME,
-               "%s", "-", "~`!@#$^&()=+|;'\",.<>/"]
+QUEUE_NAMES = [
+    "default",
+    "mail:high",
+    "émail",
+    "队列",
+    "🙂",
+    "a*b?[c]",
+    "back\\slash",
+    "q" * MAX_QUEUE_NAME,
+    "%s",
+    "-",
+    "~`!@#$^&()=+|;'\",.<>/",
+]
 
 
 @pytest.mark.redis
@@ -436,8 +530,11 @@ def test_on_real_redis_every_key_of_a_queue_is_in_one_slot(redis_url: str, queue
 invalid_queue_names = (
     st.just("")
     | st.text(min_size=MAX_QUEUE_NAME + 1, max_size=MAX_QUEUE_NAME + 40, alphabet="abc")
-    | st.tuples(st.text(max_size=5), st.sampled_from(["{", "}", " ", "\t", "\n", "\x00", "\u2028", "\u00a0",
-                                                       "\u3000", "\x7f"]), st.text(max_size=5)).map("".join)
+    | st.tuples(
+        st.text(max_size=5),
+        st.sampled_from(["{", "}", " ", "\t", "\n", "\x00", "\u2028", "\u00a0", "\u3000", "\x7f"]),
+        st.text(max_size=5),
+    ).map("".join)
 )
 
 

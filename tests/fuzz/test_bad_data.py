@@ -92,8 +92,11 @@ def drain(app: TaskForge, queue: str = QUEUE, rounds: int = 300) -> list[str]:
 def inspect_everything(app: TaskForge, items: list[Bad], queue: str = QUEUE) -> list[str]:
     """peek, counts, status and every job's info/status: return normally or raise JobNotFound."""
     problems = []
-    for name, call in (("peek", lambda: app.broker.peek([queue])), ("counts", lambda: app.broker.counts(queue)),
-                       ("status", lambda: queue_snapshot(app, [queue]))):
+    for name, call in (
+        ("peek", lambda: app.broker.peek([queue])),
+        ("counts", lambda: app.broker.counts(queue)),
+        ("status", lambda: queue_snapshot(app, [queue])),
+    ):
         try:
             call()
         except Exception as exc:
@@ -108,8 +111,7 @@ def inspect_everything(app: TaskForge, items: list[Bad], queue: str = QUEUE) -> 
             except JobNotFound:
                 pass
             except Exception as exc:
-                problems.append(f"{item.key_id[:40]}: JobHandle.{name}() raised {type(exc).__name__}: "
-                                f"{str(exc)[:160]}")
+                problems.append(f"{item.key_id[:40]}: JobHandle.{name}() raised {type(exc).__name__}: {str(exc)[:160]}")
     return problems
 
 
@@ -144,19 +146,28 @@ def test_reclaim_counts_expired_claims_without_a_body(broker_url: str) -> None:
 # -- property tests: any bytes, any msgpack value, any field value (memory://, fast) ----------------------
 
 msgpack_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats() | st.text(max_size=8)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats()
+    | st.text(max_size=8)
     | st.binary(max_size=8)
     | st.builds(msgpack.ExtType, st.integers(0, 127), st.binary(max_size=12)),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(inner.filter(lambda v: v is None or
-                                                                             isinstance(v, (int, str, bytes))),
-                                                                  inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(inner.filter(lambda v: v is None or isinstance(v, (int, str, bytes))), inner, max_size=3)
+    ),
     max_leaves=12,
 )
-payloads = st.binary(max_size=300) | msgpack_values.map(msgpack.packb) | st.tuples(
-    msgpack_values, msgpack_values).map(lambda pair: msgpack.packb(list(pair)))
+payloads = (
+    st.binary(max_size=300)
+    | msgpack_values.map(msgpack.packb)
+    | st.tuples(msgpack_values, msgpack_values).map(lambda pair: msgpack.packb(list(pair)))
+)
 
-FUZZ_SETTINGS = settings(max_examples=100, deadline=None, derandomize=True,
-                         suppress_health_check=[HealthCheck.too_slow])
+FUZZ_SETTINGS = settings(
+    max_examples=100, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def fresh_queue() -> str:
@@ -182,10 +193,45 @@ def test_any_payload_bytes_are_claimed_or_dead_lettered(data: bytes) -> None:
         assert [(c.args, c.kwargs) for c in claims] == [expected]
 
 
-FIELD_NAMES = ["task", "payload", "priority", "max_attempts", "timeout", "attempts", "created_at", "started_at",
-               "state", "seq", "inherit", "group", "unique", "progress", "token", "id"]
-junk = st.sampled_from(["", "x", "-1", "0", "99", "1.5", "nan", "inf", "-inf", "1e400", "9" * 25, "-" + "9" * 25,
-                        "0x10", "taskforge:queues", "{", "running", "pending"]) | st.binary(max_size=12)
+FIELD_NAMES = [
+    "task",
+    "payload",
+    "priority",
+    "max_attempts",
+    "timeout",
+    "attempts",
+    "created_at",
+    "started_at",
+    "state",
+    "seq",
+    "inherit",
+    "group",
+    "unique",
+    "progress",
+    "token",
+    "id",
+]
+junk = st.sampled_from(
+    [
+        "",
+        "x",
+        "-1",
+        "0",
+        "99",
+        "1.5",
+        "nan",
+        "inf",
+        "-inf",
+        "1e400",
+        "9" * 25,
+        "-" + "9" * 25,
+        "0x10",
+        "taskforge:queues",
+        "{",
+        "running",
+        "pending",
+    ]
+) | st.binary(max_size=12)
 
 
 @FUZZ_SETTINGS
@@ -201,8 +247,11 @@ def test_any_field_value_leaves_the_job_finished_never_stranded(name: str, value
     client = app.broker.client
     key = job_key(QueueKeys(queue), item.id)
     state = client.hget(key, "state")
-    held = [s for s in ("pending", "scheduled", "running", "dead")
-            if client.zscore(getattr(QueueKeys(queue), s), item.id) is not None]
+    held = [
+        s
+        for s in ("pending", "scheduled", "running", "dead")
+        if client.zscore(getattr(QueueKeys(queue), s), item.id) is not None
+    ]
     assert state in (b"succeeded", b"dead"), f"{item.what}: state {state!r}, in {held or 'no set'}"
     assert held in ([], ["dead"]) and (state == b"dead") == (held == ["dead"]), (state, held)
     handle = JobHandle(app, item.id, queue)
@@ -211,6 +260,7 @@ def test_any_field_value_leaves_the_job_finished_never_stranded(name: str, value
 
 
 # -- queue-level damage: a fixed key of the wrong type ----------------------------------------------------
+
 
 def _string(client: redis.Redis, key: str) -> None:
     client.set(key, "not what taskforge wrote")
@@ -351,8 +401,10 @@ def test_burst_worker_survives_the_whole_catalogue(start_worker, redis_url: str,
     dropped = sum(int(n) for n in DROP_LOG.findall(output))
     ghosts = sum(item.expect == DROPPED for item in items)
     if dropped < ghosts:
-        problems.append(f"the worker's log reports {dropped} dropped ids; {ghosts} ids without a job hash were "
-                        "dropped (every drop must be counted)")
+        problems.append(
+            f"the worker's log reports {dropped} dropped ids; {ghosts} ids without a job hash were "
+            "dropped (every drop must be counted)"
+        )
     problems += violations(client, items, ran)
     report(problems, tail="\n--- log tail:\n" + output[-3000:])
 
@@ -384,11 +436,15 @@ def test_workers_facing_damaged_keys_neither_crash_nor_hang(start_worker, redis_
     deadline = time.monotonic() + WORKER_BOUND
     for damage, (key, worker) in workers.items():
         try:
-            code = wait_for(lambda w=worker: w.proc.poll() is not None and (w.proc.returncode,), max(
-                0.1, deadline - time.monotonic()), f"the worker facing {damage} to exit")[0]
+            code = wait_for(
+                lambda w=worker: w.proc.poll() is not None and (w.proc.returncode,),
+                max(0.1, deadline - time.monotonic()),
+                f"the worker facing {damage} to exit",
+            )[0]
         except AssertionError:
-            problems.append(f"{damage}: the worker did not exit within {WORKER_BOUND:g} s "
-                            "(a --burst worker must not hang)")
+            problems.append(
+                f"{damage}: the worker did not exit within {WORKER_BOUND:g} s (a --burst worker must not hang)"
+            )
             continue
         output = worker.output()
         if code != 0:

@@ -27,6 +27,7 @@ def redis_tools_or_skip() -> None:
     if missing:
         skip_or_fail(f"{' and '.join(missing)} not on PATH: the cluster and sentinel tests start their own")
 
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     redis_tools_or_skip()

@@ -12,7 +12,6 @@ from taskforge import TaskForge
 app = TaskForge("scaled", durability=os.environ.get("SCALED_DURABILITY", "async"))
 
 
-
 @app.task(name="scaled.work", queue="q00", max_attempts=5, backoff=0.1)
 def work(n: int, pause: float = 0.0) -> int:
     if pause:

@@ -129,18 +129,44 @@ class Cluster(Servers):
         super().__init__("cluster")
         self.ports = free_bus_ports(3 * (1 + replicas))
         for port in self.ports:
-            self.start(port, [
-                "--port", str(port), "--bind", HOST, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
-                "--cluster-replica-validity-factor", "0", "--repl-diskless-sync-delay", "0", "--save", "",
-                "--appendonly", "no",
-            ])
+            self.start(
+                port,
+                [
+                    "--port",
+                    str(port),
+                    "--bind",
+                    HOST,
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    str(NODE_TIMEOUT_MS),
+                    "--cluster-replica-validity-factor",
+                    "0",
+                    "--repl-diskless-sync-delay",
+                    "0",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ],
+            )
         for port in self.ports:
             self.wait_up(port)
         subprocess.run(
-            ["redis-cli", "--cluster", "create", *(f"{HOST}:{p}" for p in self.ports),
-             "--cluster-replicas", str(replicas), "--cluster-yes"],
-            check=True, capture_output=True, timeout=60,
+            [
+                "redis-cli",
+                "--cluster",
+                "create",
+                *(f"{HOST}:{p}" for p in self.ports),
+                "--cluster-replicas",
+                str(replicas),
+                "--cluster-yes",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
         )
         wait_until(self.healthy, 60, "the cluster to cover every slot with a synced replica per master")
 
@@ -158,8 +184,9 @@ class Cluster(Servers):
         if len(masters) != 3:
             return False
         return all(
-            client(p).info("replication")["role"] == "master" or client(p).info("replication").get(
-                "master_link_status") == "up" for p in alive
+            client(p).info("replication")["role"] == "master"
+            or client(p).info("replication").get("master_link_status") == "up"
+            for p in alive
         )
 
     def masters(self) -> list[int]:

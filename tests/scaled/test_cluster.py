@@ -41,8 +41,14 @@ def test_twenty_queues_over_every_master_run_by_three_workers(cluster, start_wor
     assert [info.id for info in inspect.dead_jobs(app)] == [dead.id]
     env = {**os.environ, "TASKFORGE_BROKER_URL": cluster.url}
     for command in (["purge", "scaledapp:app", "--yes"], ["dead", "scaledapp:app", "purge", "--yes"]):
-        done = subprocess.run([sys.executable, "-m", "taskforge", *command], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "taskforge", *command],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr
     assert app.broker.counts("q13")["scheduled"] == 0 and app.broker.counts("q07")["dead"] == 0
 
@@ -77,8 +83,11 @@ def test_killed_master_fails_over_and_work_goes_on(cluster, start_worker) -> Non
     victim = cluster.master_of(QueueKeys(QUEUES[0]).pending)
 
     def recover() -> None:
-        wait_until(lambda: victim not in cluster.masters() and len(cluster.masters()) == 3, 30,
-                   "a replica to take over the killed master's slots")
+        wait_until(
+            lambda: victim not in cluster.masters() and len(cluster.masters()) == 3,
+            30,
+            "a replica to take over the killed master's slots",
+        )
         cluster.restart(victim)  # it rejoins as a replica of its replacement
         wait_until(lambda: client(victim).info("replication")["role"] == "slave", 30, "the old master to rejoin")
 

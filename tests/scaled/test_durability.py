@@ -20,4 +20,3 @@ def test_no_replica_to_confirm_an_enqueue_is_an_error_at_once(redis_url: str) ->
         task.delay()
     # WAIT gave up after its 1 s; a plain redis:// URL has no failover to wait out.
     assert 0.9 < time.monotonic() - started < 5
-

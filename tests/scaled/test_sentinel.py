@@ -33,8 +33,11 @@ def test_killed_master_fails_over_and_work_goes_on(sentinel, start_worker) -> No
         # As an operator would: the sentinels would also make it a replica,
         # but only some 10 s after seeing it back as a master.
         sentinel.restart(victim, "--replicaof", "127.0.0.1", str(heir))
-        wait_until(lambda: client(victim).info("replication").get("master_link_status") == "up", 30,
-                   "the old master to replicate from the new one")
+        wait_until(
+            lambda: client(victim).info("replication").get("master_link_status") == "up",
+            30,
+            "the old master to replicate from the new one",
+        )
 
     stalled = through_failover(sentinel.url, lambda: sentinel.kill(victim), recover)
     print(f"sentinel failover: longest enqueue {stalled:.2f} s")

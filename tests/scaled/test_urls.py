@@ -35,8 +35,13 @@ def test_errors_never_show_the_password() -> None:
     assert "hunter2" not in str(caught.value) and "***" in str(caught.value)
 
 
-@pytest.mark.parametrize("template", ["redis+cluster://u:hunter2@127.0.0.1:{},127.0.0.1:{}",
-                                      "redis+sentinel://u:hunter2@127.0.0.1:{},127.0.0.1:{}/svc/2"])
+@pytest.mark.parametrize(
+    "template",
+    [
+        "redis+cluster://u:hunter2@127.0.0.1:{},127.0.0.1:{}",
+        "redis+sentinel://u:hunter2@127.0.0.1:{},127.0.0.1:{}/svc/2",
+    ],
+)
 def test_nobody_listening_is_broker_unavailable_naming_the_url(template: str) -> None:
     url = template.format(*free_ports(2))
     with pytest.raises(BrokerUnavailable) as caught:

@@ -9,7 +9,7 @@ import pytest
 
 from .procs import Processes
 
-SEC_APP = '''
+SEC_APP = """
 from datetime import timedelta
 from pathlib import Path
 
@@ -47,7 +47,7 @@ def once(value):
 @app.periodic(every=timedelta(seconds=1))
 def heartbeat():
     return "tick"
-'''
+"""
 
 
 @pytest.fixture

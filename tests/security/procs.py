@@ -62,13 +62,21 @@ class Processes:
         self.live: list[subprocess.Popen[bytes]] = []
         self.count = 0
 
-    def popen(self, argv: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None,
-              log: Path | None = None) -> tuple[subprocess.Popen[bytes], Path]:
+    def popen(
+        self, argv: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None, log: Path | None = None
+    ) -> tuple[subprocess.Popen[bytes], Path]:
         self.count += 1
         log = log or self.tmp / f"proc-{self.count}.log"
         with log.open("ab") as out:
-            proc = subprocess.Popen(list(argv), cwd=cwd or self.tmp, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(
+                list(argv),
+                cwd=cwd or self.tmp,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.live.append(proc)
         return proc, log
 
@@ -79,12 +87,15 @@ class Processes:
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             kill_session(proc)
-            raise AssertionError(f"`taskforge {' '.join(args)}` did not finish within {timeout} s; output:\n"
-                                 f"{log.read_text(errors='replace')[-2000:]}") from None
+            raise AssertionError(
+                f"`taskforge {' '.join(args)}` did not finish within {timeout} s; output:\n"
+                f"{log.read_text(errors='replace')[-2000:]}"
+            ) from None
         return Finished(code, log.read_text(errors="replace"))
 
-    def taskforge_many(self, commands: Sequence[Sequence[str]], url: str, cwd: Path,
-                       timeout: float = COMMAND_TIMEOUT) -> dict[str, Finished]:
+    def taskforge_many(
+        self, commands: Sequence[Sequence[str]], url: str, cwd: Path, timeout: float = COMMAND_TIMEOUT
+    ) -> dict[str, Finished]:
         """Run several ``taskforge`` commands at once (they mostly wait on imports); keyed by command line."""
         started = {" ".join(args): self.start_taskforge(*args, url=url, cwd=cwd) for args in commands}
         deadline = time.monotonic() + timeout
@@ -94,8 +105,9 @@ class Processes:
                 code = spawned.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 kill_session(spawned.proc)
-                raise AssertionError(f"`taskforge {line}` did not finish within {timeout} s; output:\n"
-                                     f"{spawned.output()[-2000:]}") from None
+                raise AssertionError(
+                    f"`taskforge {line}` did not finish within {timeout} s; output:\n{spawned.output()[-2000:]}"
+                ) from None
             done[line] = Finished(code, spawned.output())
         return done
 
@@ -172,14 +184,36 @@ class PrivateRedis:
         self.log = self.dir / "server.log"
 
     def argv(self) -> list[str]:
-        argv = [redis_server_binary(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                "--dir", str(self.dir), "--logfile", str(self.log)]
+        argv = [
+            redis_server_binary(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.dir),
+            "--logfile",
+            str(self.log),
+        ]
         if self.tls is None:
             argv += ["--port", str(self.port)]
         else:
-            argv += ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(self.tls / "server.pem"),
-                     "--tls-key-file", str(self.tls / "server.key"), "--tls-ca-cert-file", str(self.tls / "ca.pem"),
-                     "--tls-auth-clients", "no"]
+            argv += [
+                "--port",
+                "0",
+                "--tls-port",
+                str(self.port),
+                "--tls-cert-file",
+                str(self.tls / "server.pem"),
+                "--tls-key-file",
+                str(self.tls / "server.key"),
+                "--tls-ca-cert-file",
+                str(self.tls / "ca.pem"),
+                "--tls-auth-clients",
+                "no",
+            ]
         return argv + self.options
 
     def start(self, ready: Callable[[], object], timeout: float = 15) -> PrivateRedis:

@@ -44,7 +44,7 @@ def readme_rules() -> list[str]:
     """The rules of the README's ACL line, after the user name and password."""
     lines = [line for line in README.read_text().splitlines() if line.startswith(ACL_LINE)]
     assert len(lines) == 1, f"the README must hold exactly one line starting {ACL_LINE!r}"
-    return lines[0][len(ACL_LINE):].split()
+    return lines[0][len(ACL_LINE) :].split()
 
 
 MINIMAL = readme_rules()
@@ -83,8 +83,9 @@ def producer_app(broker: str) -> TaskForge:
 def run_everything(processes: Processes, app_dir: Path, broker: str, operator: bool = True) -> list[str]:
     """The whole loop as one user: CLI enqueue, a worker, result(), status, job, dead, purge. Returns problems."""
     problems = []
-    enqueued = processes.taskforge("enqueue", "secapp:app", "echo", "--args", '["from the cli"]', url=broker,
-                                   cwd=app_dir)
+    enqueued = processes.taskforge(
+        "enqueue", "secapp:app", "echo", "--args", '["from the cli"]', url=broker, cwd=app_dir
+    )
     if enqueued.code != 0:
         return [f"enqueue: {enqueued.output[-500:]}"]
     worker = processes.start_taskforge(*WORKER, "--visibility-timeout", "3", url=broker, cwd=app_dir)
@@ -104,13 +105,20 @@ def run_everything(processes: Processes, app_dir: Path, broker: str, operator: b
     except AssertionError as exc:
         problems.append(str(exc))
     if operator:
-        reads = [("status", "secapp:app"), ("status", "secapp:app", "--json"), ("job", "secapp:app", doomed.id),
-                 ("dead", "secapp:app", "list")]
+        reads = [
+            ("status", "secapp:app"),
+            ("status", "secapp:app", "--json"),
+            ("job", "secapp:app", doomed.id),
+            ("dead", "secapp:app", "list"),
+        ]
         results = processes.taskforge_many(reads, url=broker, cwd=app_dir)
         for command in (("dead", "secapp:app", "retry", doomed.id), ("purge", "secapp:app", "--yes")):
             results[" ".join(command)] = processes.taskforge(*command, url=broker, cwd=app_dir)
-        problems += [f"`taskforge {line}` exited {done.code}: {done.output[-400:]}"
-                     for line, done in results.items() if done.code != 0]
+        problems += [
+            f"`taskforge {line}` exited {done.code}: {done.output[-400:]}"
+            for line, done in results.items()
+            if done.code != 0
+        ]
     code = worker.stop()
     output = worker.output()
     if code != 0 or "Traceback" in output or "NOPERM" in output or "no permissions" in output:
@@ -122,8 +130,9 @@ def denials(server: PrivateRedis) -> list[str]:
     return sorted({f"{e['reason']} {e['object']} ({e['context']})" for e in admin(server).acl_log(count=1000)})
 
 
-def test_a_password_protected_redis_runs_jobs_end_to_end(processes: Processes, app_dir: Path,
-                                                          server: PrivateRedis) -> None:
+def test_a_password_protected_redis_runs_jobs_end_to_end(
+    processes: Processes, app_dir: Path, server: PrivateRedis
+) -> None:
     broker = f"redis://:{quote(ADMIN, safe='')}@127.0.0.1:{server.port}/0"
     problems = run_everything(processes, app_dir, broker, operator=False)
     report(problems)
@@ -131,7 +140,8 @@ def test_a_password_protected_redis_runs_jobs_end_to_end(processes: Processes, a
 
 @pytest.mark.parametrize("rules", [MINIMAL, COARSE], ids=["minimal-command-list", "all-but-dangerous"])
 def test_an_acl_user_with_only_what_taskforge_needs_runs_jobs_end_to_end(
-        processes: Processes, app_dir: Path, server: PrivateRedis, rules: list[str]) -> None:
+    processes: Processes, app_dir: Path, server: PrivateRedis, rules: list[str]
+) -> None:
     admin(server).execute_command("ACL", "SETUSER", "taskforge", "reset", "on", f">{USER_PASSWORD}", *rules)
     admin(server).execute_command("ACL", "LOG", "RESET")
     broker = f"redis://taskforge:{USER_PASSWORD}@127.0.0.1:{server.port}/0"
@@ -140,8 +150,11 @@ def test_an_acl_user_with_only_what_taskforge_needs_runs_jobs_end_to_end(
     denied = denials(server)
     sent = {name.removeprefix("cmdstat_") for name in admin(server).info("commandstats")}
     missing = sorted(c for c in sent if c not in ACL_COMMANDS and c.split("|")[0] not in NOT_TASKFORGE)
-    report([f"denied by the ACL: {d}" for d in denied] + problems
-           + [f"taskforge sent {c!r}, which the README's ACL line lacks" for c in missing])
+    report(
+        [f"denied by the ACL: {d}" for d in denied]
+        + problems
+        + [f"taskforge sent {c!r}, which the README's ACL line lacks" for c in missing]
+    )
 
 
 def test_a_command_the_acl_denies_inside_a_script_is_named(server: PrivateRedis) -> None:
@@ -165,8 +178,13 @@ def test_the_acl_user_cannot_touch_keys_outside_taskforge(server: PrivateRedis) 
     admin(server).execute_command("ACL", "SETUSER", "taskforge", "reset", "on", f">{USER_PASSWORD}", *MINIMAL)
     user = redis.Redis(port=server.port, username="taskforge", password=USER_PASSWORD)
     assert user.set("taskforge:probe", "1")
-    for forbidden in (lambda: user.set("other:key", "1"), lambda: user.flushdb(), lambda: user.keys("*"),
-                      lambda: user.config_get("*"), lambda: user.eval("return 1", 0)):
+    for forbidden in (
+        lambda: user.set("other:key", "1"),
+        lambda: user.flushdb(),
+        lambda: user.keys("*"),
+        lambda: user.config_get("*"),
+        lambda: user.eval("return 1", 0),
+    ):
         with pytest.raises(redis.exceptions.NoPermissionError):
             forbidden()
 
@@ -179,8 +197,9 @@ def short_dir() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def test_a_password_protected_unix_socket_runs_jobs_end_to_end(processes: Processes, app_dir: Path,
-                                                               short_dir: Path) -> None:
+def test_a_password_protected_unix_socket_runs_jobs_end_to_end(
+    processes: Processes, app_dir: Path, short_dir: Path
+) -> None:
     """SPEC lists unix:// among the broker schemes."""
     sock = short_dir / "redis.sock"
     server = PrivateRedis(processes, "--port", "0", "--unixsocket", str(sock), "--requirepass", ADMIN)

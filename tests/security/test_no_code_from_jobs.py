@@ -24,7 +24,7 @@ from .procs import WORKER, PrivateRedis, Processes, report
 
 PACKAGE = Path(__file__).resolve().parents[2] / "taskforge"
 
-CANARY_MODULE = '''
+CANARY_MODULE = """
 from pathlib import Path
 
 Path(__file__).with_name("canary-imported").write_text("canarymod was imported")
@@ -32,7 +32,7 @@ Path(__file__).with_name("canary-imported").write_text("canarymod was imported")
 
 def run(*args, **kwargs):
     Path(__file__).with_name("canary-called").write_text("canarymod.run was called")
-'''
+"""
 
 
 class Evil:
@@ -47,6 +47,7 @@ class Evil:
 
 def hostile_jobs(app_dir: Path) -> list[tuple[str, tuple[object, ...]]]:
     """(task name, args) pairs, each creating its own canary file if anything ran it."""
+
     def canary(n: int) -> str:
         return str(app_dir / f"canary-{n}")
 
@@ -87,15 +88,18 @@ def test_job_names_are_looked_up_in_the_registry_only(processes: Processes, app_
     jobs = [(producer.send(name, *args), name) for name, args in hostile_jobs(app_dir)]
     # A pickle where the msgpack payload should be, written by someone with access to Redis.
     q = QueueKeys("default")
-    for n, body in enumerate([pickle.dumps(Evil(f"touch {app_dir / 'canary-pickle'}")),
-                              msgpack.packb([[msgpack.ExtType(99, pickle.dumps(Evil("true")))], {}])]):
+    for n, body in enumerate(
+        [
+            pickle.dumps(Evil(f"touch {app_dir / 'canary-pickle'}")),
+            msgpack.packb([[msgpack.ExtType(99, pickle.dumps(Evil("true")))], {}]),
+        ]
+    ):
         raw = producer.send("echo", "placeholder")
         client.hset(q.job(raw.id), "payload", body)
         jobs.append((raw, f"pickled payload #{n}"))
     assert producer.send("touch", str(app_dir / "legit")).id  # the one job that may run
 
-    worker = processes.taskforge(*WORKER, "--burst", "--no-periodic", url=url,
-                                 cwd=app_dir, timeout=60)
+    worker = processes.taskforge(*WORKER, "--burst", "--no-periodic", url=url, cwd=app_dir, timeout=60)
     assert worker.code == 0, worker.output[-3000:]
     canaries = sorted(p.name for p in app_dir.iterdir() if p.name.startswith("canary-"))
     assert canaries == [], f"job data ran code: {canaries}"
@@ -119,7 +123,8 @@ FORBIDDEN = {
     "compile(": re.compile(r"(?<![\w.])compile\s*\("),
     "__import__": re.compile(r"__import__"),
     "importlib.import_module": re.compile(
-        r"import_module|importlib\.(?!resources\b)|from importlib import (?!resources\b)"),
+        r"import_module|importlib\.(?!resources\b)|from importlib import (?!resources\b)"
+    ),
     "yaml.load": re.compile(r"yaml\.(unsafe_)?load"),
     "pydoc.locate": re.compile(r"\blocate\s*\(|pkgutil\.resolve_name|resolve_name\s*\("),
 }
@@ -141,6 +146,9 @@ def test_the_package_never_unpickles_evals_or_imports_by_name() -> None:
 
 def test_the_loader_is_only_reached_from_the_command_line() -> None:
     """load_app imports a module by name; only the CLI (and the worker child it configures) may call it."""
-    callers = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
-                     if "load_app(" in p.read_text() and p.name != "loader.py")
+    callers = sorted(
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*.py")
+        if "load_app(" in p.read_text() and p.name != "loader.py"
+    )
     assert set(callers) <= {"cli/common.py", "worker/child.py"}, callers

@@ -32,8 +32,13 @@ SECRETS = (PASSWORD, quote(PASSWORD, safe=""), WRONG)
 URL_IN_TEXT = re.compile(r"(?:rediss?|unix)://[^\s'\"()]*")
 
 CLI_COMMANDS = [
-    ("status",), ("status", "--json"), ("job", "0123456789abcdef0123456789abcdef"),
-    ("enqueue", "echo", "--args", "[1]"), ("dead", "list"), ("dead", "retry", "--all"), ("purge", "--yes"),
+    ("status",),
+    ("status", "--json"),
+    ("job", "0123456789abcdef0123456789abcdef"),
+    ("enqueue", "echo", "--args", "[1]"),
+    ("dead", "list"),
+    ("dead", "retry", "--all"),
+    ("purge", "--yes"),
     ("worker", "--burst", "-c", "1", "--no-periodic"),
 ]
 SOME_COMMANDS = [CLI_COMMANDS[i] for i in (0, 2, 3, 7)]
@@ -73,8 +78,7 @@ def run_all(processes: Processes, app_dir: Path, broker: str, commands=CLI_COMMA
 
 
 @pytest.mark.parametrize("case", ["wrong-password", "wrong-password-with-user", "unreachable-port"])
-def test_no_command_shows_the_password(processes: Processes, app_dir: Path, server: PrivateRedis,
-                                       case: str) -> None:
+def test_no_command_shows_the_password(processes: Processes, app_dir: Path, server: PrivateRedis, case: str) -> None:
     broker = {
         "wrong-password": url(server.port, WRONG),
         "wrong-password-with-user": url(server.port, PASSWORD, user="nobody"),
@@ -84,16 +88,19 @@ def test_no_command_shows_the_password(processes: Processes, app_dir: Path, serv
     commands = CLI_COMMANDS if case == "wrong-password" else SOME_COMMANDS
     for command, done in run_all(processes, app_dir, broker, commands).items():
         if done.code != 1:
-            problems.append(f"`taskforge {command}` exited {done.code} (a broker it cannot use is a runtime "
-                            f"failure, 1): {done.output.strip()[-300:]!r}")
+            problems.append(
+                f"`taskforge {command}` exited {done.code} (a broker it cannot use is a runtime "
+                f"failure, 1): {done.output.strip()[-300:]!r}"
+            )
         if "Traceback" in done.output:
             problems.append(f"`taskforge {command}` printed a traceback: {done.output[-500:]!r}")
         check_output(f"`taskforge {command}`", done.output, problems, url_shown=True)
     report(problems)
 
 
-def test_a_password_in_the_query_string_is_hidden_too(processes: Processes, app_dir: Path,
-                                                       server: PrivateRedis) -> None:
+def test_a_password_in_the_query_string_is_hidden_too(
+    processes: Processes, app_dir: Path, server: PrivateRedis
+) -> None:
     """redis-py reads ``?password=`` (and ``?username=``) from the URL; it is as secret as the userinfo part."""
     problems: list[str] = []
     broker = f"redis://127.0.0.1:{server.port}/0?password={quote(WRONG, safe='')}"
@@ -104,11 +111,15 @@ def test_a_password_in_the_query_string_is_hidden_too(processes: Processes, app_
 
 def test_library_errors_and_reprs_hide_the_password(server: PrivateRedis) -> None:
     problems: list[str] = []
-    for broker in (url(server.port, WRONG), url(free_port(), PASSWORD), url(server.port, PASSWORD, user="nobody"),
-                   f"unix://:{quote(PASSWORD, safe='')}@/nonexistent/redis.sock",
-                   f"redis://127.0.0.1:{server.port}/0?username=default&password={quote(WRONG, safe='')}",
-                   # the passphrase of a client key file, also read from the query string by redis-py
-                   f"rediss://127.0.0.1:{free_port()}/0?ssl_password={quote(PASSWORD, safe='')}&ssl_cert_reqs=none"):
+    for broker in (
+        url(server.port, WRONG),
+        url(free_port(), PASSWORD),
+        url(server.port, PASSWORD, user="nobody"),
+        f"unix://:{quote(PASSWORD, safe='')}@/nonexistent/redis.sock",
+        f"redis://127.0.0.1:{server.port}/0?username=default&password={quote(WRONG, safe='')}",
+        # the passphrase of a client key file, also read from the query string by redis-py
+        f"rediss://127.0.0.1:{free_port()}/0?ssl_password={quote(PASSWORD, safe='')}&ssl_cert_reqs=none",
+    ):
         app = TaskForge("lib", broker=broker)
         check_output("repr(app)", repr(app), problems, url_shown=True)
         with pytest.raises(BrokerUnavailable) as caught:
@@ -118,15 +129,17 @@ def test_library_errors_and_reprs_hide_the_password(server: PrivateRedis) -> Non
     report(problems)
 
 
-def test_a_worker_losing_its_authenticated_broker_logs_no_password(processes: Processes, app_dir: Path,
-                                                                    server: PrivateRedis) -> None:
+def test_a_worker_losing_its_authenticated_broker_logs_no_password(
+    processes: Processes, app_dir: Path, server: PrivateRedis
+) -> None:
     broker = url(server.port, PASSWORD, user="default")
     worker = processes.start_taskforge(*WORKER, "--no-periodic", url=broker, cwd=app_dir)
     producer = TaskForge("producer", broker=broker)
     assert producer.send("echo", "before").result(timeout=30) == "before"
     server.stop()
-    wait_for(lambda: "cannot reach" in worker.output() or "Connection" in worker.output(), 30,
-             "the worker to log the outage")
+    wait_for(
+        lambda: "cannot reach" in worker.output() or "Connection" in worker.output(), 30, "the worker to log the outage"
+    )
     time.sleep(1.5)
     server.start(lambda: redis.Redis(port=server.port, password=PASSWORD).ping())
     assert producer.send("echo", "after").result(timeout=60) == "after"

@@ -36,12 +36,40 @@ def make_certificates(where: Path) -> Path:
         skip_or_fail("the TLS test needs the openssl command to make its certificates")
     where.mkdir()
     key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    openssl("req", "-x509", *key, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-            "-subj", "/CN=taskforge test CA", cwd=where)
+    openssl(
+        "req",
+        "-x509",
+        *key,
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=taskforge test CA",
+        cwd=where,
+    )
     openssl("req", *key, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1", cwd=where)
     (where / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", "server.pem", "-days", "2", "-extfile", "san.ext", cwd=where)
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+        cwd=where,
+    )
     return where
 
 
@@ -83,8 +111,7 @@ def test_a_worker_runs_a_job_over_tls(processes: Processes, app_dir: Path, tls_s
     assert "Traceback" not in worker.output()
 
 
-def test_without_the_ca_the_certificate_is_refused_clearly(tls_server, processes: Processes,
-                                                          app_dir: Path) -> None:
+def test_without_the_ca_the_certificate_is_refused_clearly(tls_server, processes: Processes, app_dir: Path) -> None:
     server, _ = tls_server
     with pytest.raises(BrokerUnavailable, match=r"rediss://127\.0\.0\.1:\d+/0"):
         TaskForge("x", broker=f"rediss://127.0.0.1:{server.port}/0").broker.ping()

@@ -66,7 +66,11 @@ class Worker:
         self.log = log.open("ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "taskforge", "worker", app, *args],
-            cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=cwd,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         self.pgid = self.proc.pid
 
@@ -78,8 +82,9 @@ class Worker:
         return child_pids(self.proc.pid)
 
     def wait_children(self, n: int, timeout: float = 20) -> list[int]:
-        return wait_for(lambda: len(self.children()) >= n and self.children(), timeout,
-                        f"{n} children of worker {self.pid}")  # type: ignore[return-value]
+        return wait_for(
+            lambda: len(self.children()) >= n and self.children(), timeout, f"{n} children of worker {self.pid}"
+        )  # type: ignore[return-value]
 
     def signal(self, signum: int) -> None:
         os.kill(self.proc.pid, signum)

@@ -41,8 +41,10 @@ def test_each_periodic_tick_is_enqueued_once_by_three_workers(start_worker, side
         assert worker.wait(30) == 0
     runs = [r.decode() for r in side.lrange("side:ticks", 0, -1)]
     client = redis.Redis.from_url(redis_url)
-    ticks = {int(k.decode().rsplit(":", 1)[1]): client.get(k).decode()
-             for k in client.scan_iter("taskforge:{default}:tick:featureapp.every_second:*")}
+    ticks = {
+        int(k.decode().rsplit(":", 1)[1]): client.get(k).decode()
+        for k in client.scan_iter("taskforge:{default}:tick:featureapp.every_second:*")
+    }
     assert len(runs) == len(set(runs)), "a tick's job ran twice"
     assert set(runs) <= set(ticks.values()), "a job ran that no tick enqueued"
     seconds = sorted(ms // 1000 for ms in ticks)
@@ -103,8 +105,7 @@ def test_rate_limit_is_global_and_does_not_block_other_tasks(start_worker, side,
     wait_for(lambda: side.llen("side:rl") >= 100, 60, "100 rate-limited jobs to run", interval=0.2)
     # A start is when the queue handed the job to a child (started_at, Redis's clock): what the
     # limit bounds. The task's own clock adds process scheduling noise on a loaded machine.
-    starts = sorted(features.app.job(i.decode()).info().started_at.timestamp()
-                    for i in side.lrange("side:rl", 0, -1))
+    starts = sorted(features.app.job(i.decode()).info().started_at.timestamp() for i in side.lrange("side:rl", 0, -1))
     worst = max(sum(1 for t in starts if s <= t < s + 1.0) for s in starts)
     assert worst <= 10, f"{worst} starts within one second"
     for worker in workers:

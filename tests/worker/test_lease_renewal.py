@@ -65,6 +65,5 @@ def test_a_claim_taken_over_is_reported_from_the_second_renewal(
     assert lost_warnings(caplog) == []
     sup.renew_leases()
     assert lost_warnings(caplog) == [
-        f"{handle.id} in default: this worker no longer holds its claim (its lease expired and the job "
-        "was reclaimed)"
+        f"{handle.id} in default: this worker no longer holds its claim (its lease expired and the job was reclaimed)"
     ]

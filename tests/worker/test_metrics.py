@@ -61,8 +61,13 @@ def test_scrapes_during_a_run_show_the_counters_moving(start_worker, redis_url: 
         now = scrape(port)
         done = value(now, "taskforge_jobs_succeeded_total", queue="default", task="userapp.record") == 5
         dead = value(now, "taskforge_jobs_dead_total", queue="default", task="userapp.always_crash") == 1
-        return now if done and dead and value(now, "taskforge_jobs_retried_total", queue="default",
-                                               task="userapp.retry_me") == 2 else None
+        return (
+            now
+            if done
+            and dead
+            and value(now, "taskforge_jobs_retried_total", queue="default", task="userapp.retry_me") == 2
+            else None
+        )
 
     after = wait_for(settled, 60, "counters to reach the run's totals", interval=0.3)
     assert doomed.status().value == "dead" and retried.result(timeout=20) == "third time"
@@ -72,8 +77,12 @@ def test_scrapes_during_a_run_show_the_counters_moving(start_worker, redis_url: 
     assert value(after, "taskforge_jobs_retried_total", **crash) == 1
     assert value(after, "taskforge_child_restarts_total", reason="crashed") == 2
     assert value(after, "taskforge_jobs_started_total", queue="default", task="userapp.record") == 5
-    assert value(after, "taskforge_job_duration_seconds_count", queue="default", task="userapp.record",
-                 outcome="succeeded") == 5
+    assert (
+        value(
+            after, "taskforge_job_duration_seconds_count", queue="default", task="userapp.record", outcome="succeeded"
+        )
+        == 5
+    )
     assert value(after, "taskforge_queue_jobs", queue="default", state="dead") == 1
     assert value(after, "taskforge_queue_jobs", queue="default", state="pending") == 0
     assert value(after, "taskforge_workers_alive") == 1

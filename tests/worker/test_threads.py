@@ -26,8 +26,9 @@ def producer(redis_url: str) -> TaskForge:
 
 
 def final(handle, timeout: float = 30) -> JobState:
-    return wait_for(lambda: handle.status() if handle.status().finished else None, timeout,
-                    f"job {handle.id} to finish")
+    return wait_for(
+        lambda: handle.status() if handle.status().finished else None, timeout, f"job {handle.id} to finish"
+    )
 
 
 def test_the_lanes_of_one_child_run_jobs_side_by_side(start_worker, producer, side) -> None:

@@ -25,8 +25,9 @@ def producer(redis_url: str) -> TaskForge:
 
 
 def final(handle, timeout: float = 20) -> JobState:
-    return wait_for(lambda: handle.status() if handle.status().finished else None, timeout,
-                    f"job {handle.id} to finish")
+    return wait_for(
+        lambda: handle.status() if handle.status().finished else None, timeout, f"job {handle.id} to finish"
+    )
 
 
 def test_child_killed_mid_job_is_rerun(start_worker, producer, side) -> None:
@@ -200,8 +201,21 @@ def free_port() -> int:
 def test_redis_restart_under_a_running_worker(start_worker, tmp_path: Path) -> None:
     port = free_port()
     url = f"redis://127.0.0.1:{port}/0"
-    cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path),
-           "--appendonly", "yes", "--appendfsync", "always"]
+    cmd = [
+        "redis-server",
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--dir",
+        str(tmp_path),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+    ]
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
     try:
         client = redis.Redis.from_url(url)
@@ -240,9 +254,14 @@ def _try_send(producer: TaskForge):
 
 @pytest.mark.parametrize("spec", ["nosuch:app", "userapp:nosuch", "userapp:side", "not a spec"])
 def test_bad_app_exits_2_with_one_line(spec: str, workdir: Path, redis_url: str) -> None:
-    result = subprocess.run([sys.executable, "-m", "taskforge", "worker", spec], cwd=workdir,
-                            capture_output=True, text=True, timeout=30,
-                            env={"TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": redis_url, "PATH": "/usr/bin"})
+    result = subprocess.run(
+        [sys.executable, "-m", "taskforge", "worker", spec],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": redis_url, "PATH": "/usr/bin"},
+    )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
@@ -250,8 +269,13 @@ def test_bad_app_exits_2_with_one_line(spec: str, workdir: Path, redis_url: str)
 
 def test_import_error_inside_the_user_module_shows_their_traceback(workdir: Path, redis_url: str) -> None:
     (workdir / "broken.py").write_text("import os\n\ndef f():\n    return 1 / 0\n\nf()\n")
-    result = subprocess.run([sys.executable, "-m", "taskforge", "worker", "broken:app"], cwd=workdir,
-                            capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        [sys.executable, "-m", "taskforge", "worker", "broken:app"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result.returncode == 2
     assert "broken.py" in result.stderr and "ZeroDivisionError" in result.stderr
     assert "importlib" not in result.stderr and "loader.py" not in result.stderr
