@@ -41,9 +41,9 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from .broker.connection import broker_errors, redact
+from .broker.workers import live_workers
 from .handle import job_info
 from .job import JobInfo, Priority, ms_to_datetime
-from .worker.registry import live_workers
 
 if TYPE_CHECKING:
     from .app import TaskForge

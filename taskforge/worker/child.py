@@ -29,7 +29,8 @@ import redis
 
 from ..broker.queue import PRIORITY_BAND, Claim, new_token
 from ..errors import BrokerUnavailable, CorruptQueue
-from .runner import Chain, record, run_claim
+from .messages import Heartbeat, JobFinished, JobStarted, LaneIdle, Message, Recycling
+from .runner import AppContext, Chain, record, run_claim
 
 log = logging.getLogger("taskforge.worker")
 
@@ -85,7 +86,7 @@ def die_with_parent(parent: int) -> None:
 
 
 class Child:
-    """What a child's lanes share: the app, its broker, the pipe, the stop flag and the job count."""
+    """What a child's lanes share: the run context, its broker, the pipe, the stop flag and the job count."""
 
     def __init__(self, config: ChildConfig, pipe: Connection) -> None:
         from ..loader import load_app
@@ -94,8 +95,9 @@ class Child:
         self.pipe = pipe
         self.stopping = False
         self.recycling = False  # max_jobs reached: lanes finish their job and stop claiming
-        self.app = load_app(config.app_spec)
-        self.broker = self.app.broker
+        # The app is read once: the lanes need only what running a job needs.
+        self.context = AppContext.of(load_app(config.app_spec))
+        self.broker = self.context.broker
         self.queues = list(config.queues)
         self.last_alive = 0.0
         self.done = 0
@@ -104,7 +106,7 @@ class Child:
     def request_stop(self, *_: object) -> None:
         self.stopping = True
 
-    def send(self, *message: object) -> None:
+    def send(self, message: Message) -> None:
         with self.lock:
             self.pipe.send(message)
 
@@ -112,7 +114,7 @@ class Child:
         now = time.monotonic()
         if now - self.last_alive >= IDLE_BLOCK / 2:
             self.last_alive = now
-            self.send("alive")
+            self.send(Heartbeat())
 
     def count_job(self) -> bool:
         """Count one job taken; True when it is the last this child may take."""
@@ -124,7 +126,7 @@ class Child:
             recycling = self.recycling
         if last:
             # Said, not only shown by the exit code: a task may exit with any code.
-            self.send("recycle")
+            self.send(Recycling())
         return recycling
 
     def run(self) -> int:
@@ -163,7 +165,7 @@ class Lane:
         self.child = child
         self.index = index
         self.config = child.config
-        self.app = child.app
+        self.context = child.context
         self.broker = child.broker
         self.queues = child.queues
         self.next_queue = 0
@@ -211,7 +213,7 @@ class Lane:
 
     def adopt(self, claim: Claim) -> Claim:
         """A job sent by name takes max_attempts and timeout from this worker's task."""
-        task = self.app.tasks.get(claim.task)
+        task = self.context.tasks.get(claim.task)
         if not claim.inherit or task is None:
             return claim
         opts = task.options
@@ -289,9 +291,9 @@ class Lane:
                 following = self.execute(claim, chain=not last)
         if following is not None:
             self.give_back(following[0])
-            # The job whose "start" the supervisor saw last has been recorded:
+            # The job whose start the supervisor saw last has been recorded:
             # without this it would take our exit for a crash during that job.
-            self.child.send("idle", self.index)
+            self.child.send(LaneIdle(self.index))
         return EXIT_RECYCLE if self.child.recycling else 0
 
     def give_back(self, claims: list[Claim]) -> None:
@@ -302,9 +304,9 @@ class Lane:
     def execute(self, claim: Claim, chain: bool) -> tuple[list[Claim], float | None] | None:
         """Run one job; with ``chain``, also claim this child's next job in the same call."""
         claim = self.adopt(claim)
-        # "start" also tells the supervisor the previous job is over: one message per job.
+        # JobStarted also tells the supervisor the previous job is over: one message per job.
         self.child.send(
-            "start", self.index, claim.id, claim.token, claim.queue, claim.task, claim.attempts, claim.timeout
+            JobStarted(self.index, claim.id, claim.token, claim.queue, claim.task, claim.attempts, claim.timeout)
         )
 
         def link() -> Chain | None:
@@ -312,9 +314,9 @@ class Lane:
                 return None
             return Chain(self.config.lease_ms, self.tokens.get(claim.queue) or new_token())
 
-        outcome = run_claim(self.app, claim, link)
+        outcome = run_claim(self.context, claim, link)
         if self.config.report_outcomes:
-            self.child.send("done", self.index, outcome.state, outcome.duration)
+            self.child.send(JobFinished(self.index, outcome.state, outcome.duration))
         if outcome.next is not None:
             self.tokens[claim.queue] = new_token()
         if log.isEnabledFor(logging.INFO):
@@ -329,7 +331,7 @@ class Lane:
                 f": {outcome.error}" if outcome.error else "",
             )
         if outcome.next is None or not outcome.next[0]:
-            self.child.send("idle", self.index)
+            self.child.send(LaneIdle(self.index))
             self.child.last_alive = time.monotonic()
         return outcome.next
 

@@ -1,7 +1,8 @@
-"""Live workers announce themselves in Redis, for ``taskforge status``.
+"""What a live worker says about itself, for ``taskforge status`` and the dashboard.
 
-Each worker keeps a hash that expires unless renewed, so a worker that was
-SIGKILLed disappears from the listing by itself.
+The worker side of the listing: who this worker is (host, pid, queues,
+capacity) and what it runs right now. Storing it is the broker's job
+(``broker/workers.py``), so the key layout stays in one package.
 """
 
 from __future__ import annotations
@@ -10,13 +11,15 @@ import json
 import os
 import socket
 import time
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import redis
 
-from ..broker import keys
+from ..broker import workers
 
-STALE_AFTER_MS = 60_000
+if TYPE_CHECKING:
+    from .pool import Running
 
 
 class WorkerRegistry:
@@ -24,7 +27,7 @@ class WorkerRegistry:
         self.client = client
         self.id = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(2).hex()}"
         self.ttl_ms = int(ttl * 1000)
-        self.static = {
+        self.static: dict[str, workers.Field] = {
             "id": self.id,
             "host": socket.gethostname(),
             "pid": os.getpid(),
@@ -33,49 +36,22 @@ class WorkerRegistry:
             "started_at": int(time.time() * 1000),
         }
 
-    def beat(self, current: list[dict[str, Any]], jobs_done: int) -> None:
+    def beat(self, running: Iterable[Running], jobs_done: int) -> None:
+        """Renew this worker's entry, listing the jobs its children run now."""
         now = int(time.time() * 1000)
-        key = keys.worker_key(self.id)
-        pipe = self.client.pipeline(transaction=False)
-        pipe.hset(
-            key, mapping={**self.static, "jobs_done": jobs_done, "current": json.dumps(current), "heartbeat": now}
-        )
-        pipe.pexpire(key, self.ttl_ms)
-        pipe.zadd(keys.WORKERS, {self.id: now})
-        pipe.zremrangebyscore(keys.WORKERS, "-inf", now - STALE_AFTER_MS)
-        pipe.execute()
+        current = [describe(job) for job in running]
+        fields = {**self.static, "jobs_done": jobs_done, "current": json.dumps(current), "heartbeat": now}
+        workers.beat(self.client, self.id, fields, self.ttl_ms, now)
 
     def remove(self) -> None:
-        pipe = self.client.pipeline(transaction=False)
-        pipe.delete(keys.worker_key(self.id))
-        pipe.zrem(keys.WORKERS, self.id)
-        pipe.execute()
+        workers.remove(self.client, self.id)
 
 
-def live_workers(client: redis.Redis) -> list[dict[str, Any]]:
-    """Every worker whose heartbeat has not expired, oldest first."""
-    ids = client.zrange(keys.WORKERS, 0, -1)
-    if not ids:
-        return []
-    pipe = client.pipeline(transaction=False)
-    for worker_id in ids:
-        pipe.hgetall(keys.worker_key(worker_id.decode()))
-    workers = []
-    for fields in pipe.execute():
-        if not fields:
-            continue
-        data = {k.decode(): v.decode() for k, v in fields.items()}
-        workers.append(
-            {
-                "id": data["id"],
-                "host": data.get("host", ""),
-                "pid": int(data.get("pid", 0)),
-                "queues": json.loads(data.get("queues", "[]")),
-                "concurrency": int(data.get("concurrency", 0)),
-                "started_at": int(data.get("started_at", 0)),
-                "jobs_done": int(data.get("jobs_done", 0)),
-                "current": json.loads(data.get("current", "[]")),
-                "heartbeat": int(data.get("heartbeat", 0)),
-            }
-        )
-    return workers
+def describe(job: Running) -> dict[str, Any]:
+    """One running job as the listing shows it; its start on the wall clock, from the monotonic one."""
+    return {
+        "id": job.job_id,
+        "task": job.task,
+        "queue": job.queue,
+        "started_at": int((time.time() - (time.monotonic() - job.started)) * 1000),
+    }

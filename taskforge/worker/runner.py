@@ -3,6 +3,11 @@
 Recording is retried through Redis outages, so the outcome of a job that
 finished while Redis was away is written once Redis is back (or, if the
 lease ran out meanwhile and another worker took the job, fenced off).
+
+The runner needs five things from an app (its name, task registry, hooks
+and middleware, broker, size limit), spelled out as ``RunContext``: a
+worker child builds an ``AppContext`` once, ``app.drain()`` passes the app
+itself, and neither side depends on everything else a ``TaskForge`` carries.
 """
 
 from __future__ import annotations
@@ -10,9 +15,9 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import redis
 
@@ -23,12 +28,48 @@ from ..job import JobInfo, JobState, Priority
 from ..serialization import dumps_result
 
 if TYPE_CHECKING:
-    from ..app import TaskForge
+    from ..broker.queue import Broker
+    from ..hooks import Hooks
+    from ..task import Task
 
 log = logging.getLogger("taskforge.worker")
 
 RECORD_BACKOFF_CAP = 5.0
 RECORD_ATTEMPTS_ON_ERROR = 3
+
+
+class RunContext(Protocol):
+    """What running a job reads from its app; a ``TaskForge`` has all of it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def tasks(self) -> Mapping[str, Task[Any, Any]]: ...
+
+    @property
+    def hooks(self) -> Hooks: ...
+
+    @property
+    def broker(self) -> Broker: ...
+
+    @property
+    def max_job_size(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class AppContext:
+    """A ``RunContext`` read off a loaded app once, as a worker child does before its first job."""
+
+    name: str
+    tasks: Mapping[str, Task[Any, Any]]
+    hooks: Hooks
+    broker: Broker
+    max_job_size: int
+
+    @classmethod
+    def of(cls, app: RunContext) -> AppContext:
+        return cls(app.name, app.tasks, app.hooks, app.broker, app.max_job_size)
 
 
 @dataclass(frozen=True)
@@ -50,11 +91,11 @@ class Chain:
     token: str
 
 
-def retry_delay(app: TaskForge, task_name: str, attempt: int, requested: float | None = None) -> float:
+def retry_delay(context: RunContext, task_name: str, attempt: int, requested: float | None = None) -> float:
     """Seconds before the next attempt: what the task asked for, else its backoff policy."""
     if requested is not None:
         return requested
-    task = app.tasks.get(task_name)
+    task = context.tasks.get(task_name)
     if task is None:
         return 1.0
     return max(0.0, float(task.backoff(attempt)))
@@ -113,53 +154,53 @@ def claim_info(claim: Claim) -> JobInfo:
     )
 
 
-def run_claim(app: TaskForge, claim: Claim, chain: Callable[[], Chain | None] | None = None) -> Outcome:
+def run_claim(context: RunContext, claim: Claim, chain: Callable[[], Chain | None] | None = None) -> Outcome:
     """Run ``claim`` and record its outcome; ``chain()`` is asked, once the task has
     returned, whether to claim the next job in the same call (a shutdown may
     have begun while the task ran)."""
     started = time.monotonic()
     info = claim_info(claim)
-    hooks = app.hooks
-    task = app.tasks.get(claim.task)
+    hooks = context.hooks
+    task = context.tasks.get(claim.task)
     if task is None:
-        known = ", ".join(sorted(app.tasks)) or "none"
+        known = ", ".join(sorted(context.tasks)) or "none"
         error = (
-            f"UnknownTask: no task named {claim.task!r} is registered in app {app.name!r} "
+            f"UnknownTask: no task named {claim.task!r} is registered in app {context.name!r} "
             f"(known: {known}); deploy the code that defines it, then retry the dead job"
         )
-        return failed(app, claim, info, error, "", None, started)
+        return failed(context, claim, info, error, "", None, started)
     hooks.emit("job_started", info)
-    context = enter(claim, app.broker)
+    current = enter(claim, context.broker)
     try:
         value = hooks.run(info, lambda: task.func(*claim.args, **claim.kwargs))
     except Retry as request:
-        delay = retry_delay(app, claim.task, claim.attempts, request.after)
-        return failed(app, claim, info, f"Retry: {request}", "", delay, started)
+        delay = retry_delay(context, claim.task, claim.attempts, request.after)
+        return failed(context, claim, info, f"Retry: {request}", "", delay, started)
     except Exception as exc:
-        delay = retry_delay(app, claim.task, claim.attempts)
-        return failed(app, claim, info, f"{type(exc).__name__}: {exc}", traceback.format_exc(), delay, started)
+        delay = retry_delay(context, claim.task, claim.attempts)
+        return failed(context, claim, info, f"{type(exc).__name__}: {exc}", traceback.format_exc(), delay, started)
     finally:
-        leave(context)
+        leave(current)
     duration = time.monotonic() - started
     try:
         result = dumps_result(value)
-        if app.max_job_size and len(result) > app.max_job_size:
+        if context.max_job_size and len(result) > context.max_job_size:
             raise SerializationError(
                 f"the task's return value serializes to {len(result):,} bytes, over the "
-                f"max_job_size of {app.max_job_size:,}; store big results elsewhere and return a reference"
+                f"max_job_size of {context.max_job_size:,}; store big results elsewhere and return a reference"
             )
     except SerializationError as exc:
-        return failed(app, claim, info, f"SerializationError: {exc}", "", None, started)
-    outcome = succeeded(app, claim, result, duration, chain)
+        return failed(context, claim, info, f"SerializationError: {exc}", "", None, started)
+    outcome = succeeded(context, claim, result, duration, chain)
     if outcome.state == "succeeded":
         hooks.emit("job_succeeded", replace(info, state=JobState.SUCCEEDED, result=value), result=value)
     return outcome
 
 
 def succeeded(
-    app: TaskForge, claim: Claim, result: bytes, duration: float, chain: Callable[[], Chain | None] | None
+    context: RunContext, claim: Claim, result: bytes, duration: float, chain: Callable[[], Chain | None] | None
 ) -> Outcome:
-    broker = app.broker
+    broker = context.broker
     link = chain() if chain is not None else None
     if link is None:
         ok = record(broker.succeed, claim.queue, claim.id, claim.token, result)
@@ -172,20 +213,20 @@ def succeeded(
 
 
 def failed(
-    app: TaskForge, claim: Claim, info: JobInfo, error: str, tb: str, retry_in: float | None, started: float
+    context: RunContext, claim: Claim, info: JobInfo, error: str, tb: str, retry_in: float | None, started: float
 ) -> Outcome:
     """Record a failed run (retry or dead), then tell the hooks."""
-    state = record(app.broker.fail, claim.queue, claim.id, claim.token, error, tb, retry_in)
-    notify_failure(app, info, state, error, tb)
+    state = record(context.broker.fail, claim.queue, claim.id, claim.token, error, tb, retry_in)
+    notify_failure(context, info, state, error, tb)
     return Outcome(state, time.monotonic() - started, error)
 
 
-def notify_failure(app: TaskForge, info: JobInfo, state: str | None, error: str, tb: str = "") -> None:
+def notify_failure(context: RunContext, info: JobInfo, state: str | None, error: str, tb: str = "") -> None:
     """job_failed for every failed run; job_dead too when it was the last."""
     if state not in ("retrying", "dead"):
         return
     final = JobState.DEAD if state == "dead" else JobState.RETRYING
     after = replace(info, state=final, error=error, traceback=tb or None)
-    app.hooks.emit("job_failed", after, error=error)
+    context.hooks.emit("job_failed", after, error=error)
     if state == "dead":
-        app.hooks.emit("job_dead", after, error=error)
+        context.hooks.emit("job_dead", after, error=error)

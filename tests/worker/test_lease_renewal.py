@@ -16,7 +16,7 @@ LOST = "no longer holds its claim"
 
 def supervisor_holding(app: TaskForge, running: Running) -> Supervisor:
     sup = Supervisor(app, "tests:app", WorkerOptions(concurrency=1, queues=("default",)))
-    sup.children = {0: SimpleNamespace(lanes={0: running})}  # type: ignore[dict-item]
+    sup.pool.children = {0: SimpleNamespace(lanes={0: running})}  # type: ignore[dict-item]
     return sup
 
 
@@ -41,7 +41,7 @@ def test_a_job_its_own_child_just_recorded_is_not_reported_lost(
     # Then it did: it moved on to the next job.
     [nxt], _ = app.broker.dequeue("default", 30_000)
     assert {claim.id, nxt.id} <= {first.id, second.id}
-    sup.children[0].lanes[0] = Running(nxt.id, nxt.token, "default", nxt.task, 1, None)
+    sup.pool.children[0].lanes[0] = Running(nxt.id, nxt.token, "default", nxt.task, 1, None)
     sup.renew_leases()
     assert lost_warnings(caplog) == []
 

@@ -1,0 +1,101 @@
+"""The supervisor's periodic Redis work: when each duty runs, and why none can stop the loop.
+
+Four duties share one clock: renew this worker's leases, reclaim expired
+claims, publish the heartbeat that ``taskforge status`` reads, and enqueue
+due periodic tasks. Their order after an outage matters (renew before
+reclaim, or this worker's own live jobs look expired), and a failing duty
+must leave the supervisor running its children: both rules live here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import redis
+
+from ..errors import BrokerUnavailable, CorruptQueue
+
+if TYPE_CHECKING:
+    from ..periodic import Scheduler
+
+log = logging.getLogger("taskforge.worker")
+
+RECLAIM_EVERY = 1.0
+HEARTBEAT_EVERY = 2.0  # how fresh `taskforge status` is about workers
+RENEW_RETRY = 0.5
+
+Duty = Callable[[], object]
+
+
+class DamageLog:
+    """Says each damaged queue once: the duties meet the same damage every second."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    def report(self, exc: CorruptQueue) -> None:
+        if str(exc) not in self.seen:
+            self.seen.add(str(exc))
+            log.error("%s", exc)
+
+
+class Housekeeping:
+    """Runs the duties when they are due; ``run`` is also the safe way to run one-off Redis work."""
+
+    def __init__(
+        self,
+        renew: Duty,
+        reclaim: Duty,
+        beat: Duty,
+        scheduler: Scheduler | None,
+        renew_every: float,
+        damage: DamageLog,
+    ) -> None:
+        self.renew = renew
+        self.reclaim = reclaim
+        self.beat = beat
+        self.scheduler = scheduler
+        self.renew_every = renew_every
+        self.damage = damage
+        self.next_renew = self.next_beat = self.next_reclaim = 0.0
+
+    def start(self, now: float) -> None:
+        """Renew and beat on the first tick; the reclaim at start-up has just run."""
+        self.next_renew = self.next_beat = 0.0
+        self.next_reclaim = now + RECLAIM_EVERY
+
+    def tick(self, now: float, stopping: bool) -> None:
+        if now >= self.next_renew:
+            # After a failed renewal, retry soon, and reclaim nothing until
+            # it works: after an outage this worker's own live jobs may look
+            # expired, and must be renewed before anyone's reclaim runs.
+            renewed = self.run(self.renew)
+            self.next_renew = now + (self.renew_every if renewed else RENEW_RETRY)
+            if not renewed:
+                self.next_reclaim = max(self.next_reclaim, self.next_renew)
+        if now >= self.next_reclaim:
+            self.run(self.reclaim)
+            self.next_reclaim = now + RECLAIM_EVERY
+        if now >= self.next_beat:
+            self.run(self.beat)
+            self.next_beat = now + HEARTBEAT_EVERY
+        if self.scheduler is not None and not stopping:
+            try:
+                self.run(self.scheduler.run_due)
+            except Exception:  # a broken schedule must not stop the worker from running jobs
+                log.exception("the periodic scheduler failed; it will try again")
+
+    def run(self, action: Duty) -> bool:
+        """Periodic Redis work must never bring the supervisor down; True if it worked."""
+        try:
+            action()
+            return True
+        except BrokerUnavailable as exc:
+            log.warning("%s; will retry", exc)
+        except CorruptQueue as exc:
+            self.damage.report(exc)
+        except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
+            log.error("%s failed: %s; will retry", getattr(action, "__name__", action), exc)
+        return False

@@ -1,0 +1,73 @@
+"""What a child tells its supervisor through its pipe, one frozen class per kind of news.
+
+The supervisor renews leases and enforces timeouts from outside the child,
+so it must know which job each lane runs; these messages are how. They
+replace positional tuples, whose layout lived in two files and was read by
+index; the supervisor now matches on the class (``match message: case
+JobStarted(...)``) and a field added here cannot be read at the wrong place.
+
+One message goes per job, so they are kept cheap: ``__slots__`` and a
+``__reduce__`` that pickles a message as its class and field values only.
+Nothing waits for them (children talk to Redis themselves): losing the pipe
+only costs the supervisor its view of a child, which its sentinel covers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+class Message:
+    """Base of every child-to-supervisor message: pickled as (class, field values)."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[type[Message], tuple[Any, ...]]:
+        # The default pickling of a frozen slotted dataclass stores a dict of
+        # field names and restores it attribute by attribute: twice the bytes
+        # and time of calling the class again with the values.
+        return type(self), tuple(map(self.__getattribute__, self.__slots__))
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat(Message):
+    """The child's loop is alive (sent at least every second while idle): the watchdog's evidence."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobStarted(Message):
+    """A lane took a job; this also ends the job that lane ran before, whose outcome is recorded."""
+
+    lane: int
+    job_id: str
+    token: str
+    queue: str
+    task: str
+    attempts: int
+    timeout: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobFinished(Message):
+    """How a run ended (``state`` as the queue recorded it); sent only when the supervisor keeps metrics."""
+
+    lane: int
+    state: str | None
+    duration: float
+
+
+@dataclass(frozen=True, slots=True)
+class LaneIdle(Message):
+    """A lane has no job: the one it ran last is recorded, so the child exiting now is no crash."""
+
+    lane: int
+
+
+@dataclass(frozen=True, slots=True)
+class Recycling(Message):
+    """The child reached ``--max-jobs-per-child`` and will exit with EXIT_RECYCLE to be replaced.
+
+    Said, not only shown by the exit code: a task may call ``os._exit`` with
+    that same code, and that is a crash.
+    """

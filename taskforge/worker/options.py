@@ -1,0 +1,26 @@
+"""How a worker was asked to run, as the CLI parsed it: one frozen value every part reads.
+
+Its own module because the pool, the leases and the supervisor all read it,
+and none of them should import another just for its settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    concurrency: int
+    queues: tuple[str, ...]
+    visibility_timeout: float = 60.0
+    grace: float = 30.0
+    burst: bool = False
+    max_jobs_per_child: int = 0
+    log_level: str = "info"
+    periodic: bool = True
+    threads: int = 1
+
+    @property
+    def lease_ms(self) -> int:
+        return int(self.visibility_timeout * 1000)

@@ -1,0 +1,105 @@
+"""Record what happened to the jobs of a child that died, killed or crashed.
+
+A child records its own jobs; when it dies mid-job the supervisor must do
+it instead: a crash or timeout fails the attempt (retry or dead by the
+usual rules), an abort records the job cancelled, and a job killed for
+someone else's sake (a shutdown, another lane's timeout) goes back to its
+queue unrun. During an outage these outcomes wait here, their leases still
+renewed (``held``), and are retried every tick without blocking the loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import redis
+
+from ..errors import BrokerUnavailable, CorruptQueue, TaskforgeError
+from ..handle import JobHandle
+from .pool import Died, Running, describe_exit
+from .runner import notify_failure, retry_delay
+
+if TYPE_CHECKING:
+    from ..app import TaskForge
+    from ..metrics import WorkerMetrics
+
+log = logging.getLogger("taskforge.worker")
+
+
+class PendingOutcomes:
+    """Jobs whose child ended before recording them, until their outcome is written."""
+
+    def __init__(self, app: TaskForge, metrics: WorkerMetrics | None = None) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.unsettled: list[Died] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.unsettled)
+
+    def __len__(self) -> int:
+        return len(self.unsettled)
+
+    def held(self) -> list[Running]:
+        """Their claims are still this worker's, to renew until recorded."""
+        return [running for running, _ in self.unsettled]
+
+    def add(self, died: Iterable[Died]) -> None:
+        self.unsettled.extend(died)
+
+    def drop(self) -> None:
+        """A shutdown past its grace period gives up: the leases expire and the jobs are reclaimed."""
+        if self.unsettled:
+            log.warning(
+                "%d job outcomes not recorded before shutdown; their leases will expire and they will be reclaimed",
+                len(self.unsettled),
+            )
+        self.unsettled = []
+
+    def settle(self) -> None:
+        """Try to record each outcome once; keep those an outage prevented, for the next tick."""
+        still = []
+        for running, code in self.unsettled:
+            try:
+                self.record(running, code)
+            except BrokerUnavailable:
+                still.append((running, code))
+            except (CorruptQueue, redis.RedisError) as exc:
+                log.error(
+                    "cannot record the outcome of %s (%s); its lease will expire and it will be reclaimed",
+                    running.job_id,
+                    exc,
+                )
+        self.unsettled = still
+
+    def record(self, running: Running, code: int | None) -> None:
+        broker = self.app.broker
+        if running.give_back:
+            broker.requeue(running.queue, running.job_id, running.token)
+            log.info("%s %s went back to its queue unrun", running.task, running.job_id)
+            return
+        if running.aborted:
+            broker.abandon(running.queue, running.job_id, running.token)
+            log.info("%s %s aborted: its child was stopped", running.task, running.job_id)
+            return
+        if running.timed_out:
+            error = f"TimeoutError: the job ran longer than its timeout of {running.timeout:g} s and was killed"
+        else:
+            error = f"WorkerCrashed: the child process running this job {describe_exit(code)}"
+        self.fail(running, error)
+
+    def fail(self, running: Running, error: str) -> None:
+        """The attempt counts: retry or dead, then the same metrics and hooks as a failure in the child."""
+        delay = retry_delay(self.app, running.task, running.attempts)
+        state = self.app.broker.fail(running.queue, running.job_id, running.token, error, "", delay)
+        if self.metrics is not None:
+            self.metrics.finished(running.queue, running.task, state, time.monotonic() - running.started)
+        log.warning("%s %s attempt %d %s: %s", running.task, running.job_id, running.attempts, state, error)
+        if self.app.hooks.handlers["job_failed"] or self.app.hooks.handlers["job_dead"]:
+            with contextlib.suppress(TaskforgeError):
+                info = JobHandle(self.app, running.job_id, running.queue).info()
+                notify_failure(self.app, info, state, error)

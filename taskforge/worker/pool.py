@@ -1,0 +1,295 @@
+"""The supervisor's children: spawn, listen, reap, respawn, and kill when a job must stop.
+
+Children are started with ``spawn``, not ``fork``: each imports the app
+afresh (as SPEC says), and none inherits the supervisor's Redis sockets,
+threads or held locks, the classic source of forked-worker deadlocks.
+
+The pool knows which job each lane of each child runs, from the children's
+messages, because everything the supervisor does from outside depends on
+it: leases are renewed for those jobs, a job past its timeout gets its
+child killed, and a child's death is charged to the jobs it held. It never
+talks to Redis: what a dead child held is handed back to be recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from typing import TYPE_CHECKING, Any
+
+from .child import EXIT_RECYCLE, ChildConfig, child_main
+from .messages import Heartbeat, JobFinished, JobStarted, LaneIdle, Message, Recycling
+from .options import WorkerOptions
+
+if TYPE_CHECKING:
+    from ..metrics import WorkerMetrics
+
+log = logging.getLogger("taskforge.worker")
+
+TICK = 0.25
+# After a child's message wakes the loop, let more arrive before reading: a
+# busy child sends one per job, and a supervisor woken thousands of times a
+# second takes a core's worth of CPU from the children on a small machine.
+# Nothing waits on these messages (children talk to Redis themselves), and a
+# child's death is still seen at once: its sentinel is not delayed.
+MESSAGE_BATCH = 0.02
+# An idle child reports every second, but one Redis call may legitimately take
+# 3 tries x (connect + socket timeout) during an outage: only silence well past
+# that means a hung loop.
+WATCHDOG_SILENCE = 90.0
+RESPAWN_BACKOFF_CAP = 10.0
+# A child that dies younger than this counts towards a crash streak, which
+# delays its replacement: a task that kills every child must not fork-bomb.
+SHORT_LIFE = 5.0
+
+
+@dataclass
+class Running:
+    """A job one lane of a child runs, and what the supervisor decided about it."""
+
+    job_id: str
+    token: str
+    queue: str
+    task: str
+    attempts: int
+    timeout: float | None
+    started: float = field(default_factory=time.monotonic)
+    timed_out: bool = False
+    give_back: bool = False
+    aborted: bool = False
+
+    @classmethod
+    def of(cls, message: JobStarted) -> Running:
+        return cls(message.job_id, message.token, message.queue, message.task, message.attempts, message.timeout)
+
+
+@dataclass
+class ChildSlot:
+    index: int
+    process: BaseProcess
+    pipe: Connection
+    started: float = field(default_factory=time.monotonic)
+    last_seen: float = field(default_factory=time.monotonic)
+    lanes: dict[int, Running] = field(default_factory=dict)  # lane -> the job it runs (one lane per thread)
+    killed: bool = False
+    recycling: bool = False  # the child said it reached --max-jobs-per-child
+    kill_target: str | None = None  # the job a timeout or abort kill was meant for
+
+    def kill(self, target: str | None = None) -> None:
+        self.killed = True
+        if target is not None:
+            self.kill_target = target
+        signal_child(self, signal.SIGKILL)
+
+
+Died = tuple[Running, int | None]  # a job whose child ended, and the child's exit code
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "did not exit"
+    if code < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def signal_child(slot: ChildSlot, signum: int) -> None:
+    try:
+        if slot.process.pid:
+            os.kill(slot.process.pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+class Pool:
+    """The child processes of one worker and the jobs their lanes run."""
+
+    def __init__(self, app_spec: str, options: WorkerOptions, metrics: WorkerMetrics | None = None) -> None:
+        self.spec = app_spec
+        self.options = options
+        self.metrics = metrics
+        self.ctx = multiprocessing.get_context("spawn")
+        self.children: dict[int, ChildSlot] = {}
+        self.respawn_at: dict[int, float] = {}
+        self.crash_streak: dict[int, int] = {}
+        self.stopping = False
+        self.jobs_done = 0
+
+    def running(self) -> Iterator[Running]:
+        for slot in self.children.values():
+            yield from slot.lanes.values()
+
+    def start(self) -> None:
+        for index in range(self.options.concurrency):
+            self.spawn(index)
+
+    def spawn(self, index: int) -> None:
+        reader, writer = self.ctx.Pipe(duplex=False)
+        options = self.options
+        config = ChildConfig(
+            app_spec=self.spec,
+            queues=options.queues,
+            lease_ms=options.lease_ms,
+            burst=options.burst,
+            max_jobs=options.max_jobs_per_child,
+            log_level=options.log_level,
+            index=index,
+            supervisor_pid=os.getpid(),
+            report_outcomes=self.metrics is not None,
+            threads=options.threads,
+        )
+        process = self.ctx.Process(target=child_main, args=(config, writer), name=f"taskforge-child-{index}")
+        process.start()
+        writer.close()
+        self.children[index] = ChildSlot(index, process, reader)
+
+    # -- news from the children -----------------------------------------
+
+    def watch(self) -> list[Died]:
+        """Wait up to a tick for the children's messages and deaths; the jobs the dead held."""
+        slots = list(self.children.values())
+        waitables: list[Any] = [s.pipe for s in slots] + [s.process.sentinel for s in slots]
+        ready = set(wait(waitables, timeout=TICK)) if waitables else set()
+        if not waitables:
+            time.sleep(TICK)
+        if ready and not any(s.process.sentinel in ready for s in slots) and not self.stopping:
+            time.sleep(MESSAGE_BATCH)
+        died: list[Died] = []
+        for slot in slots:
+            if slot.pipe in ready or slot.process.sentinel in ready:
+                self.read_messages(slot)
+            if slot.process.sentinel in ready:
+                died += self.reap(slot)
+        return died
+
+    def read_messages(self, slot: ChildSlot) -> None:
+        try:
+            while slot.pipe.poll():
+                self.on_message(slot, slot.pipe.recv())
+        except (EOFError, OSError):
+            pass
+
+    def on_message(self, slot: ChildSlot, message: Message) -> None:
+        slot.last_seen = time.monotonic()  # any message, a Heartbeat included, feeds the watchdog
+        match message:
+            case JobStarted(lane=lane):
+                self.lane_done(slot, lane)
+                running = slot.lanes[lane] = Running.of(message)
+                if self.metrics is not None:
+                    self.metrics.started(running.queue, running.task)
+            case LaneIdle(lane=lane):
+                self.lane_done(slot, lane)
+            case JobFinished(lane=lane, state=state, duration=duration):
+                done = slot.lanes.get(lane)
+                if self.metrics is not None and done is not None:
+                    self.metrics.finished(done.queue, done.task, state, duration)
+            case Recycling():
+                slot.recycling = True
+            case Heartbeat():
+                return
+            case _:
+                log.warning("child %d sent %r, which this supervisor does not know", slot.index, message)
+
+    def lane_done(self, slot: ChildSlot, lane: int) -> None:
+        """A lane said it started a job or has none: either way the job it ran before is over."""
+        if slot.lanes.pop(lane, None) is not None:
+            self.jobs_done += 1
+
+    # -- deaths and replacements -----------------------------------------
+
+    def reap(self, slot: ChildSlot) -> list[Died]:
+        """A child process ended: hand back its jobs, and plan its replacement if one is needed."""
+        slot.process.join(timeout=1)
+        code = slot.process.exitcode
+        del self.children[slot.index]
+        slot.pipe.close()
+        held = list(slot.lanes.values())
+        for running in held:
+            if slot.kill_target is not None and not (running.timed_out or running.aborted):
+                # Killed for another job's timeout or abort (another lane's, or the job
+                # before this one, just as it started): not its fault.
+                running.give_back = True
+        self.plan_respawn(slot, code, bool(held))
+        return [(running, code) for running in held]
+
+    def plan_respawn(self, slot: ChildSlot, code: int | None, held: bool) -> None:
+        finished_cleanly = code == 0 and not held
+        # Only a child that said so was recycled: a task can call os._exit(3) too.
+        recycled = slot.recycling and code == EXIT_RECYCLE and not held
+        if self.stopping or (self.options.burst and finished_cleanly):
+            return
+        lived = time.monotonic() - slot.started
+        streak = 0 if lived > SHORT_LIFE else self.crash_streak.get(slot.index, 0) + 1
+        self.crash_streak[slot.index] = streak
+        if recycled:
+            streak = 0
+        delay = 0.0 if streak <= 1 else min(RESPAWN_BACKOFF_CAP, 0.5 * 2 ** (streak - 2))
+        if code != 0 and not recycled and not slot.killed:
+            log.warning("child %d (pid %s) %s; starting a new one", slot.index, slot.process.pid, describe_exit(code))
+        if self.metrics is not None and not finished_cleanly:
+            self.metrics.child_restarted("recycled" if recycled else "killed" if slot.killed else "crashed")
+        self.respawn_at[slot.index] = time.monotonic() + delay
+
+    def respawn_due(self, now: float) -> None:
+        for index, when in list(self.respawn_at.items()):
+            if now >= when:
+                del self.respawn_at[index]
+                if not self.stopping:
+                    self.spawn(index)
+
+    def active(self) -> bool:
+        """Children still run, or will be started again."""
+        return bool(self.children or (self.respawn_at and not self.stopping))
+
+    # -- kills -------------------------------------------------------------
+
+    def enforce_timeouts(self, now: float) -> None:
+        """Kill the children running a job past its timeout, or whose loop went silent."""
+        for slot in self.children.values():
+            self.read_messages(slot)  # the job may have just ended, and another started
+            late = [r for r in slot.lanes.values() if r.timeout and not r.timed_out and now - r.started > r.timeout]
+            for running in late:
+                running.timed_out = True
+            if late:
+                slot.kill(late[0].job_id)
+            elif not slot.lanes and not slot.killed and now - slot.last_seen > WATCHDOG_SILENCE:
+                log.warning("child %d silent for %.0f s; replacing it", slot.index, now - slot.last_seen)
+                slot.kill()
+
+    def stop_aborted(self, job_ids: set[str]) -> None:
+        """Kill the children running jobs someone aborted (the lease renewal brought the news)."""
+        for slot in self.children.values():
+            hit = [r for r in slot.lanes.values() if r.job_id in job_ids]
+            if hit and not slot.killed:
+                for running in hit:
+                    running.aborted = True
+                slot.kill(hit[0].job_id)
+
+    def stop(self) -> None:
+        """Ask every child to finish its job and take no other (SIGTERM); none is started again."""
+        self.stopping = True
+        for slot in self.children.values():
+            signal_child(slot, signal.SIGTERM)
+
+    def kill_all(self) -> None:
+        """The grace period is over: kill every child, and give its jobs back to their queues unrun."""
+        for slot in self.children.values():
+            if not slot.killed:
+                for running in slot.lanes.values():
+                    running.give_back = True
+                slot.kill()
+
+    def kill_now(self) -> None:
+        """Leave no child without a supervisor renewing its leases: that would run jobs twice."""
+        for slot in self.children.values():
+            signal_child(slot, signal.SIGKILL)
