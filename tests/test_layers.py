@@ -125,6 +125,26 @@ def test_importing_an_api_module_loads_no_worker_module(module: str) -> None:
         assert DOOR not in loaded, f"importing {module} loads {DOOR}, which only a drain may load"
 
 
+CORE = ("taskforge.errors", "taskforge.job", "taskforge.serialization")
+
+
+def package_modules(package: str) -> list[str]:
+    folder = source_path(package).parent
+    return sorted(
+        ".".join([package, *path.relative_to(folder).with_suffix("").parts]).removesuffix(".__init__")
+        for path in folder.rglob("*.py")
+    )
+
+
+@pytest.mark.parametrize("module", [*package_modules("taskforge.broker"), *package_modules("taskforge.serialization")])
+def test_the_broker_and_the_wire_format_import_only_core_data(module: str) -> None:
+    """The broker knows keys, scripts and records; not tasks, apps, hooks or workers."""
+    home = "taskforge.broker" if module.startswith("taskforge.broker") else "taskforge.serialization"
+    for name, _, line in imports(module):
+        if name.startswith("taskforge") and not name.startswith(home):
+            assert name.startswith(CORE), f"{source_path(module).name}:{line} of {module} imports {name}"
+
+
 def test_the_import_reader_sees_lazy_and_relative_worker_imports() -> None:
     names = [name for name, top, _ in imports("taskforge.inprocess")]
     assert "taskforge.worker.runner" in names, "the reader missed the lazy import inside inprocess.drain()"
