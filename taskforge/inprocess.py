@@ -5,7 +5,7 @@ results), without processes, leases renewal or timeouts.
 
 This module is the one door from the API to worker code: ``app.drain()`` and
 ``app.eager = True`` import it when first used, and it loads the worker's
-runner only when it runs a job, so a producer that never drains never loads
+runner only when a drain starts, so a producer that never drains never loads
 ``taskforge.worker`` (docs/architecture.md).
 """
 
