@@ -96,7 +96,9 @@ class TaskForge:
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.hooks = Hooks()
         self.schedules: list[Schedule] = []
-        self.eager = False
+        # Called with the handle of each job delay(), apply_at(), apply_in() or send() stored.
+        self.after_enqueue: list[Callable[[JobHandle[Any]], object]] = []
+        self._eager: Callable[[JobHandle[Any]], object] | None = None
         self._broker: Broker | None = None
 
     def __repr__(self) -> str:
@@ -118,6 +120,40 @@ class TaskForge:
     def reset_connection(self) -> None:
         """Drop the connection, e.g. in a child process that must not share its parent's socket."""
         self._broker = None
+
+    def use_broker(self, broker: Broker | None) -> Broker | None:
+        """Talk through ``broker`` from now on (None: connect to the URL again on next use).
+
+        Returns the broker the app had, so a caller that swaps it (the testing
+        kit's ``memory://`` broker) can put it back.
+        """
+        previous, self._broker = self._broker, broker
+        return previous
+
+    def enqueued(self, handle: JobHandle[Any]) -> None:
+        """Tell the ``after_enqueue`` callbacks that a job was stored; a callback's error propagates."""
+        for callback in list(self.after_enqueue):
+            callback(handle)
+
+    @property
+    def eager(self) -> bool:
+        """Eager mode: every ``delay()`` drains the queues before it returns (for tests).
+
+        Switching it on installs the testing kit's after-enqueue callback;
+        see ``taskforge.testing`` for its caveats.
+        """
+        return self._eager is not None
+
+    @eager.setter
+    def eager(self, on: bool) -> None:
+        if on and self._eager is None:
+            from .inprocess import eager_callback  # the door to worker code: see docs/architecture.md
+
+            self._eager = eager_callback(self)
+            self.after_enqueue.append(self._eager)
+        elif not on and self._eager is not None:
+            self.after_enqueue.remove(self._eager)
+            self._eager = None
 
     @overload
     def task(self, func: Callable[P, R], /) -> Task[P, R]: ...
@@ -257,7 +293,7 @@ class TaskForge:
         or retrying within that much time due now, again after every job, so
         retries and schedules play out without waiting.
         """
-        from .inprocess import drain
+        from .inprocess import drain  # the door to worker code: see docs/architecture.md
 
         return drain(self, advance=advance, max_jobs=max_jobs)
 

@@ -13,14 +13,10 @@ import socket
 import threading
 from typing import Any
 
-from .errors import TaskforgeError
+from .errors import BrokerStartError
 
 # Handler threads poll their socket this often; stop() waits at most this long for each.
 STOP_JOIN = 2.0
-
-
-class BrokerStartError(TaskforgeError):
-    """The development broker could not listen on the requested address."""
 
 
 def _server_class() -> Any:

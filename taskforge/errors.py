@@ -3,15 +3,23 @@
 Catch ``TaskforgeError`` to handle them all::
 
     TaskforgeError
-    ├── ConfigurationError      an invalid task option, app argument or broker URL
-    ├── QueueFull               max_size reached; the job was not stored
-    ├── SerializationError      a value msgpack cannot carry; nothing was stored
-    ├── CorruptPayload          bytes in Redis that are not a taskforge payload
-    ├── CorruptQueue            a queue's fixed keys were overwritten; names the key
-    ├── UnknownTask             a job names a task the worker does not know
-    ├── TaskFailed              the job is dead; carries the remote error and traceback
-    ├── JobNotFound             no such job (never existed, or past its retention)
-    └── BrokerUnavailable       Redis cannot be reached; says which URL and what to do
+    ├── ConfigurationError          an invalid task option, app argument or broker URL
+    ├── QueueFull                   max_size reached; the job was not stored
+    ├── SerializationError          a value msgpack cannot carry; nothing was stored
+    ├── CorruptPayload              bytes in Redis that are not a taskforge payload
+    ├── CorruptQueue                a queue's fixed keys were overwritten; names the key
+    ├── UnknownTask                 a job names a task the worker does not know
+    ├── TaskFailed                  the job is dead; carries the remote error and traceback
+    ├── JobNotFound                 no such job (never existed, or past its retention)
+    ├── BrokerUnavailable           Redis cannot be reached; says which URL and what to do
+    ├── AppNotFound                 the CLI's APP names no importable TaskForge app
+    ├── BrokerStartError            the development broker cannot listen where asked
+    ├── MetricsPortUnavailable      ``worker --metrics-port`` cannot be bound
+    └── DashboardPortUnavailable    the dashboard's address cannot be bound
+
+The last four are met only through the command line; they live here with the
+rest so that one module holds the whole tree (their old homes, ``loader``,
+``devbroker``, ``metrics`` and ``dashboard.server``, re-export them).
 
 ``Retry`` is not an error: a task raises it to ask for another attempt later.
 It derives from ``Exception`` so that it travels through user code like any
@@ -19,6 +27,26 @@ exception, and the runner recognises it before treating anything as a failure.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = [
+    "AppNotFound",
+    "BrokerStartError",
+    "BrokerUnavailable",
+    "ConfigurationError",
+    "CorruptPayload",
+    "CorruptQueue",
+    "DashboardPortUnavailable",
+    "JobNotFound",
+    "MetricsPortUnavailable",
+    "QueueFull",
+    "Retry",
+    "SerializationError",
+    "TaskFailed",
+    "TaskforgeError",
+    "UnknownTask",
+]
 
 
 class TaskforgeError(Exception):
@@ -56,7 +84,24 @@ class CorruptQueue(TaskforgeError):
 
 
 class UnknownTask(TaskforgeError):
-    """A job names a task that is not registered in the app."""
+    """A job names a task that is not registered in the app; the job is dead-lettered.
+
+    ``named()`` words it the one way every worker and test expects: the task,
+    the app, the tasks it does know, and what to do.
+    """
+
+    def __init__(self, message: str, task: str | None = None) -> None:
+        super().__init__(message)
+        self.task = task
+
+    @classmethod
+    def named(cls, task: str, app: str, known: Iterable[str]) -> UnknownTask:
+        listed = ", ".join(sorted(known)) or "none"
+        return cls(
+            f"no task named {task!r} is registered in app {app!r} (known: {listed}); "
+            "deploy the code that defines it, then retry the dead job",
+            task,
+        )
 
 
 class JobNotFound(TaskforgeError, LookupError):
@@ -65,6 +110,26 @@ class JobNotFound(TaskforgeError, LookupError):
 
 class BrokerUnavailable(TaskforgeError, ConnectionError):
     """Redis cannot be reached at the configured URL."""
+
+
+class AppNotFound(TaskforgeError):
+    """APP names no importable TaskForge app; ``details`` holds the user's own traceback if any."""
+
+    def __init__(self, message: str, details: str | None = None) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+class BrokerStartError(TaskforgeError):
+    """The development broker could not listen on the requested address."""
+
+
+class MetricsPortUnavailable(TaskforgeError):
+    """The metrics port could not be bound (in use, or not allowed)."""
+
+
+class DashboardPortUnavailable(TaskforgeError):
+    """The dashboard's address could not be bound (in use, or not an address of this host)."""
 
 
 class TaskFailed(TaskforgeError):

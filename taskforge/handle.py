@@ -10,7 +10,7 @@ from .job import JobInfo, JobState, Priority, ms_to_datetime
 from .serialization import loads, loads_call
 
 if TYPE_CHECKING:
-    from .app import TaskForge
+    from .protocols import BrokerAccess
 
 R = TypeVar("R")
 
@@ -88,9 +88,13 @@ def job_info(job_id: str, queue: str, fields: dict[bytes, bytes]) -> JobInfo:
 
 
 class JobHandle(Generic[R]):
-    """A reference to one job by id; cheap, holds no state but the id and its queue."""
+    """A reference to one job by id; cheap, holds no state but the id and its queue.
 
-    def __init__(self, app: TaskForge, job_id: str, queue: str | None = None) -> None:
+    ``app`` is what the handle reads through: a ``TaskForge``, or anything with
+    its broker and ``find_queue`` (the ``BrokerAccess`` protocol).
+    """
+
+    def __init__(self, app: BrokerAccess, job_id: str, queue: str | None = None) -> None:
         self.app = app
         self.id = job_id
         self._queue = queue

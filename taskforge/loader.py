@@ -8,18 +8,10 @@ import sys
 import traceback
 from typing import TYPE_CHECKING
 
-from .errors import TaskforgeError
+from .errors import AppNotFound
 
 if TYPE_CHECKING:
     from .app import TaskForge
-
-
-class AppNotFound(TaskforgeError):
-    """APP names no importable TaskForge app; ``details`` holds the user's own traceback if any."""
-
-    def __init__(self, message: str, details: str | None = None) -> None:
-        super().__init__(message)
-        self.details = details
 
 
 def _user_traceback(exc: BaseException) -> str:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from .errors import ConfigurationError, TaskforgeError
+from .errors import ConfigurationError, MetricsPortUnavailable, TaskforgeError
 
 if TYPE_CHECKING:
     from .app import TaskForge
@@ -143,7 +143,3 @@ class WorkerMetrics:
             self.server.shutdown()
             self.server.server_close()
             self.server = None
-
-
-class MetricsPortUnavailable(TaskforgeError):
-    """The metrics port could not be bound (in use, or not allowed)."""

@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .broker.keys import QueueKeys
 from .errors import BrokerUnavailable, ConfigurationError, QueueFull
+from .new_job import build_job
 
 if TYPE_CHECKING:
     from .task import Task
@@ -112,7 +113,7 @@ class Scheduler:
             tick_ms = int(tick.timestamp() * 1000)
             ttl_ms = int(max(MIN_TICK_TTL, 2 * schedule.period(now)) * 1000)
             job = replace(
-                task._new_job((), {}), tick_key=QueueKeys(task.queue).tick(task.name, tick_ms), lock_ttl_ms=ttl_ms
+                build_job(task, (), {}), tick_key=QueueKeys(task.queue).tick(task.name, tick_ms), lock_ttl_ms=ttl_ms
             )
             try:
                 [job_id] = task.app.broker.enqueue(task.queue, [job], task.app.max_size)

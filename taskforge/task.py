@@ -7,21 +7,19 @@ import hashlib
 import math
 import numbers
 import re
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar
 
 from .broker.keys import QueueKeys, validate_queue_name
-from .broker.queue import NewJob
 from .errors import ConfigurationError, SerializationError
 from .handle import JobHandle
 from .job import BackoffPolicy, Priority, backoff_policy
-from .serialization import dumps_call
+from .new_job import build_job
 
 if TYPE_CHECKING:
-    from .app import TaskForge
+    from .protocols import Producer
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -142,11 +140,16 @@ def _delay_ms(delay: timedelta | float) -> int:
 
 
 class Task(Generic[P, R]):
-    """A registered task. Call it to run now; ``delay()`` to queue it for a worker."""
+    """A registered task. Call it to run now; ``delay()`` to queue it for a worker.
+
+    ``app`` is what the task queues through: a ``TaskForge``, or anything
+    with its broker, its size limits and an ``enqueued`` callback (the
+    ``Producer`` protocol); a task never runs jobs itself.
+    """
 
     def __init__(
         self,
-        app: TaskForge,
+        app: Producer,
         func: Callable[P, R],
         name: str,
         options: TaskOptions,
@@ -235,51 +238,13 @@ class Task(Generic[P, R]):
                     f"got {type(call).__name__}: {call!r}"
                 )
             try:
-                jobs.append(self._new_job(args, kwargs))
+                jobs.append(build_job(self, args, kwargs))
             except SerializationError as exc:
                 raise SerializationError(f"delay_many() call #{index}: {exc}; nothing was stored") from None
         if not jobs:
             return []
         ids = self.app.broker.enqueue(self.queue, jobs, self.app.max_size)
         return [JobHandle(self.app, job_id, self.queue) for job_id in ids]
-
-    def _new_job(self, args: tuple[Any, ...], kwargs: dict[str, Any], **timing: Any) -> NewJob:
-        payload = dumps_call(args, kwargs)
-        opts = self.options
-        unique_key, lock_ttl_ms = "", 0
-        if opts.unique_for is not None:
-            unique_key = self.unique_lock(args, kwargs, payload)
-            lock_ttl_ms = int(opts.unique_for * 1000)
-        self._check_size(payload, unique_key)
-        return NewJob(
-            id=uuid.uuid4().hex,
-            task=self.name,
-            payload=payload,
-            priority=int(opts.priority),
-            max_attempts=opts.max_attempts,
-            timeout_ms=None if opts.timeout is None else int(opts.timeout * 1000),
-            inherit=not self.registered,
-            limits=opts.limits,
-            unique_key=unique_key,
-            lock_ttl_ms=lock_ttl_ms,
-            **timing,
-        )
-
-    def _check_size(self, payload: bytes, unique_key: str) -> None:
-        """max_job_size bounds what the job record stores, not only its arguments: a job sent by a
-        megabyte-long task name costs Redis as much memory as one with a megabyte argument."""
-        limit = self.app.max_job_size
-        if not limit:
-            return
-        opts = self.options
-        options = (int(opts.priority), opts.max_attempts, opts.timeout, opts.limits, unique_key)
-        size = len(payload) + len(self.name.encode()) + sum(len(str(o).encode()) for o in options if o is not None)
-        if size > limit:
-            what = "arguments" if len(payload) > limit else "task name, options and arguments"
-            raise SerializationError(
-                f"the job of {self.name[:200]!r} would store {size:,} bytes ({what}), over the "
-                f"max_job_size of {limit:,}; pass a reference (a URL, a key) instead of the data"
-            )
 
     def unique_lock(self, args: tuple[Any, ...], kwargs: dict[str, Any], payload: bytes) -> str:
         """The lock key of a unique job: its task and arguments (or unique_key's answer)."""
@@ -289,8 +254,8 @@ class Task(Generic[P, R]):
         return QueueKeys(self.queue).unique(digest)
 
     def _enqueue_one(self, args: tuple[Any, ...], kwargs: dict[str, Any], **timing: Any) -> JobHandle[R]:
-        job = self._new_job(args, kwargs, **timing)
+        job = build_job(self, args, kwargs, **timing)
         [job_id] = self.app.broker.enqueue(self.queue, [job], self.app.max_size)
-        if self.app.eager:
-            self.app.drain()
-        return JobHandle(self.app, job_id, self.queue)
+        handle: JobHandle[R] = JobHandle(self.app, job_id, self.queue)
+        self.app.enqueued(handle)  # eager mode drains here, when the testing kit installed it
+        return handle

@@ -16,7 +16,9 @@ The pytest plugin (entry point ``pytest11``) adds one fixture::
 The app's real broker is restored after the test.
 
 Eager mode (``app.eager = True``): every ``delay()`` drains the queue before
-it returns, so code under test sees results at once. Caveats: jobs run in the
+it returns, so code under test sees results at once. It is an after-enqueue
+callback (``app.after_enqueue``) from ``taskforge.inprocess``, installed by
+switching ``eager`` on and removed by switching it off. Caveats: jobs run in the
 caller's process and thread, depth-first when tasks enqueue tasks; no
 timeouts are enforced; a failing job stays ``retrying`` until a later drain
 with ``advance`` (its exception is recorded, not raised); scheduled jobs do
@@ -49,14 +51,14 @@ def taskforge_app() -> Iterator[Callable[..., TaskForge]]:
 
     def make(app: TaskForge | None = None, *, eager: bool = False) -> TaskForge:
         target = app if app is not None else TaskForge("test", broker="memory://")
-        swapped.append((target, target._broker, target.eager))
-        target._broker = Broker(
+        memory = Broker(
             connect("memory://"), "memory://", int(target.retention * 1000), int(target.dead_retention * 1000)
         )
+        swapped.append((target, target.use_broker(memory), target.eager))
         target.eager = eager
         return target
 
     yield make
     for target, broker, eager in reversed(swapped):
-        target._broker = broker
+        target.use_broker(broker)
         target.eager = eager

@@ -15,7 +15,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..broker.connection import redact
-from ..errors import BrokerUnavailable, ConfigurationError, JobNotFound, TaskforgeError
+from ..errors import BrokerUnavailable, ConfigurationError, DashboardPortUnavailable, JobNotFound, TaskforgeError
 from . import api, pages
 from .security import BasicAuth
 
@@ -68,10 +68,6 @@ def create_app(app: TaskForge, auth: tuple[str, str] | None = None) -> Starlette
     web.state.templates = pages.make_templates()
     web.state.broker_url = redact(app.url)
     return web
-
-
-class DashboardPortUnavailable(TaskforgeError):
-    """The dashboard's address could not be bound (in use, or not an address of this host)."""
 
 
 def bind(host: str, port: int) -> socket.socket:

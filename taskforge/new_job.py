@@ -1,0 +1,71 @@
+"""Turning one call of a task into the broker's ``NewJob``: serialized, sized, locked if unique.
+
+Every producer path builds its jobs here (``delay`` and friends,
+``delay_many``, the periodic scheduler), so a job looks the same whoever
+queued it, and none of them needs a private method of ``Task``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from .broker.queue import NewJob
+from .errors import SerializationError
+from .serialization import dumps_call
+
+if TYPE_CHECKING:
+    from .task import Task
+
+
+def build_job(
+    task: Task[Any, Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    due_ms: int | None = None,
+    delay_ms: int = 0,
+) -> NewJob:
+    """The job for ``task(*args, **kwargs)``; SerializationError if it cannot travel or is too big.
+
+    ``due_ms`` is an absolute time on the producer's clock (``apply_at``),
+    ``delay_ms`` a delay resolved on Redis's clock (``apply_in``).
+    """
+    payload = dumps_call(args, kwargs)
+    opts = task.options
+    unique_key, lock_ttl_ms = "", 0
+    if opts.unique_for is not None:
+        unique_key = task.unique_lock(args, kwargs, payload)
+        lock_ttl_ms = int(opts.unique_for * 1000)
+    check_size(task, payload, unique_key)
+    return NewJob(
+        id=uuid.uuid4().hex,
+        task=task.name,
+        payload=payload,
+        priority=int(opts.priority),
+        max_attempts=opts.max_attempts,
+        timeout_ms=None if opts.timeout is None else int(opts.timeout * 1000),
+        due_ms=due_ms,
+        delay_ms=delay_ms,
+        inherit=not task.registered,
+        limits=opts.limits,
+        unique_key=unique_key,
+        lock_ttl_ms=lock_ttl_ms,
+    )
+
+
+def check_size(task: Task[Any, Any], payload: bytes, unique_key: str) -> None:
+    """max_job_size bounds what the job record stores, not only its arguments: a job sent by a
+    megabyte-long task name costs Redis as much memory as one with a megabyte argument."""
+    limit = task.app.max_job_size
+    if not limit:
+        return
+    opts = task.options
+    options = (int(opts.priority), opts.max_attempts, opts.timeout, opts.limits, unique_key)
+    size = len(payload) + len(task.name.encode()) + sum(len(str(o).encode()) for o in options if o is not None)
+    if size > limit:
+        what = "arguments" if len(payload) > limit else "task name, options and arguments"
+        raise SerializationError(
+            f"the job of {task.name[:200]!r} would store {size:,} bytes ({what}), over the "
+            f"max_job_size of {limit:,}; pass a reference (a URL, a key) instead of the data"
+        )

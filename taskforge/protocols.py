@@ -1,0 +1,37 @@
+"""What the producer side needs of an app, as small protocols rather than the whole ``TaskForge``.
+
+A ``Task`` queues jobs and a ``JobHandle`` reads one back; neither runs a
+job, so neither should reach the worker, the registry of other tasks or the
+hooks. Typing them against these protocols keeps that visible: anything
+with a broker and these few settings can produce jobs (an app, a test
+double, a workflow's step sender to come).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from .broker.queue import Broker
+    from .handle import JobHandle
+
+
+class BrokerAccess(Protocol):
+    """What a ``JobHandle`` uses: the broker, and where a job known only by its id lives."""
+
+    @property
+    def broker(self) -> Broker: ...
+
+    def find_queue(self, job_id: str) -> str: ...
+
+
+class Producer(BrokerAccess, Protocol):
+    """What a ``Task`` uses: the broker, the limits a new job must respect, and who to tell once it is stored."""
+
+    @property
+    def max_size(self) -> int: ...
+
+    @property
+    def max_job_size(self) -> int: ...
+
+    def enqueued(self, handle: JobHandle[Any]) -> None: ...

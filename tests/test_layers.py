@@ -1,0 +1,185 @@
+"""The layers of docs/architecture.md: the producer API never imports worker code.
+
+Read from the source (ast), so a lazy import inside a function is caught as
+surely as one at the top of a module, and proved at run time in a fresh
+interpreter that queues and inspects jobs without ever loading the worker.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import taskforge
+
+PACKAGE = Path(taskforge.__file__).parent
+# The API layer: what a producer imports to define, queue and follow jobs.
+API_MODULES = [
+    "taskforge",
+    "taskforge.app",
+    "taskforge.context",
+    "taskforge.errors",
+    "taskforge.handle",
+    "taskforge.hooks",
+    "taskforge.job",
+    "taskforge.new_job",
+    "taskforge.periodic",
+    "taskforge.protocols",
+    "taskforge.serialization",
+    "taskforge.serialization.codec",
+    "taskforge.serialization.format",
+    "taskforge.serialization.framing",
+    "taskforge.serialization.messages",
+    "taskforge.task",
+    "taskforge.testing",
+]
+WORKER = "taskforge.worker"
+# The one door from the API to the worker's runner, and who may open it (inside a function only, for app).
+DOOR = "taskforge.inprocess"
+DOOR_OPENERS = {"taskforge.app": "function", "taskforge.testing": "module"}
+
+
+def source_path(module: str) -> Path:
+    parts = module.split(".")[1:]
+    path = PACKAGE.joinpath(*parts)
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+def imported(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The absolute names an import statement of ``module`` may load (a package and its members)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    package = module if source_path(module).name == "__init__.py" else module.rpartition(".")[0]
+    base = node.module or ""
+    if node.level:
+        anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+        base = ".".join([*anchor, base] if base else anchor)
+    return [base, *(f"{base}.{alias.name}" for alias in node.names)]
+
+
+def is_type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def imports(module: str) -> list[tuple[str, bool, int]]:
+    """(name, at module level, line) for every import in ``module``, however deeply nested."""
+    found: list[tuple[str, bool, int]] = []
+
+    def visit(node: ast.AST, top: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                found.extend((name, top, child.lineno) for name in imported(module, child))
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                visit(child, False)
+            elif is_type_checking(child):
+                continue  # never executed: the names are for the type checker
+            else:
+                visit(child, top)
+
+    visit(ast.parse(source_path(module).read_text()), True)
+    return found
+
+
+def loaded_at_import(module: str) -> set[str]:
+    """Every taskforge module that importing ``module`` executes, following module-level imports."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        if name in seen or not name.startswith("taskforge") or not source_path(name).exists():
+            continue
+        seen.add(name)
+        parents = [".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)]
+        todo += parents + [found for found, top, _ in imports(name) if top]
+    return seen
+
+
+@pytest.mark.parametrize("module", API_MODULES)
+def test_api_module_imports_nothing_from_the_worker(module: str) -> None:
+    for name, top, line in imports(module):
+        where = f"{source_path(module).relative_to(PACKAGE.parent)}:{line}"
+        assert not name.startswith(WORKER), f"{where} imports {name}: the API must not import worker code"
+        if name.startswith(DOOR):
+            allowed = DOOR_OPENERS.get(module)
+            assert allowed is not None, f"{where} imports {name}; only {sorted(DOOR_OPENERS)} may"
+            assert top == (allowed == "module"), f"{where} imports {name} at the wrong level (allowed: {allowed})"
+    tree = ast.parse(source_path(module).read_text())
+    dynamic = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ("import_module", "__import__")
+    ]
+    assert not dynamic, f"{module} imports by name at lines {dynamic}, out of this test's sight"
+
+
+@pytest.mark.parametrize("module", API_MODULES)
+def test_importing_an_api_module_loads_no_worker_module(module: str) -> None:
+    loaded = loaded_at_import(module)
+    reached = sorted(name for name in loaded if name.startswith(WORKER))
+    assert not reached, f"importing {module} loads {reached}"
+    if DOOR_OPENERS.get(module) != "module":
+        assert DOOR not in loaded, f"importing {module} loads {DOOR}, which only a drain may load"
+
+
+CORE = ("taskforge.errors", "taskforge.job", "taskforge.serialization")
+
+
+def package_modules(package: str) -> list[str]:
+    folder = source_path(package).parent
+    return sorted(
+        ".".join([package, *path.relative_to(folder).with_suffix("").parts]).removesuffix(".__init__")
+        for path in folder.rglob("*.py")
+    )
+
+
+@pytest.mark.parametrize("module", [*package_modules("taskforge.broker"), *package_modules("taskforge.serialization")])
+def test_the_broker_and_the_wire_format_import_only_core_data(module: str) -> None:
+    """The broker knows keys, scripts and records; not tasks, apps, hooks or workers."""
+    home = "taskforge.broker" if module.startswith("taskforge.broker") else "taskforge.serialization"
+    for name, _, line in imports(module):
+        if name.startswith("taskforge") and not name.startswith(home):
+            assert name.startswith(CORE), f"{source_path(module).name}:{line} of {module} imports {name}"
+
+
+def test_the_import_reader_sees_lazy_and_relative_worker_imports() -> None:
+    names = [name for name, top, _ in imports("taskforge.inprocess")]
+    assert "taskforge.worker.runner" in names, "the reader missed the lazy import inside inprocess.drain()"
+    assert {"taskforge.inprocess", "taskforge.inprocess.drain"} <= {n for n, _, _ in imports("taskforge.app")}
+    assert WORKER + ".runner" in loaded_at_import("taskforge.worker.child")
+
+
+PRODUCER = """
+import sys
+from datetime import timedelta
+from taskforge import TaskForge
+
+app = TaskForge("layers", broker="memory://")
+
+@app.task(unique=True)
+def add(a, b):
+    return a + b
+
+@app.periodic(every=timedelta(minutes=5))
+def tick():
+    return None
+
+handle = add.delay(1, 2)
+add.apply_in(60, 3, 4)
+add.delay_many([(5, 6)])
+app.send("elsewhere.task", 1)
+assert handle.info().args == (1, 2) and app.job(handle.id).status() == "pending"
+handle.cancel()
+print(sorted(name for name in sys.modules if name.startswith(("taskforge.worker", "taskforge.inprocess"))))
+app.drain()
+print("taskforge.worker.runner" in sys.modules)
+"""
+
+
+def test_a_producer_never_loads_the_worker_until_it_drains() -> None:
+    done = subprocess.run([sys.executable, "-c", PRODUCER], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["[]", "True"], done.stdout
