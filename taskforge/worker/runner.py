@@ -23,7 +23,7 @@ import redis
 
 from ..broker.queue import Claim
 from ..context import enter, leave
-from ..errors import BrokerUnavailable, CorruptQueue, Retry, SerializationError
+from ..errors import BrokerUnavailable, CorruptQueue, Retry, SerializationError, UnknownTask
 from ..job import JobInfo, JobState, Priority
 from ..serialization import dumps_result
 
@@ -163,11 +163,7 @@ def run_claim(context: RunContext, claim: Claim, chain: Callable[[], Chain | Non
     hooks = context.hooks
     task = context.tasks.get(claim.task)
     if task is None:
-        known = ", ".join(sorted(context.tasks)) or "none"
-        error = (
-            f"UnknownTask: no task named {claim.task!r} is registered in app {context.name!r} "
-            f"(known: {known}); deploy the code that defines it, then retry the dead job"
-        )
+        error = f"UnknownTask: {UnknownTask.named(claim.task, context.name, context.tasks)}"
         return failed(context, claim, info, error, "", None, started)
     hooks.emit("job_started", info)
     current = enter(claim, context.broker)
