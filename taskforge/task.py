@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar
 
-from .broker.keys import QueueKeys, validate_queue_name
+from .broker.keys import validate_queue_name
 from .broker.queue import NewJob
 from .errors import ConfigurationError, SerializationError
 from .handle import JobHandle
@@ -246,11 +246,11 @@ class Task(Generic[P, R]):
     def _new_job(self, args: tuple[Any, ...], kwargs: dict[str, Any], **timing: Any) -> NewJob:
         payload = dumps_call(args, kwargs)
         opts = self.options
-        unique_key, lock_ttl_ms = "", 0
+        unique_digest, lock_ttl_ms = "", 0
         if opts.unique_for is not None:
-            unique_key = self.unique_lock(args, kwargs, payload)
+            unique_digest = self.unique_lock(args, kwargs, payload)
             lock_ttl_ms = int(opts.unique_for * 1000)
-        self._check_size(payload, unique_key)
+        self._check_size(payload, unique_digest)
         return NewJob(
             id=uuid.uuid4().hex,
             task=self.name,
@@ -260,7 +260,7 @@ class Task(Generic[P, R]):
             timeout_ms=None if opts.timeout is None else int(opts.timeout * 1000),
             inherit=not self.registered,
             limits=opts.limits,
-            unique_key=unique_key,
+            unique_digest=unique_digest,
             lock_ttl_ms=lock_ttl_ms,
             **timing,
         )
@@ -282,11 +282,10 @@ class Task(Generic[P, R]):
             )
 
     def unique_lock(self, args: tuple[Any, ...], kwargs: dict[str, Any], payload: bytes) -> str:
-        """The lock key of a unique job: its task and arguments (or unique_key's answer)."""
+        """The digest naming a unique job's lock: its task and arguments (or unique_key's answer)."""
         custom = self.options.unique_key
         material = str(custom(*args, **kwargs)).encode() if custom is not None else payload
-        digest = hashlib.sha1(self.name.encode() + b"\0" + material).hexdigest()
-        return QueueKeys(self.queue).unique(digest)
+        return hashlib.sha1(self.name.encode() + b"\0" + material).hexdigest()
 
     def _enqueue_one(self, args: tuple[Any, ...], kwargs: dict[str, Any], **timing: Any) -> JobHandle[R]:
         job = self._new_job(args, kwargs, **timing)
