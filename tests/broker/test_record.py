@@ -66,7 +66,7 @@ def test_a_record_decodes_into_job_info() -> None:
         0.5,
     )
     assert info.priority is Priority.CRITICAL
-    assert info.to_dict()["priority"] == "critical"
+    assert str(info.priority) == "Priority.CRITICAL" and info.to_dict()["priority"] == "critical"
 
 
 def test_junk_in_a_record_shows_as_an_error_not_an_exception() -> None:
