@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-from .errors import CorruptPayload, JobNotFound, TaskFailed
-from .job import JobInfo, JobState, Priority, ms_to_datetime
-from .serialization import loads, loads_call
+from .broker.record import job_info as job_info
+from .errors import JobNotFound, TaskFailed
+from .job import JobInfo, JobState
 
 if TYPE_CHECKING:
     from .protocols import BrokerAccess
@@ -17,74 +17,6 @@ R = TypeVar("R")
 # result() blocks on Redis in slices no longer than this, well under the
 # client's socket timeout, so a long wait never looks like a dead connection.
 WAIT_SLICE = 2.0
-
-
-def _text(fields: dict[bytes, bytes], name: str) -> str | None:
-    value = fields.get(name.encode())
-    return value.decode(errors="replace") if value else None
-
-
-def _number(fields: dict[bytes, bytes], name: str) -> int | None:
-    value = fields.get(name.encode())
-    try:
-        return int(value) if value else None
-    except ValueError:
-        return None
-
-
-def _fraction(fields: dict[bytes, bytes], name: str) -> float | None:
-    """A progress fraction; junk written by something else shows as no progress rather than raising."""
-    try:
-        value = float(fields.get(name.encode()) or "nan")
-    except ValueError:
-        return None
-    return value if 0.0 <= value <= 1.0 else None
-
-
-def job_info(job_id: str, queue: str, fields: dict[bytes, bytes]) -> JobInfo:
-    """Decode a raw job hash; a corrupt payload shows as an error, never raises."""
-    error = _text(fields, "error")
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = {}
-    try:
-        args, kwargs = loads_call(fields.get(b"payload", b""))
-    except CorruptPayload as exc:
-        error = error or f"CorruptPayload: {exc}"
-    result = None
-    if b"result" in fields:
-        try:
-            result = loads(fields[b"result"])
-        except CorruptPayload as exc:
-            error = error or f"CorruptPayload: result: {exc}"
-    try:
-        state = JobState(_text(fields, "state") or "pending")
-    except ValueError:
-        state = JobState.DEAD
-        error = error or f"unknown state {_text(fields, 'state')!r} in the job record"
-    try:
-        priority = Priority(_number(fields, "priority") or 0)
-    except ValueError:
-        priority = Priority.NORMAL
-    return JobInfo(
-        id=job_id,
-        task=_text(fields, "task") or "",
-        queue=queue,
-        args=args,
-        kwargs=kwargs,
-        priority=priority,
-        state=state,
-        attempts=_number(fields, "attempts") or 0,
-        max_attempts=_number(fields, "max_attempts") or 0,
-        created_at=ms_to_datetime(_number(fields, "created_at")),
-        scheduled_at=ms_to_datetime(_number(fields, "scheduled_at")),
-        started_at=ms_to_datetime(_number(fields, "started_at")),
-        finished_at=ms_to_datetime(_number(fields, "finished_at")),
-        error=error,
-        traceback=_text(fields, "traceback"),
-        result=result,
-        progress=_fraction(fields, "progress"),
-        progress_message=_text(fields, "progress_message"),
-    )
 
 
 class JobHandle(Generic[R]):

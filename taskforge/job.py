@@ -45,6 +45,10 @@ class Priority(enum.IntEnum):
     HIGH = 2
     CRITICAL = 3
 
+    def __str__(self) -> str:
+        # IntEnum prints as its number since Python 3.11; a priority reads better by name.
+        return f"Priority.{self.name}"
+
     @classmethod
     def parse(cls, value: Priority | str | int) -> Priority:
         """Accept a member, its name in any case, or its number."""

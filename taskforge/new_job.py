@@ -33,11 +33,11 @@ def build_job(
     """
     payload = dumps_call(args, kwargs)
     opts = task.options
-    unique_key, lock_ttl_ms = "", 0
+    unique_digest, lock_ttl_ms = "", 0
     if opts.unique_for is not None:
-        unique_key = task.unique_lock(args, kwargs, payload)
+        unique_digest = task.unique_lock(args, kwargs, payload)
         lock_ttl_ms = int(opts.unique_for * 1000)
-    check_size(task, payload, unique_key)
+    check_size(task, payload, unique_digest)
     return NewJob(
         id=uuid.uuid4().hex,
         task=task.name,
@@ -49,19 +49,19 @@ def build_job(
         delay_ms=delay_ms,
         inherit=not task.registered,
         limits=opts.limits,
-        unique_key=unique_key,
+        unique_digest=unique_digest,
         lock_ttl_ms=lock_ttl_ms,
     )
 
 
-def check_size(task: Task[Any, Any], payload: bytes, unique_key: str) -> None:
+def check_size(task: Task[Any, Any], payload: bytes, unique_digest: str) -> None:
     """max_job_size bounds what the job record stores, not only its arguments: a job sent by a
     megabyte-long task name costs Redis as much memory as one with a megabyte argument."""
     limit = task.app.max_job_size
     if not limit:
         return
     opts = task.options
-    options = (int(opts.priority), opts.max_attempts, opts.timeout, opts.limits, unique_key)
+    options = (int(opts.priority), opts.max_attempts, opts.timeout, opts.limits, unique_digest)
     size = len(payload) + len(task.name.encode()) + sum(len(str(o).encode()) for o in options if o is not None)
     if size > limit:
         what = "arguments" if len(payload) > limit else "task name, options and arguments"

@@ -20,7 +20,6 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .broker.keys import QueueKeys
 from .errors import BrokerUnavailable, ConfigurationError, QueueFull
 from .new_job import build_job
 
@@ -112,9 +111,7 @@ class Scheduler:
                 continue
             tick_ms = int(tick.timestamp() * 1000)
             ttl_ms = int(max(MIN_TICK_TTL, 2 * schedule.period(now)) * 1000)
-            job = replace(
-                build_job(task, (), {}), tick_key=QueueKeys(task.queue).tick(task.name, tick_ms), lock_ttl_ms=ttl_ms
-            )
+            job = replace(build_job(task, (), {}), tick_ms=tick_ms, lock_ttl_ms=ttl_ms)
             try:
                 [job_id] = task.app.broker.enqueue(task.queue, [job], task.app.max_size)
             except (BrokerUnavailable, QueueFull) as exc:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar
 
-from .broker.keys import QueueKeys, validate_queue_name
+from .broker.keys import validate_queue_name
 from .errors import ConfigurationError, SerializationError
 from .handle import JobHandle
 from .job import BackoffPolicy, Priority, backoff_policy
@@ -247,11 +247,10 @@ class Task(Generic[P, R]):
         return [JobHandle(self.app, job_id, self.queue) for job_id in ids]
 
     def unique_lock(self, args: tuple[Any, ...], kwargs: dict[str, Any], payload: bytes) -> str:
-        """The lock key of a unique job: its task and arguments (or unique_key's answer)."""
+        """The digest naming a unique job's lock: its task and arguments (or unique_key's answer)."""
         custom = self.options.unique_key
         material = str(custom(*args, **kwargs)).encode() if custom is not None else payload
-        digest = hashlib.sha1(self.name.encode() + b"\0" + material).hexdigest()
-        return QueueKeys(self.queue).unique(digest)
+        return hashlib.sha1(self.name.encode() + b"\0" + material).hexdigest()
 
     def _enqueue_one(self, args: tuple[Any, ...], kwargs: dict[str, Any], **timing: Any) -> JobHandle[R]:
         job = build_job(self, args, kwargs, **timing)

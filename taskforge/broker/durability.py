@@ -3,7 +3,7 @@
 Mixed into ``Broker``. Redis replicates asynchronously: a master that dies
 right after acknowledging a write can take it with it. With
 ``durability="replicated"`` the scripts that store a job or its outcome are
-followed by ``WAIT`` on the same connection (see ``slots.write_then_wait``),
+followed by ``WAIT`` on the same connection (``Scripts.write``),
 and an enqueue no replica confirmed is an error, retried like an outage.
 """
 
@@ -15,18 +15,15 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
-import redis
-
 from ..errors import BrokerUnavailable
 from . import keys
+from .calls import ScriptCall
 from .connection import redact
-from .keys import QueueKeys
-from .scripts import Scripts
-from .slots import on_master, write_then_wait
+from .replies import EnqueueRefused
+from .scripts import REPLICA_WAIT_MS, Scripts
 
 log = logging.getLogger("taskforge.broker")
 
-REPLICA_WAIT_MS = 1000
 # How long an enqueue to a cluster or Sentinel-managed Redis keeps retrying
 # while a replica takes over from a failed master: above the failure
 # detection time of usual settings (down-after-milliseconds and
@@ -40,19 +37,18 @@ class Durability:
     client: Any
     url: str
     scripts: Scripts
-    replicated: bool
-    cluster: bool
     failover_retry_s: float
     _known_queues: set[str]
     guard: Callable[..., AbstractContextManager[None]]  # Inspection.guard: errors, and damage as CorruptQueue
 
-    def _enqueue_once(self, q: QueueKeys, args: list[Any]) -> Any:
-        with self.guard(q.name):
-            if q.name not in self._known_queues:
-                self.client.sadd(keys.QUEUES, q.name)
-                self._known_queues.add(q.name)
-            reply, acked = self._write("enqueue", q, *args)
-        if reply[0] == b"OK" and acked == 0:
+    def _enqueue_once(self, call: ScriptCall[list[str] | EnqueueRefused]) -> list[str] | EnqueueRefused:
+        queue = call.queue.name
+        with self.guard(queue):
+            if queue not in self._known_queues:
+                self.client.sadd(keys.QUEUES, queue)
+                self._known_queues.add(queue)
+            reply, acked = self.scripts.write(call)
+        if not isinstance(reply, EnqueueRefused) and acked == 0:
             raise BrokerUnavailable(
                 f"the enqueue was written to the master at {redact(self.url)} but no replica confirmed it "
                 f"within {REPLICA_WAIT_MS} ms (durability='replicated'); it may be lost on failover"
@@ -79,22 +75,7 @@ class Durability:
                 time.sleep(pause)
                 pause = min(pause * 2, 1.0)
 
-    def _write(self, name: str, q: QueueKeys, *args: Any) -> tuple[Any, int | None]:
-        """Run a script that records something: (reply, replicas that have it, or None when not asked).
-
-        With durability="replicated", the script and ``WAIT`` go together to
-        the master of the queue's slot, on one connection (see slots.py).
-        """
-        if not self.replicated:
-            return self.scripts.call(name, q, *args), None
-        script = self.scripts.script(name)
-
-        def write(node: redis.Redis) -> tuple[Any, int]:
-            return write_then_wait(node, script, [q.pending], [q.prefix, *args], REPLICA_WAIT_MS)
-
-        return on_master(self.client, q.pending, write) if self.cluster else write(self.client)
-
-    def _replicated_outcome(self, job_id: str, acked: int | None) -> None:
+    def _replicated_outcome(self, job_id: str | bytes, acked: int | None) -> None:
         # The outcome is recorded either way; retrying would be fenced. A lost
         # outcome on failover means the job runs again: at-least-once holds.
         if acked == 0:

@@ -1,33 +1,11 @@
-"""Every Redis key taskforge writes, in one place.
+"""Every Redis key taskforge writes, built in one place.
 
 All keys of one queue share the hash tag ``{<queue>}``, so every Lua script
 touches a single slot and runs unchanged on a Redis Cluster (what does need
-care there, across queues, is in ``slots.py``)::
-
-    taskforge:{q}:job:<id>     hash    one job: plain fields for Lua, msgpack payload/result
-    taskforge:{q}:pending      zset    ready jobs; score = priority band + enqueue sequence
-    taskforge:{q}:scheduled    zset    scheduled and retrying jobs; score = due time (ms)
-    taskforge:{q}:running      zset    claimed jobs; score = lease deadline (ms)
-    taskforge:{q}:dead         zset    dead-letter set; score = time of death (ms)
-    taskforge:{q}:seq          string  enqueue counter, gives FIFO order within a priority
-    taskforge:{q}:wake         list    one token per enqueue, so idle workers block instead of poll
-    taskforge:{q}:done:<id>    list    exists once a job is finished and someone waits on it
-    taskforge:{q}:claim:<tok>  list    ids one dequeue claimed, until the claim ends (TTL: the lease)
-    taskforge:{q}:limits       hash    task -> "rate:period_ms:concurrency", for limited tasks
-    taskforge:{q}:pending:<t>  zset    ready jobs of limited task t (scored like pending)
-    taskforge:{q}:active:<t>   set     running jobs of limited task t (bounded by its concurrency)
-    taskforge:{q}:rate:<t>     zset    start times of task t within its rate window (TTL: the window)
-    taskforge:{q}:unique:<h>   string  the unfinished job holding a unique key (TTL: unique_for)
-    taskforge:{q}:tick:<t>:<ms> string a periodic tick already enqueued (TTL: two periods)
-    taskforge:{q}:stats:<min>  hash    runs succeeded and failed in one minute (TTL: two hours)
-    taskforge:queues           set     every queue name ever enqueued to (for status and purge)
-    taskforge:workers          zset    worker id -> last heartbeat (ms)
-    taskforge:worker:<id>      hash    one live worker's description; expires with its heartbeat
-
-Unfinished job hashes never expire: a job waiting for a worker that is down
-for a week still runs when it comes back.  Finished ones expire after
-``retention`` (``dead_retention`` for dead ones), and the dead-letter set is
-trimmed by age, so nothing grows without bound.
+care there, across queues, is in ``slots.py``). The keyspace, with each
+key's type, contents and lifetime, is the table in ``lua/README.md``.
+Producers never build a key: they hand the broker a unique job's digest or a
+periodic tick's time, and the broker builds the key from it here.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """The queue's Lua scripts: read once from ``lua/*.lua``, called by SHA.
 
+What each script takes and answers is in ``calls.py``; this module sends
+those calls: one at a time, several in a pipeline, or followed by ``WAIT``.
+
 redis-py's ``Script`` sends ``EVALSHA`` and, on ``NOSCRIPT`` (Redis restarted,
 failed over, or ``SCRIPT FLUSH``), loads the source and retries: a worker
 never dies because Redis forgot a script.
@@ -8,35 +11,23 @@ never dies because Redis forgot a script.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from redis.cluster import RedisCluster
 
-from .keys import QueueKeys
-from .slots import is_cluster, on_master
+from .calls import CALLS, ScriptCall
+from .slots import is_cluster, on_master, script_per_node, write_then_wait
 
-SCRIPT_NAMES = (
-    "enqueue",
-    "dequeue",
-    "succeed",
-    "fail",
-    "extend",
-    "reclaim",
-    "requeue",
-    "cancel",
-    "retry_dead",
-    "purge",
-    "await",
-    "adopt",
-    "peek",
-    "progress",
-    "fast_forward",
-    "abort",
-    "abandon",
-)
+T = TypeVar("T")
+# How long a write with durability="replicated" waits for a replica to confirm it.
+REPLICA_WAIT_MS = 1000
+
+SCRIPT_NAMES = tuple(CALLS)
 
 
 # A top-level definition in _lib.lua: `local NAME = ...` or `local function NAME(`.
@@ -102,34 +93,83 @@ def script_source(name: str) -> str:
 
 
 class Scripts:
-    """The scripts registered on one Redis client; one instance per app connection."""
+    """The scripts registered on one Redis client, and how a ``ScriptCall`` is sent.
 
-    def __init__(self, client: redis.Redis | RedisCluster) -> None:
-        self._client = client
+    One instance per app connection. With ``replicated``, ``write`` follows a
+    call with ``WAIT`` on the same connection (see ``slots.write_then_wait``).
+    """
+
+    def __init__(self, client: redis.Redis | RedisCluster, replicated: bool = False) -> None:
+        self._client: Any = client  # a cluster client, or a plain one
         self._cluster = is_cluster(client)
+        self.replicated = replicated
         self._scripts = {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
 
-    def call(self, name: str, queue: QueueKeys, *args: Any, client: Any = None) -> Any:
-        """Run script ``name`` on ``queue``: KEYS is its pending key, ARGV its prefix + args.
+    def run(self, call: ScriptCall[T]) -> T:
+        """Run one call and decode its reply.
 
-        ``client`` may be a pipeline, to batch several calls in one round trip.
         In a cluster, the call goes straight to the master of the queue's slot.
         """
-        script = self._scripts[name]
-        keys, argv = [queue.pending], [queue.prefix, *args]
-        try:
-            if client is None and self._cluster:
-                return on_master(self._client, queue.pending, lambda node: script(keys=keys, args=argv, client=node))
-            return script(keys=keys, args=argv, client=client)
-        except redis.ResponseError as exc:
-            denied = denied_in_script(name, str(exc))
-            if denied is None:
-                raise
-            raise redis.exceptions.NoPermissionError(denied) from None
+        return call.decode(self._raw(call))
+
+    def write(self, call: ScriptCall[T]) -> tuple[T, int | None]:
+        """Run a call that records something: (its reply, replicas that have it, or None when not asked).
+
+        With durability="replicated", the script and ``WAIT`` go together to
+        the master of the queue's slot, on one connection (see slots.py).
+        """
+        if not self.replicated:
+            return self.run(call), None
+        script = self._scripts[call.name]
+        pending = call.queue.pending
+
+        def write(node: redis.Redis) -> tuple[Any, int]:
+            return write_then_wait(node, script, call.keys, call.argv, REPLICA_WAIT_MS)
+
+        with denials(call.name):
+            raw, acked = on_master(self._client, pending, write) if self._cluster else write(self._client)
+        return call.decode(raw), acked
+
+    def run_each(self, calls: Sequence[ScriptCall[T]]) -> list[T]:
+        """Calls of one script over several queues in one pipeline per master, replies in call order."""
+        if not calls:
+            return []
+        script = self._scripts[calls[0].name]
+        with denials(calls[0].name):
+            raws = script_per_node(self._client, script, [(c.keys, c.argv) for c in calls])
+        return [c.decode(raw) for c, raw in zip(calls, raws, strict=True)]
+
+    def command(self, call: ScriptCall[Any]) -> tuple[Any, ...]:
+        """The raw EVALSHA command of ``call``, to queue behind another command in a plain pipeline.
+
+        (redis-py's ``Script`` in a pipeline first asks SCRIPT EXISTS: a
+        round trip more.) On NOSCRIPT, send the call again with ``run``.
+        """
+        return ("EVALSHA", self._scripts[call.name].sha, 1, *call.keys, *call.argv)
+
+    def _raw(self, call: ScriptCall[Any]) -> Any:
+        script = self._scripts[call.name]
+        keys, argv = call.keys, call.argv
+        with denials(call.name):
+            if self._cluster:
+                return on_master(self._client, keys[0], lambda node: script(keys=keys, args=argv, client=node))
+            return script(keys=keys, args=argv)
 
     def script(self, name: str) -> Any:
         """The redis-py ``Script`` object of ``name`` (its ``sha`` and source)."""
         return self._scripts[name]
+
+
+@contextmanager
+def denials(name: str) -> Iterator[None]:
+    """An ACL denial inside script ``name`` as a ``NoPermissionError`` naming the command denied."""
+    try:
+        yield
+    except redis.ResponseError as exc:
+        denied = denied_in_script(name, str(exc))
+        if denied is None:
+            raise
+        raise redis.exceptions.NoPermissionError(denied) from None
 
 
 def denied_in_script(name: str, message: str) -> str | None:

@@ -116,7 +116,6 @@ def every_script(app: TaskForge, queue: str) -> None:
     single.delay(1)
     single.delay(1)
     limited.delay(1)
-    tick = QueueKeys(queue).tick("tick", 1000)
     b.enqueue(
         queue,
         [
@@ -128,7 +127,7 @@ def every_script(app: TaskForge, queue: str) -> None:
                 max_attempts=1,
                 inherit=True,
                 lock_ttl_ms=60_000,
-                tick_key=tick,
+                tick_ms=1000,
             )
         ],
     )

@@ -207,6 +207,36 @@ local function finish(id, jk, state, now, ttl, extra, meta)
   end
 end
 
+-- The fencing rule (README.md): a report about a claim counts only while the
+-- job is running under that claim's token.  A lease that expired and was
+-- reclaimed gave the job a new token, so a late worker is refused here and
+-- never overwrites the attempt that replaced it.  Reads the token, the state
+-- and the `...` fields in one HMGET (f[1], f[2], then the extras), for the
+-- caller's use; pcall: a key that is not a hash is no claim of anybody's.
+-- Returns whether the claim is still ours, and the fields (nil on a damaged key).
+local function claim_guard(jk, token, ...)
+  local f = redis.pcall('HMGET', jk, 'token', 'state', ...)
+  if type(f) ~= 'table' or f.err then
+    return false, nil
+  end
+  return f[1] == token and f[2] == 'running', f
+end
+
+-- Cancel a job that has not started (pending, scheduled or retrying): it will
+-- never run.  Shared by cancel and abort.  Returns 1, or 0 when the job is
+-- running or finished (too late to cancel it this way).
+local function cancel_unstarted(id, jk, state, ttl)
+  if state == 'pending' then
+    redis.call('ZREM', pending_key(jk), id)
+  elseif state == 'scheduled' or state == 'retrying' then
+    redis.call('ZREM', SCHEDULED, id)
+  else
+    return 0
+  end
+  finish(id, jk, 'cancelled', now_ms(), ttl)
+  return 1
+end
+
 local function bury(id, jk, now, err, traceback, dead_ttl)
   local pk = pending_key(jk)
   need_zsets(pk, SCHEDULED, RUNNING, DEAD)

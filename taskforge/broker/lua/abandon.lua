@@ -1,9 +1,13 @@
 -- abandon: the supervisor killed a running job because it was aborted.
--- ARGV[2] id   ARGV[3] claim token   ARGV[4] retention_ms
+-- KEYS[1] pending         the queue's pending set (routes the call to the queue's slot)
+-- ARGV[1] prefix          the queue's key prefix
+-- ARGV[2] job_id
+-- ARGV[3] token           the claim token
+-- ARGV[4] retention_ms
 -- Returns 1, or 0 when the claim is no longer ours (fenced).
 local id, token = ARGV[2], ARGV[3]
 local jk = job_key(id)
-if redis.call('HGET', jk, 'token') ~= token or redis.call('HGET', jk, 'state') ~= 'running' then
+if not claim_guard(jk, token) then
   return 0
 end
 leave_running(id, jk)

@@ -1,7 +1,10 @@
--- abort: stop a job. Not started yet: cancelled at once, like cancel. Running:
+-- abort: stop a job. Not started yet: cancelled at once, as by cancel. Running:
 -- flagged; the supervisor running it sees the flag at its next lease renewal,
 -- kills the child and records the job cancelled (abandon.lua).
--- ARGV[2] id   ARGV[3] retention_ms
+-- KEYS[1] pending         the queue's pending set (routes the call to the queue's slot)
+-- ARGV[1] prefix          the queue's key prefix
+-- ARGV[2] job_id
+-- ARGV[3] retention_ms
 -- Returns 1 (cancelled now), 2 (running: will be stopped), 0 (finished), -1 (no such job).
 local id = ARGV[2]
 local jk = job_key(id)
@@ -13,12 +16,4 @@ if state == 'running' then
   redis.call('HSET', jk, 'abort', '1')
   return 2
 end
-if state == 'pending' then
-  redis.call('ZREM', pending_key(jk), id)
-elseif state == 'scheduled' or state == 'retrying' then
-  redis.call('ZREM', SCHEDULED, id)
-else
-  return 0
-end
-finish(id, jk, 'cancelled', now_ms(), tonumber(ARGV[3]))
-return 1
+return cancel_unstarted(id, jk, state, tonumber(ARGV[3]))

@@ -1,6 +1,10 @@
 -- dequeue: promote due scheduled jobs, then claim up to `count` ready jobs.
--- ARGV[2] claim token (fresh per successful call; reused after an error)
--- ARGV[3] lease_ms   ARGV[4] promote limit   ARGV[5] count
+-- KEYS[1] pending         the queue's pending set (routes the call to the queue's slot)
+-- ARGV[1] prefix          the queue's key prefix
+-- ARGV[2] token           the claim token (fresh per successful call; reused after an error)
+-- ARGV[3] lease_ms
+-- ARGV[4] promote_limit   at most this many due jobs promoted per call
+-- ARGV[5] count
 -- Returns {dropped, wait_ms, then per claimed job 9 values:
 --   id, task, payload, attempts, max_attempts, timeout, priority, inherit,
 --   damage ('', or 'state <value>' / 'attempts <value>': that field of the

@@ -1,7 +1,9 @@
 -- enqueue: store new jobs, ready or scheduled, all or none.
--- ARGV[2] max_size (0 = unbounded)   ARGV[3] number of jobs n
--- then n pairs: a JSON array of the job's plain fields, and its msgpack payload
--- (kept apart: Lua cannot read msgpack, and JSON cannot carry bytes).
+-- KEYS[1] pending         the queue's pending set (routes the call to the queue's slot)
+-- ARGV[1] prefix          the queue's key prefix
+-- ARGV[2] max_size        (0 = unbounded)
+-- ARGV[3..] jobs          pairs: a JSON array of the job's plain fields, and its msgpack
+--                         payload (kept apart: Lua cannot read msgpack, and JSON cannot carry bytes)
 -- The JSON array: [id, task, priority, max_attempts, timeout_ms,
 --   due_ms     ('' = none; an absolute time chosen by the producer)
 --   delay_ms   (relative, resolved against the server clock here)
@@ -19,7 +21,7 @@
 -- The max_size check and the inserts run in one script, so concurrent
 -- producers can never overshoot the bound between a check and a write.
 local max_size = tonumber(ARGV[2])
-local n = tonumber(ARGV[3])
+local n = (#ARGV - 2) / 2
 -- Every fixed key this call may write is read first, so a damaged queue
 -- fails here, before anything is stored (see need_zsets in _lib.lua).
 local limited = {}
@@ -92,8 +94,8 @@ local function store(f, payload, id, jk)
 end
 
 for i = 0, n - 1 do
-  local f = cjson.decode(ARGV[4 + 2 * i])
-  local payload = ARGV[5 + 2 * i]
+  local f = cjson.decode(ARGV[3 + 2 * i])
+  local payload = ARGV[4 + 2 * i]
   local id = f[1]
   local jk = job_key(id)
   local lock, tick = f[10], f[12]

@@ -1,11 +1,17 @@
 -- fail: a run failed; schedule the next attempt or move the job to the dead-letter set.
--- ARGV[2] id   ARGV[3] claim token   ARGV[4] error   ARGV[5] traceback
--- ARGV[6] retry delay ms (-1: no retry, dead now)   ARGV[7] dead_retention_ms
+-- KEYS[1] pending         the queue's pending set (routes the call to the queue's slot)
+-- ARGV[1] prefix          the queue's key prefix
+-- ARGV[2] job_id
+-- ARGV[3] token           the claim token
+-- ARGV[4] error
+-- ARGV[5] traceback
+-- ARGV[6] retry_delay_ms  (-1: no retry, dead now)
+-- ARGV[7] dead_retention_ms
 -- Returns 0 (claim not ours: fenced), 1 (retrying), 2 (dead).
 local id, token = ARGV[2], ARGV[3]
 local jk = job_key(id)
-local f = redis.pcall('HMGET', jk, 'token', 'state', 'attempts', 'max_attempts', 'group')
-if type(f) ~= 'table' or f[1] ~= token or f[2] ~= 'running' then
+local ours, f = claim_guard(jk, token, 'attempts', 'max_attempts', 'group')
+if not ours then
   return 0
 end
 local now = now_ms()

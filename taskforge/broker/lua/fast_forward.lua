@@ -1,4 +1,7 @@
--- fast_forward: make scheduled and retrying jobs due up to ARGV[2] ms from now due now.
+-- fast_forward: make scheduled and retrying jobs due up to `advance_ms` from now due now.
+-- KEYS[1] pending         the queue's pending set (routes the call to the queue's slot)
+-- ARGV[1] prefix          the queue's key prefix
+-- ARGV[2] advance_ms
 -- For app.drain(advance=...) in tests: time cannot be faked inside Redis, so
 -- the due times move instead. Returns how many jobs were moved.
 local now = now_ms()

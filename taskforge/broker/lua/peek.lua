@@ -1,5 +1,7 @@
 -- peek: promote due scheduled jobs, then report the best ready job's score.
--- ARGV[2] promote limit
+-- KEYS[1] pending         the queue's pending set (routes the call to the queue's slot)
+-- ARGV[1] prefix          the queue's key prefix
+-- ARGV[2] promote_limit   at most this many due jobs promoted per call
 -- Returns {score of the best job allowed to start now or -1,
 --          ms until the next scheduled job is due (or a limited task may start) or -1}.
 -- A worker serving several queues peeks them all (one pipelined round trip)

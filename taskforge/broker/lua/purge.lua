@@ -1,5 +1,8 @@
 -- purge: delete up to `limit` jobs from one of the queue's sets, oldest first.
--- ARGV[2] which: 'pending' | 'scheduled' | 'dead'   ARGV[3] limit
+-- KEYS[1] pending         the queue's pending set (routes the call to the queue's slot)
+-- ARGV[1] prefix          the queue's key prefix
+-- ARGV[2] which           'pending' | 'scheduled' | 'dead'
+-- ARGV[3] limit
 -- Returns how many were deleted; the caller repeats until 0, so a huge queue
 -- is purged in slices that never block Redis for long.
 local sets = {pending = PENDING, scheduled = SCHEDULED, dead = DEAD}

@@ -1,5 +1,9 @@
 -- reclaim: jobs whose lease expired (their worker died) go back in line.
--- ARGV[2] limit   ARGV[3] dead_retention_ms   ARGV[4] retention_ms
+-- KEYS[1] pending         the queue's pending set (routes the call to the queue's slot)
+-- ARGV[1] prefix          the queue's key prefix
+-- ARGV[2] limit
+-- ARGV[3] dead_retention_ms
+-- ARGV[4] retention_ms
 -- Returns {reclaimed ids..., '|', buried ids..., '|', dropped count}.
 -- The lost attempt was counted when the job was claimed, so a job that kills
 -- its worker every time ends dead after max_attempts instead of looping.

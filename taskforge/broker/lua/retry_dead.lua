@@ -1,5 +1,8 @@
 -- retry_dead: move dead jobs back to pending with a fresh set of attempts.
--- ARGV[2] limit (used when no ids are given: the oldest dead jobs)   ARGV[3..] ids
+-- KEYS[1] pending         the queue's pending set (routes the call to the queue's slot)
+-- ARGV[1] prefix          the queue's key prefix
+-- ARGV[2] limit           (used when no ids are given: the oldest dead jobs)
+-- ARGV[3..] job_ids
 -- Returns the ids moved.  A dead job is unfinished again, so its record stops expiring.
 local ids = {}
 for i = 3, #ARGV do

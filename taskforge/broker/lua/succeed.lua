@@ -1,6 +1,13 @@
 -- succeed: record a result and release the claim; optionally claim the next job.
--- ARGV[2] id   ARGV[3] claim token   ARGV[4] result (msgpack)   ARGV[5] retention_ms
--- ARGV[6] next claim token ('' = claim nothing)   ARGV[7] lease_ms   ARGV[8] promote limit
+-- KEYS[1] pending         the queue's pending set (routes the call to the queue's slot)
+-- ARGV[1] prefix          the queue's key prefix
+-- ARGV[2] job_id
+-- ARGV[3] token           the claim token
+-- ARGV[4] result          (msgpack)
+-- ARGV[5] retention_ms
+-- ARGV[6] next_token      (optional, with the next two: the token of a claim of the next job)
+-- ARGV[7] lease_ms
+-- ARGV[8] promote_limit
 -- Returns 1, or 0 when the claim is no longer ours (the lease expired and the
 -- job was reclaimed): fencing, so a late worker never overwrites the outcome
 -- of the attempt that replaced it. With a next token: {1 or 0, then what
@@ -14,8 +21,8 @@ local id, token = ARGV[2], ARGV[3]
 local jk = job_key(id)
 local ok = 0
 local now = now_ms()
-local f = redis.pcall('HMGET', jk, 'token', 'state', 'group', 'unique', 'waiting')
-if type(f) == 'table' and f[1] == token and f[2] == 'running' then
+local ours, f = claim_guard(jk, token, 'group', 'unique', 'waiting')
+if ours then
   leave_running(id, jk, f[3])
   release_claim(token)
   finish(id, jk, 'succeeded', now, tonumber(ARGV[5]), {'result', ARGV[4]}, {f[4], f[5]})

@@ -1,0 +1,188 @@
+"""One typed function per Lua script: named parameters in, a ``ScriptCall`` out.
+
+The only Python that knows a script's ARGV order and reply layout. Each
+function's keyword-only parameters are, in order, the ``ARGV[n] name`` lines
+of its script's header (ARGV[1] is always the queue's key prefix, KEYS[1]
+its pending key); ``tests/broker/test_lua_contract.py`` holds the two
+together. A call is built here and run by ``Scripts`` (``scripts.py``): one
+call at a time, in a pipeline, or followed by ``WAIT``, whichever the broker
+needs, with no second copy of the argument list anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Generic, TypeVar
+
+from . import replies
+from .keys import QueueKeys
+from .record import NewJob
+
+T = TypeVar("T")
+
+
+class ScriptCall(Generic[T]):
+    """One run of script ``name`` on ``queue``: its ARGV after the prefix, and how to read its reply."""
+
+    __slots__ = ("name", "queue", "args", "decode")
+
+    def __init__(self, name: str, queue: QueueKeys, args: list[Any], decode: Callable[[Any], T]) -> None:
+        self.name = name
+        self.queue = queue
+        self.args = args
+        self.decode = decode
+
+    @property
+    def keys(self) -> list[str]:
+        return [self.queue.pending]
+
+    @property
+    def argv(self) -> list[Any]:
+        return [self.queue.prefix, *self.args]
+
+
+def _job_fields(q: QueueKeys, job: NewJob) -> str:
+    """The plain fields of one new job, as the JSON array enqueue.lua documents."""
+    unique = q.unique(job.unique_digest) if job.unique_digest else ""
+    tick = "" if job.tick_ms is None else q.tick(job.task, job.tick_ms)
+    fields = [
+        job.id,
+        job.task,
+        job.priority,
+        job.max_attempts,
+        "" if job.timeout_ms is None else job.timeout_ms,
+        "" if job.due_ms is None else job.due_ms,
+        job.delay_ms,
+        "1" if job.inherit else "",
+        job.limits,
+        unique,
+        job.lock_ttl_ms,
+        tick,
+    ]
+    return json.dumps(fields, separators=(",", ":"))
+
+
+def enqueue(q: QueueKeys, *, max_size: int, jobs: Sequence[NewJob]) -> ScriptCall[list[str] | replies.EnqueueRefused]:
+    args: list[Any] = [max_size]
+    for job in jobs:
+        args += [_job_fields(q, job), job.payload]
+    return ScriptCall("enqueue", q, args, replies.decode_enqueue)
+
+
+def dequeue(
+    q: QueueKeys, *, token: str, lease_ms: int, promote_limit: int, count: int
+) -> ScriptCall[replies.ClaimReply]:
+    return ScriptCall("dequeue", q, [token, lease_ms, promote_limit, count], replies.decode_claims)
+
+
+def succeed(
+    q: QueueKeys,
+    *,
+    job_id: str,
+    token: str,
+    result: bytes,
+    retention_ms: int,
+    next_token: str = "",
+    lease_ms: int = 0,
+    promote_limit: int = 0,
+) -> ScriptCall[replies.SucceedReply]:
+    """Record a result; with ``next_token``, also claim the next job (``SucceedReply.next``)."""
+    args: list[Any] = [job_id, token, result, retention_ms]
+    if next_token:
+        args += [next_token, lease_ms, promote_limit]
+    return ScriptCall("succeed", q, args, replies.decode_succeed)
+
+
+def fail(
+    q: QueueKeys,
+    *,
+    job_id: str | bytes,
+    token: str,
+    error: str,
+    traceback: str,
+    retry_delay_ms: int | None,
+    dead_retention_ms: int,
+) -> ScriptCall[replies.FailOutcome]:
+    """``retry_delay_ms`` None: dead now, whatever attempts remain."""
+    delay = -1 if retry_delay_ms is None else retry_delay_ms
+    return ScriptCall("fail", q, [job_id, token, error, traceback, delay, dead_retention_ms], replies.decode_fail)
+
+
+def adopt(q: QueueKeys, *, job_id: str, token: str, max_attempts: int, timeout_ms: int | None) -> ScriptCall[bool]:
+    timeout = "" if timeout_ms is None else timeout_ms
+    return ScriptCall("adopt", q, [job_id, token, max_attempts, timeout], bool)
+
+
+def peek(q: QueueKeys, *, promote_limit: int) -> ScriptCall[replies.QueueHead]:
+    return ScriptCall("peek", q, [promote_limit], replies.decode_peek)
+
+
+def progress(q: QueueKeys, *, job_id: str, token: str, fraction: float, message: str | None) -> ScriptCall[bool]:
+    return ScriptCall("progress", q, [job_id, token, repr(fraction), message or ""], bool)
+
+
+def fast_forward(q: QueueKeys, *, advance_ms: int) -> ScriptCall[int]:
+    return ScriptCall("fast_forward", q, [advance_ms], int)
+
+
+def extend(q: QueueKeys, *, lease_ms: int, claims: Iterable[tuple[str, str]]) -> ScriptCall[replies.ExtendResult]:
+    """Renew the leases of (job id, claim token) pairs."""
+    return ScriptCall("extend", q, [lease_ms, *(value for pair in claims for value in pair)], replies.decode_extend)
+
+
+def abort(q: QueueKeys, *, job_id: str, retention_ms: int) -> ScriptCall[replies.AbortOutcome]:
+    return ScriptCall("abort", q, [job_id, retention_ms], lambda raw: replies.AbortOutcome(int(raw)))
+
+
+def abandon(q: QueueKeys, *, job_id: str, token: str, retention_ms: int) -> ScriptCall[bool]:
+    return ScriptCall("abandon", q, [job_id, token, retention_ms], bool)
+
+
+def reclaim(
+    q: QueueKeys, *, limit: int, dead_retention_ms: int, retention_ms: int
+) -> ScriptCall[replies.ReclaimResult]:
+    return ScriptCall("reclaim", q, [limit, dead_retention_ms, retention_ms], replies.decode_reclaim)
+
+
+def requeue(q: QueueKeys, *, job_id: str, token: str) -> ScriptCall[bool]:
+    return ScriptCall("requeue", q, [job_id, token], bool)
+
+
+def cancel(q: QueueKeys, *, job_id: str, retention_ms: int) -> ScriptCall[replies.CancelOutcome]:
+    return ScriptCall("cancel", q, [job_id, retention_ms], lambda raw: replies.CancelOutcome(int(raw)))
+
+
+def await_state(q: QueueKeys, *, job_id: str) -> ScriptCall[str | None]:
+    """Mark the job waited on; its state, or None when there is no such job."""
+    return ScriptCall("await", q, [job_id], replies.decode_state)
+
+
+def retry_dead(q: QueueKeys, *, limit: int, job_ids: Sequence[str]) -> ScriptCall[list[str]]:
+    return ScriptCall("retry_dead", q, [limit, *job_ids], replies.decode_ids)
+
+
+def purge(q: QueueKeys, *, which: str, limit: int) -> ScriptCall[int]:
+    return ScriptCall("purge", q, [which, limit], int)
+
+
+# Script name -> its typed call: what the header test walks.
+CALLS: dict[str, Callable[..., ScriptCall[Any]]] = {
+    "enqueue": enqueue,
+    "dequeue": dequeue,
+    "succeed": succeed,
+    "fail": fail,
+    "adopt": adopt,
+    "peek": peek,
+    "progress": progress,
+    "fast_forward": fast_forward,
+    "extend": extend,
+    "abort": abort,
+    "abandon": abandon,
+    "reclaim": reclaim,
+    "requeue": requeue,
+    "cancel": cancel,
+    "await": await_state,
+    "retry_dead": retry_dead,
+    "purge": purge,
+}

@@ -1,0 +1,113 @@
+"""Turning the rows a claim returned into ``Claim`` objects, dead-lettering those that cannot run.
+
+Mixed into ``Broker``. A row whose id is not text, whose record holds junk
+in its state or attempts, or whose body cannot be decoded is recorded dead
+here with the reason, so a worker never sees it and never crashes on it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CorruptPayload
+from ..serialization import loads_call
+from .record import Claim
+from .replies import ClaimBatch, ClaimReply, ClaimRow, FailOutcome
+
+log = logging.getLogger("taskforge.broker")
+
+
+def _int(value: bytes | int | None, default: int = 0) -> int:
+    try:
+        return int(value) if value not in (None, b"") else default
+    except (TypeError, ValueError):
+        return default
+
+
+def _timeout(value: bytes | None) -> float | None:
+    """Seconds, or None: no field, junk, or a value no task option can produce (zero or less).
+
+    A negative timeout written by something else would have the supervisor
+    kill the child at once, whatever job it had moved on to.
+    """
+    ms = _int(value)
+    return ms / 1000 if ms > 0 else None
+
+
+def _why_not(row: ClaimRow) -> str | None:
+    """Why a claimed row cannot run (the error it is dead-lettered with), or None when it can."""
+    if row.damage:
+        field, _, value = row.damage.decode(errors="replace").partition(" ")
+        return (
+            f"CorruptJob: its {field} field holds {value[:60]!r}, which "
+            "taskforge never writes; it was dead-lettered, not run"
+        )
+    return None
+
+
+class ClaimVetting:
+    """Needs ``Broker.fail``."""
+
+    if TYPE_CHECKING:
+
+        def fail(
+            self, queue: str, job_id: str | bytes, token: str, error: str, traceback: str, retry_in: float | None
+        ) -> FailOutcome: ...
+
+    def _vetted(self, queue: str, token: str, reply: ClaimReply) -> ClaimBatch:
+        """The claims of ``reply`` that can run; see ``Broker.dequeue``."""
+        if reply.dropped:
+            log.warning(
+                "dropped %d ids without a job record from %s (deleted or expired by something else)",
+                reply.dropped,
+                queue,
+            )
+        claims = [c for c in (self._claim(queue, token, row) for row in reply.rows) if c is not None]
+        if claims:
+            return ClaimBatch(claims, None)
+        if reply.rows:  # claimed only corrupt jobs: more may be ready
+            return ClaimBatch([], 0.0)
+        return ClaimBatch([], None if reply.wait_ms < 0 else reply.wait_ms / 1000)
+
+    def _claim(self, queue: str, token: str, row: ClaimRow) -> Claim | None:
+        try:
+            job_id = row.id.decode()
+        except UnicodeDecodeError:
+            # Job ids are str everywhere else (handles, hooks, the supervisor's messages).
+            self.fail(
+                queue,
+                row.id,
+                token,
+                f"CorruptJob: the job id {row.id[:60]!r} is not UTF-8 text, "
+                "so no worker can report on it; it was dead-lettered, not run",
+                "",
+                None,
+            )
+            return None
+        why = _why_not(row)
+        args: tuple[Any, ...] = ()
+        kwargs: dict[str, Any] = {}
+        if why is None:
+            try:
+                if not row.task:
+                    raise CorruptPayload("the job record has no task name")
+                args, kwargs = loads_call(row.payload)
+            except CorruptPayload as exc:
+                why = f"CorruptPayload: {exc}"
+        if why is not None:
+            self.fail(queue, job_id, token, why, "", None)
+            return None
+        return Claim(
+            id=job_id,
+            queue=queue,
+            token=token,
+            task=row.task.decode(errors="replace"),
+            args=args,
+            kwargs=kwargs,
+            attempts=_int(row.attempts),
+            max_attempts=_int(row.max_attempts, 1),
+            timeout=_timeout(row.timeout),
+            priority=_int(row.priority, 1),
+            inherit=bool(row.inherit),
+        )

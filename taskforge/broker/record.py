@@ -1,0 +1,176 @@
+"""The job record: the fields of a job's hash, declared once, and what they decode to.
+
+The Lua scripts write these fields (``lua/enqueue.lua`` creates a record,
+``lua/_lib.lua`` moves it between states); ``tests/broker/test_record.py``
+checks that the field names the scripts use are exactly the ones declared
+here, so a field renamed on one side only fails a test instead of reading as
+empty on the other.
+"""
+
+from __future__ import annotations
+
+import enum
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import CorruptPayload
+from ..job import JobInfo, JobState, Priority, ms_to_datetime
+from ..serialization import loads, loads_call
+
+
+class Field(str, enum.Enum):
+    """One field of a job's hash; the value is the name Redis stores."""
+
+    ID = "id"
+    TASK = "task"
+    PAYLOAD = "payload"  # msgpack (args, kwargs)
+    PRIORITY = "priority"  # 0 low .. 3 critical
+    MAX_ATTEMPTS = "max_attempts"
+    TIMEOUT = "timeout"  # ms, '' = none
+    ATTEMPTS = "attempts"  # runs started so far
+    CREATED_AT = "created_at"  # ms since the epoch, Redis's clock, like every time below
+    SCHEDULED_AT = "scheduled_at"
+    STARTED_AT = "started_at"
+    FINISHED_AT = "finished_at"
+    STATE = "state"  # a JobState value
+    SEQ = "seq"  # enqueue sequence: its place in line within its priority
+    TOKEN = "token"  # the claim token while running, '' otherwise (the fencing rule)
+    INHERIT = "inherit"  # '1': sent by name; the worker's task definition supplies options
+    GROUP = "group"  # the task name, for a rate- or concurrency-limited task
+    UNIQUE = "unique"  # the unique lock key this job holds
+    WAITING = "waiting"  # '1': someone waits in JobHandle.result(); finishing pushes the done list
+    ABORT = "abort"  # '1': JobHandle.abort() asked a running job to stop
+    RESULT = "result"  # msgpack
+    ERROR = "error"
+    TRACEBACK = "traceback"
+    PROGRESS = "progress"  # 0..1
+    PROGRESS_MESSAGE = "progress_message"
+
+    @property
+    def key(self) -> bytes:
+        """The field as redis-py returns it in a hash."""
+        return self.value.encode()
+
+
+RECORD_FIELDS = frozenset(field.value for field in Field)
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A job as the producer hands it to ``enqueue``: already serialized.
+
+    Keys are built by the broker alone: a unique job carries the digest of
+    its unique key, a periodic tick the time of its tick.
+    """
+
+    id: str
+    task: str
+    payload: bytes
+    priority: int
+    max_attempts: int
+    timeout_ms: int | None = None
+    due_ms: int | None = None  # absolute, producer's clock (apply_at)
+    delay_ms: int = 0  # relative, resolved on Redis's clock (apply_in, retries)
+    inherit: bool = False  # sent by name: the worker's task definition supplies max_attempts, timeout
+    limits: str = ""  # "rate:period_ms:concurrency" for a rate- or concurrency-limited task
+    unique_digest: str = ""  # a unique job: the digest of its task and unique key ('' = not unique)
+    lock_ttl_ms: int = 0  # TTL of the unique lock or periodic tick key
+    tick_ms: int | None = None  # a periodic tick (ms since the epoch): enqueued once across all workers
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A job a worker now owns until its lease runs out or it reports back."""
+
+    id: str
+    queue: str
+    token: str
+    task: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    attempts: int
+    max_attempts: int
+    timeout: float | None
+    priority: int
+    inherit: bool = False
+
+
+def new_token() -> str:
+    return secrets.token_hex(8)
+
+
+def _text(fields: dict[bytes, bytes], field: Field) -> str | None:
+    value = fields.get(field.key)
+    return value.decode(errors="replace") if value else None
+
+
+def _number(fields: dict[bytes, bytes], field: Field) -> int | None:
+    value = fields.get(field.key)
+    try:
+        return int(value) if value else None
+    except ValueError:
+        return None
+
+
+def _fraction(fields: dict[bytes, bytes], field: Field) -> float | None:
+    """A progress fraction; junk written by something else shows as no progress rather than raising."""
+    try:
+        value = float(fields.get(field.key) or "nan")
+    except ValueError:
+        return None
+    return value if 0.0 <= value <= 1.0 else None
+
+
+def _priority(fields: dict[bytes, bytes]) -> Priority:
+    try:
+        return Priority(_number(fields, Field.PRIORITY) or 0)
+    except ValueError:
+        return Priority.NORMAL
+
+
+def _state(fields: dict[bytes, bytes]) -> tuple[JobState, str | None]:
+    """The state, and an error to show when the field holds what taskforge never writes."""
+    raw = _text(fields, Field.STATE)
+    try:
+        return JobState(raw or "pending"), None
+    except ValueError:
+        return JobState.DEAD, f"unknown state {raw!r} in the job record"
+
+
+def job_info(job_id: str, queue: str, fields: dict[bytes, bytes]) -> JobInfo:
+    """Decode a raw job hash; a corrupt payload shows as an error, never raises."""
+    error = _text(fields, Field.ERROR)
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = {}
+    try:
+        args, kwargs = loads_call(fields.get(Field.PAYLOAD.key, b""))
+    except CorruptPayload as exc:
+        error = error or f"CorruptPayload: {exc}"
+    result = None
+    if Field.RESULT.key in fields:
+        try:
+            result = loads(fields[Field.RESULT.key])
+        except CorruptPayload as exc:
+            error = error or f"CorruptPayload: result: {exc}"
+    state, state_error = _state(fields)
+    return JobInfo(
+        id=job_id,
+        task=_text(fields, Field.TASK) or "",
+        queue=queue,
+        args=args,
+        kwargs=kwargs,
+        priority=_priority(fields),
+        state=state,
+        attempts=_number(fields, Field.ATTEMPTS) or 0,
+        max_attempts=_number(fields, Field.MAX_ATTEMPTS) or 0,
+        created_at=ms_to_datetime(_number(fields, Field.CREATED_AT)),
+        scheduled_at=ms_to_datetime(_number(fields, Field.SCHEDULED_AT)),
+        started_at=ms_to_datetime(_number(fields, Field.STARTED_AT)),
+        finished_at=ms_to_datetime(_number(fields, Field.FINISHED_AT)),
+        error=error or state_error,
+        traceback=_text(fields, Field.TRACEBACK),
+        result=result,
+        progress=_fraction(fields, Field.PROGRESS),
+        progress_message=_text(fields, Field.PROGRESS_MESSAGE),
+    )

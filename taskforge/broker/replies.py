@@ -1,0 +1,156 @@
+"""What the Lua scripts answer, as types, decoded in one place.
+
+Each script's header (``lua/<name>.lua``) documents its reply layout; the
+decoder beside each type here is the only Python that reads that layout.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, NamedTuple
+
+from .record import Claim
+
+
+class EnqueueRefused(NamedTuple):
+    """enqueue refused the batch: the queue already holds ``size`` unfinished jobs."""
+
+    size: int
+
+
+def decode_enqueue(raw: list[Any]) -> list[str] | EnqueueRefused:
+    """Per job: its id, the id of the unfinished job holding its unique lock, or '' (tick taken)."""
+    if raw[0] == b"OK":
+        return [i.decode() for i in raw[1:]]
+    return EnqueueRefused(int(raw[1]))
+
+
+class ClaimRow(NamedTuple):
+    """One claimed job as claim_ready (lua/_lib.lua) lays it out: 9 raw values."""
+
+    id: bytes
+    task: bytes
+    payload: bytes
+    attempts: bytes
+    max_attempts: bytes
+    timeout: bytes
+    priority: bytes
+    inherit: bytes
+    damage: bytes  # '' or '<field> <value>': that field holds junk
+
+
+class ClaimReply(NamedTuple):
+    """A dequeue as Redis answered it, before the broker vets each row."""
+
+    dropped: int  # ids without a job record, dropped from the queue
+    wait_ms: int  # nothing claimed: ms until the next job is due (-1: none)
+    rows: list[ClaimRow]
+
+
+CLAIM_ROW = len(ClaimRow._fields)
+
+
+def decode_claims(raw: list[Any]) -> ClaimReply:
+    rows = raw[2:]
+    return ClaimReply(
+        int(raw[0]),
+        int(raw[1]),
+        [ClaimRow(*rows[i : i + CLAIM_ROW]) for i in range(0, len(rows), CLAIM_ROW)],
+    )
+
+
+class ClaimBatch(NamedTuple):
+    """What ``Broker.dequeue`` returns: the claims and, when there are none, when to ask again.
+
+    ``next_due``: seconds until the next scheduled job is due (None: nothing
+    scheduled; 0: try again now).
+    """
+
+    claims: list[Claim]
+    next_due: float | None
+
+
+class SucceedReply(NamedTuple):
+    done: bool  # False: the claim was no longer ours (fenced), nothing written
+    next: ClaimReply | None  # the claim of the next job, when one was asked for
+
+
+def decode_succeed(raw: Any) -> SucceedReply:
+    if isinstance(raw, list):
+        return SucceedReply(bool(raw[0]), decode_claims(raw[1:]))
+    return SucceedReply(bool(raw), None)
+
+
+class FailOutcome(str, enum.Enum):
+    """What a failed run became; compares equal to its value ('retrying' == FailOutcome.RETRYING)."""
+
+    FENCED = "fenced"  # the claim was no longer ours: nothing written
+    RETRYING = "retrying"
+    DEAD = "dead"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def decode_fail(raw: Any) -> FailOutcome:
+    return (FailOutcome.FENCED, FailOutcome.RETRYING, FailOutcome.DEAD)[int(raw)]
+
+
+class CancelOutcome(enum.IntEnum):
+    MISSING = -1  # no such job
+    TOO_LATE = 0  # running or finished
+    CANCELLED = 1
+
+
+class AbortOutcome(enum.IntEnum):
+    MISSING = -1  # no such job
+    FINISHED = 0
+    CANCELLED = 1  # had not started: cancelled now
+    STOPPING = 2  # running: its supervisor kills it at its next lease renewal
+
+
+class ExtendResult(NamedTuple):
+    lost: list[str]  # claims another worker now holds (the lease expired and the job was reclaimed)
+    aborted: list[str]  # still ours, but someone asked to abort them
+
+
+def decode_extend(raw: list[Any]) -> ExtendResult:
+    ids = [i.decode() for i in raw]
+    cut = ids.index("|")
+    return ExtendResult(ids[:cut], ids[cut + 1 :])
+
+
+class ReclaimResult(NamedTuple):
+    reclaimed: list[str]  # back in line
+    buried: list[str]  # dead: no attempts left, or a junk attempts field
+    dropped: int  # ids without a job record
+
+
+def decode_reclaim(raw: list[Any]) -> ReclaimResult:
+    first = raw.index(b"|")
+    second = raw.index(b"|", first + 1)
+    return ReclaimResult(
+        [i.decode(errors="replace") for i in raw[:first]],
+        [i.decode(errors="replace") for i in raw[first + 1 : second]],
+        int(raw[second + 1]),
+    )
+
+
+class QueueHead(NamedTuple):
+    """What peek saw: the best ready job's score (None: none ready), seconds until one is due (None: none)."""
+
+    score: float | None
+    next_due: float | None
+
+
+def decode_peek(raw: list[Any]) -> QueueHead:
+    head, wait = float(raw[0]), int(raw[1])
+    return QueueHead(None if head < 0 else head, None if wait < 0 else wait / 1000)
+
+
+def decode_ids(raw: list[Any]) -> list[str]:
+    return [i.decode() for i in raw]
+
+
+def decode_state(raw: Any) -> str | None:
+    return raw.decode() if raw else None

@@ -1,0 +1,75 @@
+"""The job record's field names: declared once in record.py, and the Lua uses exactly those."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+from taskforge.broker.record import RECORD_FIELDS, Field, job_info
+from taskforge.job import JobState, Priority
+from taskforge.serialization import dumps_call
+
+LUA = resources.files("taskforge.broker").joinpath("lua")
+# Lowercase string literals in the Lua that are not job fields, and why.
+NOT_FIELDS = {
+    *(s.value for s in JobState),  # values of the state field
+    "hash", "none", "zset",  # TYPE replies
+    "number", "table",  # Lua type() names
+    "ok",  # the status field of a TYPE reply
+    "limits", "wake",  # key suffixes (the seq key shares its name with the seq field)
+    "failed",  # with "succeeded": the fields of a per-minute stats hash
+}  # fmt: skip
+
+
+def lua_code() -> str:
+    """Every script and the library, without comments."""
+    texts = [p.read_text(encoding="utf-8") for p in LUA.iterdir() if p.name.endswith(".lua")]
+    return "\n".join(re.sub(r"--.*", "", text) for text in texts)
+
+
+def test_the_lua_uses_exactly_the_declared_fields() -> None:
+    literals = set(re.findall(r"'([a-z_]+)'", lua_code()))
+    assert literals - NOT_FIELDS == RECORD_FIELDS, (
+        f"in the Lua, not in record.Field: {sorted(literals - NOT_FIELDS - RECORD_FIELDS)}; "
+        f"in record.Field, not in the Lua: {sorted(RECORD_FIELDS - literals)}"
+    )
+
+
+def test_the_fields_enqueue_writes_and_a_claim_reads_are_declared() -> None:
+    enqueue = LUA.joinpath("enqueue.lua").read_text(encoding="utf-8")
+    written = re.search(r"local fields = \{(.*?)\}", enqueue, re.S)
+    assert written is not None
+    names = re.findall(r"'([a-z_]+)'", written.group(1))
+    added = re.findall(r"\badd\('([a-z_]+)'", enqueue)
+    lib = LUA.joinpath("_lib.lua").read_text(encoding="utf-8")
+    claim = re.search(r"local CLAIM_FIELDS = \{(.*?)\}", lib, re.S)
+    assert claim is not None
+    assert {*names, *added, *re.findall(r"'([a-z_]+)'", claim.group(1))} <= RECORD_FIELDS
+    assert {"id", "task", "payload", "state", "unique", "group"} <= {*names, *added}
+
+
+def test_a_record_decodes_into_job_info() -> None:
+    fields = {
+        Field.TASK.key: b"app.add",
+        Field.PAYLOAD.key: dumps_call((1, 2), {}),
+        Field.PRIORITY.key: b"3",
+        Field.STATE.key: b"running",
+        Field.ATTEMPTS.key: b"1",
+        Field.PROGRESS.key: b"0.5",
+    }
+    info = job_info("j1", "q", fields)
+    assert (info.task, info.args, info.state, info.attempts, info.progress) == (
+        "app.add",
+        (1, 2),
+        JobState.RUNNING,
+        1,
+        0.5,
+    )
+    assert info.priority is Priority.CRITICAL
+    assert str(info.priority) == "Priority.CRITICAL" and info.to_dict()["priority"] == "critical"
+
+
+def test_junk_in_a_record_shows_as_an_error_not_an_exception() -> None:
+    info = job_info("j2", "q", {Field.STATE.key: b"limbo", Field.PRIORITY.key: b"9", Field.PAYLOAD.key: b"\xc1"})
+    assert info.state is JobState.DEAD and info.priority is Priority.NORMAL
+    assert info.error is not None and info.error.startswith("CorruptPayload")
