@@ -25,10 +25,13 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from taskforge.broker import keys
+import taskforge.broker
 
 from .faults import GRACE, Fault
+
+KEYSPACE_DOC = Path(taskforge.broker.__file__).parent / "lua" / "README.md"
 
 PRE = 0.25  # clock reading noise: the claim precedes the run's own start record by a little
 ACK_SLACK = 2.0  # from a run's end record to its outcome reaching Redis, on a busy 2-core box
@@ -161,12 +164,13 @@ def classify(
 
 
 def documented_keyspace(doc: str | None = None) -> list[tuple[re.Pattern[str], str]]:
-    """The table in taskforge/broker/keys.py's docstring, as (pattern, Redis type).
+    """The keyspace table of taskforge/broker/lua/README.md, as (pattern, Redis type).
 
-    Read from the docstring itself, so the check follows the documentation:
+    Read from the documentation itself, so the check follows the documentation:
     a key the code writes without documenting it is a finding.
     """
-    rows = re.findall(r"^\s+(taskforge:\S+)\s+(hash|zset|string|list|set)\s", doc or keys.__doc__ or "", re.M)
+    text = doc if doc is not None else KEYSPACE_DOC.read_text(encoding="utf-8")
+    rows = re.findall(r"^\|?\s*`?(taskforge:[^\s`]+)`?\s*\|?\s*(hash|zset|string|list|set)\s", text, re.M)
     table = []
     for template, kind in rows:
         regex = ""
