@@ -30,7 +30,7 @@ def test_build_job_carries_the_call_and_the_task_options() -> None:
     assert loads_call(job.payload) == ((7,), {"currency": "USD"})
     assert (job.task, job.priority, job.max_attempts, job.timeout_ms) == (charge.name, 2, 5, 2500)
     assert (job.delay_ms, job.due_ms, job.inherit, job.limits) == (1500, None, False, "10:1000:0")
-    assert job.unique_key == charge.unique_lock((7,), {"currency": "USD"}, job.payload) and job.lock_ttl_ms == 30_000
+    assert job.unique_digest == charge.unique_lock((7,), {"currency": "USD"}, job.payload) and job.lock_ttl_ms == 30_000
     assert build_job(charge, (7,), {}).id != job.id
     assert build_job(app.task_for("elsewhere.t"), (), {}).inherit is True
 
