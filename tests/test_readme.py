@@ -106,3 +106,11 @@ def test_every_anchor_link_names_a_heading() -> None:
     anchors = {slug(h) for h in re.findall(r"^#+ (.+)$", FENCE.sub("", text), re.M)}
     links = set(re.findall(r"\]\(#([^)]+)\)", text))
     assert links and links <= anchors, f"links to no heading: {sorted(links - anchors)}"
+
+
+def test_the_commands_and_the_tour_fit_the_first_screen() -> None:
+    """A newcomer sees what to run, and the tour to the end, without scrolling (about 60 lines)."""
+    lines = README.read_text().splitlines()
+    first = "\n".join(lines[:60])
+    assert "taskforge demo" in first and "python -m pytest -q" in first and '-m "not slow"' in first
+    assert TOUR in first and "taskforge worker myapp:app" in first and "database 0" in first
