@@ -57,8 +57,19 @@ def now_utc() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def as_utc(value: datetime | None) -> datetime | None:
+    """``value`` on the UTC clock: every time this module hands out is labelled UTC, so it must be one.
+
+    A cron schedule's next run comes back in the schedule's own zone (e.g.
+    Europe/Paris); printed as it was, its wall time read as UTC was an hour off.
+    """
+    return value.astimezone(timezone.utc) if value is not None and value.tzinfo is not None else value
+
+
 def iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None
+    """ISO 8601 with a +00:00 offset, as ``status --json`` promises."""
+    utc = as_utc(value)
+    return utc.isoformat() if utc else None
 
 
 @dataclass(frozen=True)
@@ -222,7 +233,10 @@ def status(app: TaskForge, queues: Sequence[str] | None = None) -> Status:
         broker=redact(app.url),
         queues=[queue_status(app, name) for name in names],
         workers=workers(app),
-        periodic=[PeriodicStatus(s.task.name, s.task.queue, s.describe(), s.following(now)) for s in app.schedules],
+        periodic=[
+            PeriodicStatus(s.task.name, s.task.queue, s.describe(), s.following(now).astimezone(timezone.utc))
+            for s in app.schedules
+        ],
     )
 
 

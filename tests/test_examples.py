@@ -53,6 +53,19 @@ CASES = {
 }
 
 
+def start(app: str, args: list[str], cwd: Path, env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    """``taskforge worker APP ARGS`` in a session of its own (so ``stop`` can reap every child)."""
+    with log_path.open("wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "taskforge", "worker", app, *args],
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 def stop(worker: subprocess.Popen[bytes]) -> None:
     if worker.poll() is None:
         worker.send_signal(signal.SIGTERM)
@@ -74,15 +87,7 @@ def stop(worker: subprocess.Popen[bytes]) -> None:
 def test_example_runs(name: str, redis_url: str, tmp_path: Path) -> None:
     cwd, app, script, worker_args, expected = CASES[name]
     env = {**os.environ, "TASKFORGE_BROKER_URL": redis_url, "PYTHONDONTWRITEBYTECODE": "1"}
-    with (tmp_path / "worker.log").open("wb") as log:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "taskforge", "worker", app, *worker_args],
-            cwd=cwd,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    worker = start(app, worker_args, cwd, env, tmp_path / "worker.log")
     try:
         run = subprocess.run([sys.executable, script], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
     finally:

@@ -13,6 +13,7 @@ from .enqueue import enqueue
 from .job import job
 from .purge import purge
 from .status import status
+from .stop import abort, cancel
 from .worker import worker
 
 
@@ -32,6 +33,8 @@ main.add_command(status)
 main.add_command(job)
 main.add_command(dead)
 main.add_command(enqueue)
+main.add_command(cancel)
+main.add_command(abort)
 main.add_command(purge)
 main.add_command(broker)
 main.add_command(demo)

@@ -1,7 +1,8 @@
 """What every command shares: loading APP, and turning errors into one line and an exit code.
 
 Exit codes (SPEC): 0 ok, 1 runtime failure (e.g. broker unreachable),
-2 usage error (bad APP, bad option, invalid JSON or time).
+2 usage error (bad APP, bad option, invalid JSON or time, a memory:// APP for
+``worker`` or ``enqueue``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NoReturn
+from urllib.parse import urlsplit
 
 import click
 import redis
@@ -36,6 +38,20 @@ def open_app(spec: str) -> TaskForge:
         if exc.details:
             click.echo(exc.details.rstrip(), err=True)
         fail(str(exc), USAGE)
+
+
+def refuse_memory(app: TaskForge, spec: str, what: str) -> None:
+    """Exit 2 when APP's broker is ``memory://``: private to this process, so ``what`` would be lost.
+
+    A worker there serves nothing forever, and a job enqueued there vanishes
+    when the command exits while its id is printed as if it were queued.
+    """
+    if urlsplit(app.url).scheme == "memory":
+        fail(
+            f"{spec} uses memory://, a broker private to this one process, so {what}; "
+            "start a shared one with `taskforge broker` and set TASKFORGE_BROKER_URL to the URL it prints",
+            USAGE,
+        )
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""``taskforge dashboard APP``: serve the web dashboard (extra ``taskforge[dashboard]``)."""
+"""``taskforge dashboard APP``: serve the web dashboard (extra ``taskforge-redis[dashboard]``)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def dashboard(app: str, host: str, port: int, auth: str | None) -> None:
         from ..dashboard.security import parse_auth
         from ..dashboard.server import bind, serve
     except ImportError as exc:
-        fail(f"the dashboard needs its extra ({exc.name} is missing): pip install 'taskforge[dashboard]'", USAGE)
+        fail(f"the dashboard needs its extra ({exc.name} is missing): pip install 'taskforge-redis[dashboard]'", USAGE)
     try:
         credentials = parse_auth(auth) if auth is not None else None
     except ConfigurationError as exc:

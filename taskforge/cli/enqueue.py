@@ -10,7 +10,7 @@ import click
 
 from ..job import Priority
 from ..task import Task
-from .common import USAGE, cli_errors, fail, open_app
+from .common import USAGE, cli_errors, fail, open_app, refuse_memory
 
 ENQUEUE_HELP = """Queue a job for TASK_NAME and print its id.
 
@@ -95,6 +95,7 @@ def enqueue(
     delay = parse_in(in_seconds) if in_seconds is not None else None
     when = parse_at(at_time) if at_time is not None else None
     the_app = open_app(app)
+    refuse_memory(the_app, app, "the job would vanish when this command exits")
     with cli_errors():
         task: Task[..., Any] = the_app.task_for(task_name)
         if chosen is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 
 import click
 
@@ -64,5 +64,5 @@ def relative(when: datetime | None, now: datetime) -> str:
 
 
 def timestamp(when: datetime | None) -> str:
-    """An aware UTC datetime as '2027-01-01 12:00:03 UTC', or '-'."""
-    return when.strftime("%Y-%m-%d %H:%M:%S UTC") if when else "-"
+    """An aware datetime, converted to UTC, as '2027-01-01 12:00:03 UTC', or '-'."""
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") if when else "-"

@@ -13,7 +13,7 @@ import click
 from ..app import TaskForge
 from ..broker.keys import validate_queue_name
 from ..worker.supervisor import Supervisor, WorkerOptions
-from .common import USAGE, cli_errors, fail, open_app
+from .common import USAGE, cli_errors, fail, open_app, refuse_memory
 
 if TYPE_CHECKING:
     from ..metrics import WorkerMetrics
@@ -117,6 +117,7 @@ def worker(
         format="%(asctime)s %(levelname)s [supervisor pid %(process)d] %(message)s",
     )
     the_app = open_app(app)
+    refuse_memory(the_app, app, "a worker here would never see a job another process sends")
     try:
         served = tuple(validate_queue_name(q) for q in queues) or tuple(the_app.queues())
     except Exception as exc:

@@ -32,6 +32,7 @@ def make_templates() -> Jinja2Templates:
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
+    env.filters["utc"] = inspect.as_utc  # the pages label times UTC: never print another zone's wall time
     env.filters["q"] = lambda value: quote(str(value), safe="")
     env.filters["tojson_args"] = lambda value: json.dumps(inspect.jsonable(value), indent=2, ensure_ascii=False)
     env.globals["STATES"] = data.STATES

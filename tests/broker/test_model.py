@@ -423,6 +423,7 @@ class QueueMachine(RuleBasedStateMachine):
 
 # Passing takes well under a minute per backend; a failure then shrinks for up
 # to a few minutes, and must be allowed to finish and print its steps.
+@pytest.mark.slow  # about 25 s for both backends: kept out of the quick subset
 @pytest.mark.timeout(600)
 def test_queue_matches_model(broker_url: str) -> None:
     shared = None if broker_url == "memory://" else TaskForge("model", broker=broker_url)

@@ -93,7 +93,8 @@ def test_apply_at_past_and_naive_times(app: TaskForge) -> None:
     assert past.status() is JobState.PENDING
     future = job.apply_at(datetime.now(timezone.utc) + timedelta(hours=1))
     assert future.status() is JobState.SCHEDULED
-    naive = job.apply_at(datetime.utcnow() + timedelta(hours=1))  # noqa: DTZ003 - naive means UTC
+    # Naive means UTC. (datetime.utcnow() is deprecated since Python 3.12.)
+    naive = job.apply_at(datetime.now(timezone.utc).replace(tzinfo=None) + timedelta(hours=1))
     delta = naive.info().scheduled_at - future.info().scheduled_at
     assert abs(delta.total_seconds()) < 5
     assert claim_one(app).kwargs == {"when": "kw named when is fine"}

@@ -16,6 +16,8 @@ COMMANDS = [
     ["dead", "APP", "purge"],
     ["enqueue"],
     ["purge"],
+    ["cancel"],
+    ["abort"],
     ["broker"],
     ["demo"],
     [],

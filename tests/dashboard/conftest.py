@@ -1,7 +1,8 @@
 """A real worker, a real ``taskforge dashboard`` process and Debian's Chromium, driven by Playwright.
 
 Nothing here downloads a browser: Chromium comes from apt (``.ci/run``
-installs it), and Playwright only drives it. Screenshots go to
+installs it), and Playwright only drives it. Without it the browser tests
+skip locally and fail under CI=true, so a green CI means they ran. Screenshots go to
 ``$TASKFORGE_SCREENSHOTS`` when set, else to a directory under pytest's
 temp path; both are kept as test artifacts.
 """
@@ -28,7 +29,9 @@ from ..conftest import skip_or_fail
 from ..worker.conftest import Worker, stop, wait_for
 
 HERE = Path(__file__).parent
-CHROMIUM = "/usr/bin/chromium"
+# TASKFORGE_CHROMIUM points elsewhere; test_browser_missing.py uses it to check that,
+# under CI, a missing browser fails the browser tests instead of skipping them.
+CHROMIUM = os.environ.get("TASKFORGE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
