@@ -46,7 +46,7 @@ def _prometheus() -> Any:
         import prometheus_client
     except ImportError as exc:
         raise ConfigurationError(
-            "--metrics-port needs the prometheus-client library: pip install 'taskforge[metrics]'"
+            "--metrics-port needs the prometheus-client library: pip install 'taskforge-redis[metrics]'"
         ) from exc
     return prometheus_client
 

@@ -6,7 +6,7 @@ from taskforge import TaskForge
 SPEC = {
     "name": "taskforge",
     "requirements": ["{repo}"],
-    "distributions": ["taskforge", "redis", "msgpack"],
+    "distributions": ["taskforge-redis", "redis", "msgpack"],
     # Two processes of eight lanes (threads) each: the shape of Dramatiq's `-p 2 -t 8`.
     "worker": [
         "{bin}/taskforge",

@@ -74,7 +74,7 @@ def _stop_before_start(_signum: int, _frame: object) -> None:
     "--metrics-port",
     type=click.IntRange(min=1, max=65535),
     default=None,
-    help="Serve Prometheus metrics at http://HOST:PORT/metrics (needs taskforge[metrics]).",
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics (needs taskforge-redis[metrics]).",
 )
 @click.option(
     "--metrics-host",

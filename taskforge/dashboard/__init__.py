@@ -1,4 +1,4 @@
-"""The web dashboard (``taskforge dashboard APP``; extra ``taskforge[dashboard]``).
+"""The web dashboard (``taskforge dashboard APP``; extra ``taskforge-redis[dashboard]``).
 
 Starlette for routing, uvicorn to serve it, Jinja2 for the pages: small,
 well-kept libraries, and an ASGI app whose handlers run in a thread pool, so
