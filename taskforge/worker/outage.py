@@ -56,7 +56,7 @@ class Outage:
     """One process's view of the broker being away; safe to share between a child's lanes."""
 
     def __init__(self, url: str, clock: Callable[[], float] = time.monotonic) -> None:
-        self.url = redact(url)
+        self.url = url  # redacted when said: app.drain() makes one per job, most never say anything
         self.clock = clock
         self.lock = threading.Lock()
         self.since: float | None = None  # when the current outage was first seen
@@ -75,11 +75,12 @@ class Outage:
                 self.since = now
                 self.remind_every = REMIND_FIRST
                 self.next_remind = now + self.remind_every
-                log.warning("broker %s unreachable (%s); retrying", self.url, cause(exc))
+                log.warning("broker %s unreachable (%s); retrying", redact(self.url), cause(exc))
             elif now >= self.next_remind:
                 self.remind_every = min(self.remind_every * 2, REMIND_CAP)
                 self.next_remind = now + self.remind_every
-                log.warning("broker %s still unreachable after %.0f s (%s)", self.url, now - self.since, cause(exc))
+                since = now - self.since
+                log.warning("broker %s still unreachable after %.0f s (%s)", redact(self.url), since, cause(exc))
 
     def answered(self) -> None:
         """A call reached Redis: if an outage was under way, it is over, and that is said once."""
@@ -87,5 +88,5 @@ class Outage:
             return
         with self.lock:
             if self.since is not None:
-                log.info("reconnected to %s after %.1f s", self.url, self.clock() - self.since)
+                log.info("reconnected to %s after %.1f s", redact(self.url), self.clock() - self.since)
                 self.since = None
