@@ -29,7 +29,10 @@ import redis
 
 from ..broker.queue import PRIORITY_BAND, Claim, new_token
 from ..errors import BrokerUnavailable, CorruptQueue
+from ..logs import configure_logging
+from .joblog import outcome_line
 from .messages import Heartbeat, JobFinished, JobStarted, LaneIdle, Message, Recycling
+from .outage import OUTAGE_ERRORS, Outage
 from .runner import AppContext, Chain, record, run_claim
 
 log = logging.getLogger("taskforge.worker")
@@ -98,6 +101,7 @@ class Child:
         # The app is read once: the lanes need only what running a job needs.
         self.context = AppContext.of(load_app(config.app_spec))
         self.broker = self.context.broker
+        self.outage = Outage(self.broker.url)  # one per process: the lanes share what they say about Redis
         self.queues = list(config.queues)
         self.last_alive = 0.0
         self.done = 0
@@ -217,7 +221,8 @@ class Lane:
         if not claim.inherit or task is None:
             return claim
         opts = task.options
-        record(self.broker.adopt, claim.queue, claim.id, claim.token, opts.max_attempts, opts.timeout)
+        args = (claim.queue, claim.id, claim.token, opts.max_attempts, opts.timeout)
+        record(self.broker.adopt, *args, outage=self.child.outage)
         return replace(claim, max_attempts=opts.max_attempts, timeout=opts.timeout, inherit=False)
 
     def idle(self, wait: float | None) -> tuple[list[Claim], float | None] | None:
@@ -235,10 +240,12 @@ class Lane:
                 token = self.tokens.setdefault(queue, new_token())
                 woken = self.broker.wait_and_dequeue(queue, timeout, self.config.lease_ms, token)
                 self.tokens[queue] = new_token()
+                self.child.outage.answered()
                 return woken
             self.broker.wait_for_work(self.queues, timeout)
-        except BrokerUnavailable:
-            pass  # the next claim meets the outage again, and backs off
+            self.child.outage.answered()
+        except OUTAGE_ERRORS as exc:
+            self.child.outage.failed(exc)  # the next claim meets the outage again, and backs off
         except CorruptQueue as exc:
             self.quarantine(exc)
         except redis.RedisError as exc:  # never spin on an error we cannot name
@@ -269,14 +276,21 @@ class Lane:
         following: tuple[list[Claim], float | None] | None = None
         while not self.stopping:
             try:
-                claims, wait = following if following is not None else self.claim()
+                if following is None:
+                    claims, wait = self.claim()
+                    self.child.outage.answered()
+                else:
+                    claims, wait = following
                 following = None
                 outage = 0.05
             except CorruptQueue as exc:
                 self.quarantine(exc)
                 claims, wait = [], (0.0 if self.queues else None)
             except (BrokerUnavailable, redis.RedisError, redis.exceptions.RedisClusterException) as exc:
-                log.warning("child %d: %s; retrying in %.1f s", self.config.index, exc, outage)
+                if isinstance(exc, OUTAGE_ERRORS):
+                    self.child.outage.failed(exc)
+                else:
+                    log.warning("child %d: %s; retrying in %.1f s", self.config.index, exc, outage)
                 self.child.alive()
                 time.sleep(outage)
                 outage = min(outage * 2, OUTAGE_BACKOFF_CAP)
@@ -299,14 +313,23 @@ class Lane:
     def give_back(self, claims: list[Claim]) -> None:
         """Jobs claimed in the very call that recorded the last one, as a shutdown began."""
         for claim in claims:
-            record(self.broker.requeue, claim.queue, claim.id, claim.token)
+            record(self.broker.requeue, claim.queue, claim.id, claim.token, outage=self.child.outage)
 
     def execute(self, claim: Claim, chain: bool) -> tuple[list[Claim], float | None] | None:
         """Run one job; with ``chain``, also claim this child's next job in the same call."""
         claim = self.adopt(claim)
         # JobStarted also tells the supervisor the previous job is over: one message per job.
         self.child.send(
-            JobStarted(self.index, claim.id, claim.token, claim.queue, claim.task, claim.attempts, claim.timeout)
+            JobStarted(
+                self.index,
+                claim.id,
+                claim.token,
+                claim.queue,
+                claim.task,
+                claim.attempts,
+                claim.timeout,
+                claim.max_attempts,
+            )
         )
 
         def link() -> Chain | None:
@@ -314,22 +337,16 @@ class Lane:
                 return None
             return Chain(self.config.lease_ms, self.tokens.get(claim.queue) or new_token())
 
-        outcome = run_claim(self.context, claim, link)
+        outcome = run_claim(self.context, claim, link, self.child.outage)
         if self.config.report_outcomes:
             self.child.send(JobFinished(self.index, outcome.state, outcome.duration))
         if outcome.next is not None:
             self.tokens[claim.queue] = new_token()
-        if log.isEnabledFor(logging.INFO):
-            log.info(
-                "%s %s attempt %d/%d %s in %.3f s%s",
-                claim.task,
-                claim.id,
-                claim.attempts,
-                claim.max_attempts,
-                outcome.state,
-                outcome.duration,
-                f": {outcome.error}" if outcome.error else "",
-            )
+        attempt = f"{claim.attempts}/{claim.max_attempts}"
+        level, text = outcome_line(
+            claim.task, claim.id, attempt, outcome.state, outcome.duration, outcome.error, outcome.retry_in
+        )
+        log.log(level, "%s", text)
         if outcome.next is None or not outcome.next[0]:
             self.child.send(LaneIdle(self.index))
             self.child.last_alive = time.monotonic()
@@ -340,11 +357,7 @@ def child_main(config: ChildConfig, pipe: Connection) -> None:
     """Entry point of a spawned child process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the supervisor decides
     die_with_parent(config.supervisor_pid or os.getppid())
-    logging.basicConfig(
-        level=config.log_level.upper(),
-        format=f"%(asctime)s %(levelname)s [child {config.index} pid {os.getpid()}] %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(config.log_level, f"child {config.index} pid {os.getpid()}")
     child = Child(config, pipe)
     signal.signal(signal.SIGTERM, child.request_stop)
     code = child.run()

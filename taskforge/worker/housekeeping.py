@@ -4,7 +4,9 @@ Four duties share one clock: renew this worker's leases, reclaim expired
 claims, publish the heartbeat that ``taskforge status`` reads, and enqueue
 due periodic tasks. Their order after an outage matters (renew before
 reclaim, or this worker's own live jobs look expired), and a failing duty
-must leave the supervisor running its children: both rules live here.
+must leave the supervisor running its children: both rules live here, as
+does the supervisor's account of an outage (said once, then with backoff,
+then ``reconnected``: see ``outage.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from ..errors import BrokerUnavailable, CorruptQueue
+from ..errors import CorruptQueue
+from .outage import OUTAGE_ERRORS, Outage
 
 if TYPE_CHECKING:
     from ..periodic import Scheduler
@@ -52,6 +55,7 @@ class Housekeeping:
         scheduler: Scheduler | None,
         renew_every: float,
         damage: DamageLog,
+        outage: Outage,
     ) -> None:
         self.renew = renew
         self.reclaim = reclaim
@@ -59,6 +63,7 @@ class Housekeeping:
         self.scheduler = scheduler
         self.renew_every = renew_every
         self.damage = damage
+        self.outage = outage
         self.next_renew = self.next_beat = self.next_reclaim = 0.0
 
     def start(self, now: float) -> None:
@@ -71,7 +76,7 @@ class Housekeeping:
             # After a failed renewal, retry soon, and reclaim nothing until
             # it works: after an outage this worker's own live jobs may look
             # expired, and must be renewed before anyone's reclaim runs.
-            renewed = self.run(self.renew)
+            renewed = self.run(self.renew, proves=False)  # with no job held, it sends nothing
             self.next_renew = now + (self.renew_every if renewed else RENEW_RETRY)
             if not renewed:
                 self.next_reclaim = max(self.next_reclaim, self.next_renew)
@@ -81,19 +86,27 @@ class Housekeeping:
         if now >= self.next_beat:
             self.run(self.beat)
             self.next_beat = now + HEARTBEAT_EVERY
-        if self.scheduler is not None and not stopping:
+        # During an outage the scheduler would warn on every tick; it catches
+        # up with the latest tick once the reclaim or the heartbeat gets through.
+        if self.scheduler is not None and not stopping and not self.outage.down:
             try:
-                self.run(self.scheduler.run_due)
+                self.run(self.scheduler.run_due, proves=False)
             except Exception:  # a broken schedule must not stop the worker from running jobs
                 log.exception("the periodic scheduler failed; it will try again")
 
-    def run(self, action: Duty) -> bool:
-        """Periodic Redis work must never bring the supervisor down; True if it worked."""
+    def run(self, action: Duty, proves: bool = True) -> bool:
+        """Periodic Redis work must never bring the supervisor down; True if it worked.
+
+        ``proves``: the action always sends a command, so its success means
+        Redis is back (the renewal sends none when no job is held).
+        """
         try:
             action()
+            if proves:
+                self.outage.answered()
             return True
-        except BrokerUnavailable as exc:
-            log.warning("%s; will retry", exc)
+        except OUTAGE_ERRORS as exc:
+            self.outage.failed(exc)
         except CorruptQueue as exc:
             self.damage.report(exc)
         except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:

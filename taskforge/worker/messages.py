@@ -46,6 +46,7 @@ class JobStarted(Message):
     task: str
     attempts: int
     timeout: float | None
+    max_attempts: int = 0  # for the supervisor's log line when it records the run (0: not said)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ import redis
 
 from ..errors import BrokerUnavailable, CorruptQueue, TaskforgeError
 from ..handle import JobHandle
+from .joblog import outcome_line
 from .pool import Died, Running, describe_exit
 from .runner import notify_failure, retry_delay
 
@@ -96,9 +97,12 @@ class PendingOutcomes:
         """The attempt counts: retry or dead, then the same metrics and hooks as a failure in the child."""
         delay = retry_delay(self.app, running.task, running.attempts)
         state = self.app.broker.fail(running.queue, running.job_id, running.token, error, "", delay)
+        duration = time.monotonic() - running.started
         if self.metrics is not None:
-            self.metrics.finished(running.queue, running.task, state, time.monotonic() - running.started)
-        log.warning("%s %s attempt %d %s: %s", running.task, running.job_id, running.attempts, state, error)
+            self.metrics.finished(running.queue, running.task, state, duration)
+        attempt = f"{running.attempts}/{running.max_attempts}" if running.max_attempts else str(running.attempts)
+        level, text = outcome_line(running.task, running.job_id, attempt, state, duration, error, delay)
+        log.log(level, "%s", text)
         if self.app.hooks.handlers["job_failed"] or self.app.hooks.handlers["job_dead"]:
             with contextlib.suppress(TaskforgeError):
                 info = JobHandle(self.app, running.job_id, running.queue).info()

@@ -60,6 +60,7 @@ class Running:
     task: str
     attempts: int
     timeout: float | None
+    max_attempts: int = 0
     started: float = field(default_factory=time.monotonic)
     timed_out: bool = False
     give_back: bool = False
@@ -67,7 +68,8 @@ class Running:
 
     @classmethod
     def of(cls, message: JobStarted) -> Running:
-        return cls(message.job_id, message.token, message.queue, message.task, message.attempts, message.timeout)
+        m = message
+        return cls(m.job_id, m.token, m.queue, m.task, m.attempts, m.timeout, m.max_attempts)
 
 
 @dataclass

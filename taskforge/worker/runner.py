@@ -23,9 +23,10 @@ import redis
 
 from ..broker.queue import Claim
 from ..context import enter, leave
-from ..errors import BrokerUnavailable, CorruptQueue, Retry, SerializationError, UnknownTask
+from ..errors import CorruptQueue, Retry, SerializationError, UnknownTask
 from ..job import JobInfo, JobState, Priority
 from ..serialization import dumps_result
+from .outage import OUTAGE_ERRORS, Outage
 
 if TYPE_CHECKING:
     from ..broker.queue import Broker
@@ -79,6 +80,7 @@ class Outcome:
     state: str | None  # succeeded | retrying | dead | fenced | None (not recorded: lease will expire)
     duration: float
     error: str | None = None
+    retry_in: float | None = None  # the backoff asked of the queue, when the run failed
     # When the caller asked to chain: what claiming the next job returned.
     next: tuple[list[Claim], float | None] | None = None
 
@@ -101,36 +103,40 @@ def retry_delay(context: RunContext, task_name: str, attempt: int, requested: fl
     return max(0.0, float(task.backoff(attempt)))
 
 
-def record(call: Any, *args: Any, stop: Any = None) -> Any:
+def record(call: Any, *args: Any, outage: Outage, stop: Any = None) -> Any:
     """Call a broker method until Redis answers; ``stop()`` true gives up (returns None).
 
-    An outage is waited out. Any other Redis error (the job's record was
-    overwritten by something else, say) is tried a few times and then given
-    up: the claim's lease then expires and the job is reclaimed, not lost.
+    An outage is waited out (and said through ``outage``, once, not per
+    try). Any other Redis error (the job's record was overwritten by
+    something else, say) is tried a few times and then given up: the
+    claim's lease then expires and the job is reclaimed, not lost.
     """
     delay = 0.05
     errors = 0
+    name = getattr(call, "__name__", call)
     while True:
         try:
-            return call(*args)
-        except BrokerUnavailable as exc:
+            answer = call(*args)
+            outage.answered()
+            return answer
+        except OUTAGE_ERRORS as exc:
             if stop is not None and stop():
                 return None
-            log.warning("%s; retrying in %.1f s", exc, delay)
+            outage.failed(exc)
         except CorruptQueue as exc:  # retrying cannot mend it; the worker stops claiming from that queue
-            log.error("cannot record %s: %s", getattr(call, "__name__", call), exc)
+            log.error("cannot record %s: %s", name, exc)
             return None
         except redis.RedisError as exc:
             errors += 1
             if errors >= RECORD_ATTEMPTS_ON_ERROR:
                 log.error(
                     "giving up on %s after %d errors (%s); the lease will expire and the job will be reclaimed",
-                    getattr(call, "__name__", call),
+                    name,
                     errors,
                     exc,
                 )
                 return None
-            log.warning("%s: %s; retrying in %.1f s", getattr(call, "__name__", call), exc, delay)
+            log.warning("%s: %s; retrying in %.1f s", name, exc, delay)
         time.sleep(delay)
         delay = min(delay * 2, RECORD_BACKOFF_CAP)
 
@@ -154,27 +160,34 @@ def claim_info(claim: Claim) -> JobInfo:
     )
 
 
-def run_claim(context: RunContext, claim: Claim, chain: Callable[[], Chain | None] | None = None) -> Outcome:
+def run_claim(
+    context: RunContext,
+    claim: Claim,
+    chain: Callable[[], Chain | None] | None = None,
+    outage: Outage | None = None,
+) -> Outcome:
     """Run ``claim`` and record its outcome; ``chain()`` is asked, once the task has
     returned, whether to claim the next job in the same call (a shutdown may
-    have begun while the task ran)."""
+    have begun while the task ran). ``outage`` is the process's, if it keeps one."""
     started = time.monotonic()
+    outage = outage or Outage(context.broker.url)
     info = claim_info(claim)
     hooks = context.hooks
     task = context.tasks.get(claim.task)
     if task is None:
         error = f"UnknownTask: {UnknownTask.named(claim.task, context.name, context.tasks)}"
-        return failed(context, claim, info, error, "", None, started)
+        return failed(context, claim, info, (error, "", None), started, outage)
     hooks.emit("job_started", info)
     current = enter(claim, context.broker)
     try:
         value = hooks.run(info, lambda: task.func(*claim.args, **claim.kwargs))
     except Retry as request:
         delay = retry_delay(context, claim.task, claim.attempts, request.after)
-        return failed(context, claim, info, f"Retry: {request}", "", delay, started)
+        return failed(context, claim, info, (f"Retry: {request}", "", delay), started, outage)
     except Exception as exc:
         delay = retry_delay(context, claim.task, claim.attempts)
-        return failed(context, claim, info, f"{type(exc).__name__}: {exc}", traceback.format_exc(), delay, started)
+        error = f"{type(exc).__name__}: {exc}"
+        return failed(context, claim, info, (error, traceback.format_exc(), delay), started, outage)
     finally:
         leave(current)
     duration = time.monotonic() - started
@@ -186,35 +199,47 @@ def run_claim(context: RunContext, claim: Claim, chain: Callable[[], Chain | Non
                 f"max_job_size of {context.max_job_size:,}; store big results elsewhere and return a reference"
             )
     except SerializationError as exc:
-        return failed(context, claim, info, f"SerializationError: {exc}", "", None, started)
-    outcome = succeeded(context, claim, result, duration, chain)
+        return failed(context, claim, info, (f"SerializationError: {exc}", "", None), started, outage)
+    outcome = succeeded(context, claim, result, duration, chain, outage)
     if outcome.state == "succeeded":
         hooks.emit("job_succeeded", replace(info, state=JobState.SUCCEEDED, result=value), result=value)
     return outcome
 
 
 def succeeded(
-    context: RunContext, claim: Claim, result: bytes, duration: float, chain: Callable[[], Chain | None] | None
+    context: RunContext,
+    claim: Claim,
+    result: bytes,
+    duration: float,
+    chain: Callable[[], Chain | None] | None,
+    outage: Outage,
 ) -> Outcome:
     broker = context.broker
     link = chain() if chain is not None else None
     if link is None:
-        ok = record(broker.succeed, claim.queue, claim.id, claim.token, result)
+        ok = record(broker.succeed, claim.queue, claim.id, claim.token, result, outage=outage)
         return Outcome({True: "succeeded", False: "fenced"}.get(ok), duration)
-    answer = record(broker.succeed_and_claim, claim.queue, claim.id, claim.token, result, link.lease_ms, link.token)
+    answer = record(
+        broker.succeed_and_claim, claim.queue, claim.id, claim.token, result, link.lease_ms, link.token, outage=outage
+    )
     if answer is None:
         return Outcome(None, duration)
     ok, following = answer
     return Outcome("succeeded" if ok else "fenced", duration, next=following)
 
 
+Failure = tuple[str, str, float | None]  # error, traceback, seconds before a retry (None: dead at once)
+
+
 def failed(
-    context: RunContext, claim: Claim, info: JobInfo, error: str, tb: str, retry_in: float | None, started: float
+    context: RunContext, claim: Claim, info: JobInfo, failure: Failure, started: float, outage: Outage
 ) -> Outcome:
     """Record a failed run (retry or dead), then tell the hooks."""
-    state = record(context.broker.fail, claim.queue, claim.id, claim.token, error, tb, retry_in)
+    error, tb, retry_in = failure
+    duration = time.monotonic() - started
+    state = record(context.broker.fail, claim.queue, claim.id, claim.token, error, tb, retry_in, outage=outage)
     notify_failure(context, info, state, error, tb)
-    return Outcome(state, time.monotonic() - started, error)
+    return Outcome(state, duration, error, retry_in)
 
 
 def notify_failure(context: RunContext, info: JobInfo, state: str | None, error: str, tb: str = "") -> None:

@@ -22,15 +22,16 @@ What happens on each failure:
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import time
 from typing import TYPE_CHECKING, Any
 
 from ..periodic import Scheduler
+from .banner import banner
 from .housekeeping import HEARTBEAT_EVERY, DamageLog, Housekeeping
 from .leases import Leases, renew_every
 from .options import WorkerOptions
+from .outage import Outage
 from .outcomes import PendingOutcomes
 from .pool import Pool, Running
 from .registry import WorkerRegistry
@@ -49,6 +50,7 @@ class Supervisor:
         self, app: TaskForge, app_spec: str, options: WorkerOptions, metrics: WorkerMetrics | None = None
     ) -> None:
         self.app = app
+        self.app_spec = app_spec
         self.options = options
         self.stop_deadline = 0.0
         self.pool = Pool(app_spec, options, metrics)
@@ -66,6 +68,7 @@ class Supervisor:
             scheduler,
             renew_every(options.visibility_timeout),
             self.damage,
+            Outage(app.url),
         )
 
     @property
@@ -116,14 +119,7 @@ class Supervisor:
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self.on_signal)
         signal.signal(signal.SIGINT, self.on_signal)
-        opts = self.options
-        log.info(
-            "worker %s: %d children on queues %s (pid %d)",
-            self.registry.id,
-            opts.concurrency,
-            ", ".join(opts.queues),
-            os.getpid(),
-        )
+        log.info("%s", banner(self.app, self.app_spec, self.registry.id, self.options))
         self.housekeeping.run(self.reclaim)
         self.housekeeping.run(self.register_limits)
         self.app.hooks.emit("worker_started")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ import pytest
 import redis
 
 HERE = Path(__file__).parent
-USER_APPS = ("userapp.py", "featureapp.py")
+USER_APPS = ("userapp.py", "featureapp.py", "logapp.py")
 USER_APP = (HERE / "userapp.py").read_text()
 
 
@@ -31,6 +32,13 @@ def wait_for(predicate: Callable[[], object], timeout: float, message: str, inte
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout} s waiting for: {message}")
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on, for a private server or endpoint of one test."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def group_pids(pgid: int) -> list[int]:

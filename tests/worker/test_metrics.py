@@ -10,15 +10,9 @@ import pytest
 
 from taskforge import TaskForge
 
-from .conftest import wait_for
+from .conftest import free_port, wait_for
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def scrape(port: int) -> dict[str, float]:

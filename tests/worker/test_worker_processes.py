@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ import redis
 
 from taskforge import JobState, TaskForge
 
-from .conftest import wait_for
+from .conftest import free_port, wait_for
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -190,12 +189,6 @@ def test_sigterm_mid_drain_reports_no_crash_and_loses_nothing(start_worker, prod
     states = [h.status() for h in handles]
     assert set(states) <= {JobState.SUCCEEDED, JobState.PENDING}
     assert states.count(JobState.SUCCEEDED) == side.llen("side:drain")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_redis_restart_under_a_running_worker(start_worker, tmp_path: Path) -> None:

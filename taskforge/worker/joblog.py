@@ -1,0 +1,49 @@
+"""The one line a worker logs per run of a job, and at which level.
+
+The level follows what an operator must see: a job that ends dead (from an
+exception, a timeout, a lost child or an unknown task) is an ERROR, so
+``--log-level warning`` shows every failure; a run whose outcome could not
+be recorded is a WARNING; success and a retry still to come are INFO. A
+failed run says its run time and the backoff before the next attempt
+separately: ``failed after 0.002 s (ValueError: ...); retrying in 1.7 s``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+ERROR_CHARS = 300  # the full error and traceback stay on the job record (`taskforge job ID`)
+
+
+def seconds(value: float) -> str:
+    """A backoff as a person reads it: 0.05, 1.7, 30, 600."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def short(error: str) -> str:
+    first = error.strip().splitlines()[0] if error.strip() else error
+    return first if len(first) <= ERROR_CHARS else first[: ERROR_CHARS - 3] + "..."
+
+
+def outcome_line(
+    task: str,
+    job_id: str,
+    attempt: str,
+    state: str | None,
+    duration: float,
+    error: str | None = None,
+    retry_in: float | None = None,
+) -> tuple[int, str]:
+    """The level and text for one run; ``attempt`` is ``2/3`` (or ``2`` when the maximum is not known)."""
+    head = f"task {task} job {job_id} attempt {attempt}"
+    if state == "succeeded":
+        return logging.INFO, f"{head} succeeded in {duration:.3f} s"
+    failure = f"failed after {duration:.3f} s ({short(error)})" if error else f"ended after {duration:.3f} s"
+    if state == "retrying":
+        backoff = f"retrying in {seconds(retry_in)} s" if retry_in is not None else "retrying"
+        return logging.INFO, f"{head} {failure}; {backoff}"
+    if state == "dead":
+        return logging.ERROR, f"{head} {failure}; the job is dead"
+    if state == "fenced":
+        return logging.WARNING, f"{head} {failure}; not recorded: another worker took the job over"
+    return logging.WARNING, f"{head} {failure}; not recorded: its lease will expire and it will be reclaimed"
