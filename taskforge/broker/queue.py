@@ -42,6 +42,7 @@ import redis
 
 from ..errors import CorruptPayload, QueueFull
 from ..serialization import loads_call
+from .compat import block_timeout
 from .connection import broker_errors
 from .durability import FAILOVER_RETRY_S, Durability
 from .inspection import PRIORITY_BAND, Inspection
@@ -405,7 +406,7 @@ class Broker(Durability, Inspection):
         groups = by_slot(self.client, wake)
         with self.guard(*queues):
             if len(groups) == 1:
-                return self.client.blpop(wake, timeout=max(timeout, 0.001)) is not None
+                return self.client.blpop(wake, timeout=block_timeout(timeout)) is not None
             waiter = self._waiters.get(tuple(queues))
             if waiter is None:
                 waiter = self._waiters[tuple(queues)] = WakeWaiter(self.client, groups)
@@ -424,7 +425,7 @@ class Broker(Durability, Inspection):
         q = QueueKeys(queue)
         with self.guard(queue):
             pipe = self.client.pipeline(transaction=False)
-            pipe.blpop([q.wake], timeout=max(timeout, 0.001))
+            pipe.blpop([q.wake], timeout=block_timeout(timeout))
             pipe.execute_command(
                 "EVALSHA", self.scripts.script("dequeue").sha, 1, q.pending, q.prefix, token, lease_ms, PROMOTE_LIMIT, 1
             )
@@ -458,7 +459,7 @@ class Broker(Durability, Inspection):
         """Block until the job's done list exists; non-destructive so many may wait."""
         key = QueueKeys(queue).done(job_id)
         with self.guard(queue):
-            return self.client.blmove(key, key, timeout=max(timeout, 0.001), src="RIGHT", dest="LEFT") is not None
+            return self.client.blmove(key, key, timeout=block_timeout(timeout), src="RIGHT", dest="LEFT") is not None
 
     def retry_dead(self, queue: str, job_ids: Sequence[str] = (), limit: int = PURGE_SLICE) -> list[str]:
         with self.guard(queue):
