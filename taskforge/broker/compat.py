@@ -19,6 +19,7 @@ Three kinds of difference matter:
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,24 @@ def block_timeout(seconds: float) -> float:
     timeout; the floor costs at most a couple of milliseconds.
     """
     return seconds if seconds >= MIN_BLOCK_TIMEOUT else MIN_BLOCK_TIMEOUT
+
+
+# A server times a blocked client out on its cron tick (every 100 ms at the default hz 10),
+# so a blocking wait shorter than a tick ends up to a tick late.
+SERVER_TICK = 0.1
+
+
+def wait_for_list(client: Any, key: str, timeout: float) -> bool:
+    """Whether list ``key`` exists within ``timeout`` s; it is left as it was (BLMOVE to itself).
+
+    A wait shorter than a server tick is a local sleep and one look: as a
+    blocking command it would last a whole tick (``result(timeout=0.001)``
+    took 100 ms on every server).
+    """
+    if timeout < SERVER_TICK:
+        time.sleep(max(timeout, 0.0))
+        return bool(client.exists(key))
+    return client.blmove(key, key, timeout=block_timeout(timeout), src="RIGHT", dest="LEFT") is not None
 
 
 @dataclass(frozen=True)
@@ -76,8 +95,13 @@ def _text(value: Any) -> str:
 
 
 def too_old(server: Server, shown_url: str) -> ConfigurationError | None:
-    """The error for a server below the minimum, or None for a supported one."""
-    if server.version >= MINIMUM:
+    """The error for a server below the minimum, or None for a supported one.
+
+    Only Redis and Valkey version numbers are compared: other servers that
+    speak the protocol number their own releases (the embedded development
+    broker answers "fakeredis 2.41.0").
+    """
+    if server.name not in ("redis", "valkey") or server.version >= MINIMUM:
         return None
     return ConfigurationError(
         f"the broker at {shown_url} runs {server.text}; taskforge needs {MINIMUM_TEXT} or later "

@@ -42,7 +42,7 @@ import redis
 
 from ..errors import CorruptPayload, QueueFull
 from ..serialization import loads_call
-from .compat import block_timeout
+from .compat import block_timeout, wait_for_list
 from .connection import broker_errors
 from .durability import FAILOVER_RETRY_S, Durability
 from .inspection import PRIORITY_BAND, Inspection
@@ -459,7 +459,7 @@ class Broker(Durability, Inspection):
         """Block until the job's done list exists; non-destructive so many may wait."""
         key = QueueKeys(queue).done(job_id)
         with self.guard(queue):
-            return self.client.blmove(key, key, timeout=block_timeout(timeout), src="RIGHT", dest="LEFT") is not None
+            return wait_for_list(self.client, key, timeout)
 
     def retry_dead(self, queue: str, job_ids: Sequence[str] = (), limit: int = PURGE_SLICE) -> list[str]:
         with self.guard(queue):

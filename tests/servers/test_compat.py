@@ -8,9 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from taskforge import ConfigurationError, TaskForge
+from taskforge import ConfigurationError, JobState, TaskForge
 from taskforge.broker import compat
 from taskforge.broker.scripts import denied_in_script, script_source
+from taskforge.devbroker import DevBroker
 
 SHA = "d2ced8395b88d602f0ab9c07783bf3a7e6504510"
 # What each server said when an ACL denied ZPOPMIN on line 3 of a script (captured from each).
@@ -77,6 +78,17 @@ def test_versions_and_hello_replies() -> None:
 @pytest.mark.parametrize("version", [(6, 2, 0), (7, 0, 15), (7, 2, 4), (9, 1, 2)])
 def test_supported_versions_pass(version: tuple[int, ...]) -> None:
     assert compat.too_old(compat.Server("redis", version), "redis://h:6379/0") is None
+
+
+def test_other_servers_number_their_own_releases() -> None:
+    assert compat.too_old(compat.Server("fakeredis", (2, 41, 0)), "redis://h:6379/0") is None
+
+
+def test_the_embedded_development_broker_passes_the_check() -> None:
+    with DevBroker(port=0) as broker:
+        app = TaskForge("dev", broker=broker.url)
+        app.broker.ping()
+        assert app.send("anything").status() is JobState.PENDING
 
 
 def test_a_server_below_the_minimum_is_named_with_both_versions() -> None:
