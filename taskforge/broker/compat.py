@@ -119,7 +119,9 @@ def version_check(shown_url: str) -> Callable[[Any], None]:
 
     def on_connect(connection: Any) -> None:  # a redis.Connection (untyped)
         nonlocal checked
-        connection.on_connect()
+        # Without a health check: its PING, failing on a socket that is no Redis (a TLS port),
+        # would reconnect through this very function, again and again.
+        connection.on_connect_check_health(check_health=False)
         if checked:
             return
         connection.send_command("HELLO", getattr(connection, "protocol", None) or 2)
