@@ -16,9 +16,11 @@ from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import ExponentialBackoff
+from redis.maint_notifications import MaintNotificationsConfig
 from redis.retry import Retry
 
 from ..errors import BrokerUnavailable, ConfigurationError
+from .compat import MINIMUM_TEXT, unknown_command, version_check
 from .scaled import CLUSTER, SCALED_SCHEMES, SENTINEL, cluster_client, sentinel_client
 
 DEFAULT_URL = "redis://localhost:6379/0"
@@ -61,6 +63,8 @@ def connect(url: str) -> redis.Redis | redis.RedisCluster:
         "health_check_interval": 30,
         "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
     }
+    if scheme not in SCALED_SCHEMES:
+        options.update(quiet_handshake(redact(url)))
     if scheme != "unix":  # unix sockets have no TCP keepalive; redis-py refuses the option
         options["socket_keepalive"] = True
     try:
@@ -72,6 +76,23 @@ def connect(url: str) -> redis.Redis | redis.RedisCluster:
         return redis.Redis.from_url(url, **options)
     except ValueError as exc:
         raise ConfigurationError(f"broker URL {redact(url)!r} is invalid: {exc}") from None
+
+
+def quiet_handshake(shown_url: str) -> dict[str, object]:
+    """Connection options: no handshake command a minimal ACL user is denied, and a check of the version.
+
+    redis-py's own handshake sends ``CLIENT SETINFO`` (denied on 7.2+ and
+    Valkey, and on 6.2 where every ``CLIENT`` subcommand is one command) and,
+    under RESP3, ``CLIENT MAINT_NOTIFICATIONS`` (denied on 6.2). It ignores
+    the errors, but each leaves an entry in the server's ACL LOG per
+    connection; neither is of use to taskforge. The version check runs
+    once per client (see ``compat.version_check``).
+    """
+    return {
+        "driver_info": None,
+        "maint_notifications_config": MaintNotificationsConfig(enabled=False),
+        "redis_connect_func": version_check(shown_url),
+    }
 
 
 def _memory_client() -> redis.Redis:
@@ -128,6 +149,12 @@ def broker_errors(url: str) -> Iterator[None]:
             f"({redact(str(exc))}); grant the ACL rules of the README's section 'A Redis user for taskforge'"
         ) from None
     except redis.ResponseError as exc:
+        missing = unknown_command(str(exc))
+        if missing is not None:
+            raise ConfigurationError(
+                f"the broker at {redact(url)} does not know the command {missing.upper()!r}: "
+                f"taskforge needs {MINIMUM_TEXT} or later"
+            ) from None
         if not is_transient(exc):
             raise
         raise BrokerUnavailable(

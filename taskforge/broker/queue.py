@@ -18,6 +18,7 @@ import redis
 from ..errors import QueueFull
 from . import calls
 from .claims import ClaimVetting
+from .compat import block_timeout, wait_for_list
 from .connection import broker_errors
 from .durability import FAILOVER_RETRY_S, Durability
 from .inspection import PRIORITY_BAND, Inspection
@@ -262,7 +263,7 @@ class Broker(ClaimVetting, Durability, Inspection):
         groups = by_slot(self.client, wake)
         with self.guard(*queues):
             if len(groups) == 1:
-                return self.client.blpop(wake, timeout=max(timeout, 0.001)) is not None
+                return self.client.blpop(wake, timeout=block_timeout(timeout)) is not None
             waiter = self._waiters.get(tuple(queues))
             if waiter is None:
                 waiter = self._waiters[tuple(queues)] = WakeWaiter(self.client, groups)
@@ -280,7 +281,7 @@ class Broker(ClaimVetting, Durability, Inspection):
         call = calls.dequeue(q, token=token, lease_ms=lease_ms, promote_limit=PROMOTE_LIMIT, count=1)
         with self.guard(queue):
             pipe = self.client.pipeline(transaction=False)
-            pipe.blpop([q.wake], timeout=max(timeout, 0.001))
+            pipe.blpop([q.wake], timeout=block_timeout(timeout))
             pipe.execute_command(*self.scripts.command(call))
             woke, raw = pipe.execute(raise_on_error=False)
             lost_script = isinstance(raw, redis.exceptions.NoScriptError)  # Redis restarted or flushed its scripts
@@ -311,7 +312,7 @@ class Broker(ClaimVetting, Durability, Inspection):
         """Block until the job's done list exists; non-destructive so many may wait."""
         key = QueueKeys(queue).done(job_id)
         with self.guard(queue):
-            return self.client.blmove(key, key, timeout=max(timeout, 0.001), src="RIGHT", dest="LEFT") is not None
+            return wait_for_list(self.client, key, timeout)
 
     def retry_dead(self, queue: str, job_ids: Sequence[str] = (), limit: int = PURGE_SLICE) -> list[str]:
         with self.guard(queue):

@@ -21,6 +21,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from .calls import CALLS, ScriptCall
+from .compat import describe_script_denial
 from .slots import is_cluster, on_master, script_per_node, write_then_wait
 
 T = TypeVar("T")
@@ -33,10 +34,6 @@ SCRIPT_NAMES = tuple(CALLS)
 # A top-level definition in _lib.lua: `local NAME = ...` or `local function NAME(`.
 _DEFINITION = re.compile(r"^local (?:function )?([A-Za-z_][A-Za-z0-9_]*)")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# What Redis says when an ACL denies a command run inside a script: it names
-# the script's line, not the command.
-_DENIED_IN_SCRIPT = re.compile(r"can't run this command or subcommand.*@user_script:(\d+)")
-_COMMAND = re.compile(r"redis\.p?call\('([A-Z]+)'")
 
 
 def _lib_chunks(lib: str) -> list[tuple[str, str]]:
@@ -173,12 +170,5 @@ def denials(name: str) -> Iterator[None]:
 
 
 def denied_in_script(name: str, message: str) -> str | None:
-    """For an ACL denial inside script ``name``: which command was denied, read off the script line Redis names."""
-    match = _DENIED_IN_SCRIPT.search(message)
-    if match is None:
-        return None
-    lines = script_source(name).splitlines()
-    line = int(match.group(1))
-    command = _COMMAND.search(lines[line - 1]) if 0 < line <= len(lines) else None
-    what = f"'{command.group(1).lower()}'" if command else "a command"
-    return f"the user may not run {what}, which taskforge's {name} script runs (line {line})"
+    """For an ACL denial inside script ``name``: which command was denied (each server words it differently)."""
+    return describe_script_denial(name, message, script_source(name))

@@ -1,6 +1,23 @@
 """The ``taskforge`` command: a click group; each command is a thin layer over the library."""
 
+# ruff: noqa: E402  (the imports follow the early signal handler below, on purpose)
+
 from __future__ import annotations
+
+import signal
+import sys
+
+
+def _stop_while_loading(_signum: int, _frame: object) -> None:
+    """SIGTERM or Ctrl-C while ``taskforge worker`` still loads: nothing is claimed yet, so exit 0."""
+    raise SystemExit(0)
+
+
+# Before click and the commands are imported: a worker stopped this early exits 0,
+# as a stopped worker does (not 143). The worker command, then its supervisor, take over.
+if sys.argv[1:2] == ["worker"]:
+    for _signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(_signum, _stop_while_loading)
 
 import click
 

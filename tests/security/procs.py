@@ -41,8 +41,12 @@ def report(problems: list[str], tail: str = "") -> None:
         pytest.fail(f"{len(problems)} problem(s):\n" + "\n".join(problems) + tail, pytrace=False)
 
 
+# The server matrix (tests/servers/matrix.py) points this at a bundled redis-server or valkey-server.
+SERVER_BIN_VAR = "TASKFORGE_TEST_SERVER_BIN"
+
+
 def redis_server_binary() -> str:
-    path = shutil.which("redis-server")
+    path = os.environ.get(SERVER_BIN_VAR) or shutil.which("redis-server")
     if path is None:
         skip_or_fail("the security tests need the redis-server binary for private servers (AUTH, ACL, TLS)")
     return str(path)
@@ -173,8 +177,16 @@ def taskforge_env(url: str) -> dict[str, str]:
 class PrivateRedis:
     """A redis-server on a free loopback port, configured by command-line options, stopped by the test."""
 
-    def __init__(self, processes: Processes, *options: str, tls: Path | None = None, port: int | None = None) -> None:
+    def __init__(
+        self,
+        processes: Processes,
+        *options: str,
+        tls: Path | None = None,
+        port: int | None = None,
+        binary: str | None = None,
+    ) -> None:
         self.processes = processes
+        self.binary = binary
         self.options = list(options)
         self.tls = tls  # the directory holding ca.pem, server.pem, server.key
         self.port = port or free_port()
@@ -185,7 +197,7 @@ class PrivateRedis:
 
     def argv(self) -> list[str]:
         argv = [
-            redis_server_binary(),
+            self.binary or redis_server_binary(),
             "--bind",
             "127.0.0.1",
             "--save",

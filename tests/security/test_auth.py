@@ -126,6 +126,11 @@ def run_everything(processes: Processes, app_dir: Path, broker: str, operator: b
     return problems
 
 
+def granted(command: str) -> bool:
+    """In the README's line; Redis 6.2 counts subcommands under their command (``script``, not ``script|load``)."""
+    return command in ACL_COMMANDS or ("|" not in command and any(c.startswith(f"{command}|") for c in ACL_COMMANDS))
+
+
 def denials(server: PrivateRedis) -> list[str]:
     return sorted({f"{e['reason']} {e['object']} ({e['context']})" for e in admin(server).acl_log(count=1000)})
 
@@ -149,7 +154,7 @@ def test_an_acl_user_with_only_what_taskforge_needs_runs_jobs_end_to_end(
     problems = run_everything(processes, app_dir, broker)
     denied = denials(server)
     sent = {name.removeprefix("cmdstat_") for name in admin(server).info("commandstats")}
-    missing = sorted(c for c in sent if c not in ACL_COMMANDS and c.split("|")[0] not in NOT_TASKFORGE)
+    missing = sorted(c for c in sent if not granted(c) and c.split("|")[0] not in NOT_TASKFORGE)
     report(
         [f"denied by the ACL: {d}" for d in denied]
         + problems
