@@ -1,8 +1,11 @@
 """taskforge: a task queue for Python on Redis that never loses a job."""
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from . import errors
-from .app import TaskForge
-from .context import CurrentJob, current_job
 from .errors import (
     BrokerUnavailable,
     ConfigurationError,
@@ -15,9 +18,41 @@ from .errors import (
     TaskforgeError,
     UnknownTask,
 )
-from .handle import JobHandle
-from .job import JobInfo, JobState, Priority
-from .task import Task
+
+if TYPE_CHECKING:
+    from .app import TaskForge
+    from .context import CurrentJob, current_job
+    from .handle import JobHandle
+    from .job import JobInfo, JobState, Priority
+    from .task import Task
+
+# Loaded on first use rather than at import: these pull in redis-py and msgpack
+# (about 0.25 s), and `taskforge worker` must be able to install its SIGTERM
+# handler before that, so a worker stopped while it starts exits 0, not 143.
+_LAZY = {
+    "TaskForge": ".app",
+    "CurrentJob": ".context",
+    "current_job": ".context",
+    "JobHandle": ".handle",
+    "JobInfo": ".job",
+    "JobState": ".job",
+    "Priority": ".job",
+    "Task": ".task",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'taskforge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 
