@@ -24,7 +24,7 @@ import redis
 from ..broker.queue import Claim
 from ..context import enter, leave
 from ..errors import BrokerUnavailable, CorruptQueue, Retry, SerializationError, UnknownTask
-from ..job import JobInfo, JobState, Priority
+from ..job import FailureKind, JobInfo, JobState, Priority
 from ..serialization import dumps_result
 
 if TYPE_CHECKING:
@@ -164,14 +164,14 @@ def run_claim(context: RunContext, claim: Claim, chain: Callable[[], Chain | Non
     task = context.tasks.get(claim.task)
     if task is None:
         error = f"UnknownTask: {UnknownTask.named(claim.task, context.name, context.tasks)}"
-        return failed(context, claim, info, error, "", None, started)
+        return failed(context, claim, info, error, "", None, started, FailureKind.UNKNOWN_TASK)
     hooks.emit("job_started", info)
     current = enter(claim, context.broker)
     try:
         value = hooks.run(info, lambda: task.func(*claim.args, **claim.kwargs))
     except Retry as request:
         delay = retry_delay(context, claim.task, claim.attempts, request.after)
-        return failed(context, claim, info, f"Retry: {request}", "", delay, started)
+        return failed(context, claim, info, f"Retry: {request}", "", delay, started, FailureKind.RETRY)
     except Exception as exc:
         delay = retry_delay(context, claim.task, claim.attempts)
         return failed(context, claim, info, f"{type(exc).__name__}: {exc}", traceback.format_exc(), delay, started)
@@ -186,7 +186,7 @@ def run_claim(context: RunContext, claim: Claim, chain: Callable[[], Chain | Non
                 f"max_job_size of {context.max_job_size:,}; store big results elsewhere and return a reference"
             )
     except SerializationError as exc:
-        return failed(context, claim, info, f"SerializationError: {exc}", "", None, started)
+        return failed(context, claim, info, f"SerializationError: {exc}", "", None, started, FailureKind.SERIALIZATION)
     outcome = succeeded(context, claim, result, duration, chain)
     if outcome.state == "succeeded":
         hooks.emit("job_succeeded", replace(info, state=JobState.SUCCEEDED, result=value), result=value)
@@ -209,20 +209,29 @@ def succeeded(
 
 
 def failed(
-    context: RunContext, claim: Claim, info: JobInfo, error: str, tb: str, retry_in: float | None, started: float
+    context: RunContext,
+    claim: Claim,
+    info: JobInfo,
+    error: str,
+    tb: str,
+    retry_in: float | None,
+    started: float,
+    kind: FailureKind = FailureKind.EXCEPTION,
 ) -> Outcome:
     """Record a failed run (retry or dead), then tell the hooks."""
-    state = record(context.broker.fail, claim.queue, claim.id, claim.token, error, tb, retry_in)
-    notify_failure(context, info, state, error, tb)
+    state = record(context.broker.fail, claim.queue, claim.id, claim.token, error, tb, retry_in, kind)
+    notify_failure(context, info, state, error, tb, kind)
     return Outcome(state, time.monotonic() - started, error)
 
 
-def notify_failure(context: RunContext, info: JobInfo, state: str | None, error: str, tb: str = "") -> None:
+def notify_failure(
+    context: RunContext, info: JobInfo, state: str | None, error: str, tb: str = "", kind: FailureKind | None = None
+) -> None:
     """job_failed for every failed run; job_dead too when it was the last."""
     if state not in ("retrying", "dead"):
         return
     final = JobState.DEAD if state == "dead" else JobState.RETRYING
-    after = replace(info, state=final, error=error, traceback=tb or None)
+    after = replace(info, state=final, error=error, traceback=tb or None, failure=kind or info.failure)
     context.hooks.emit("job_failed", after, error=error)
     if state == "dead":
         context.hooks.emit("job_dead", after, error=error)
