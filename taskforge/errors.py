@@ -29,6 +29,10 @@ exception, and the runner recognises it before treating anything as a failure.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .job import FailureKind
 
 __all__ = [
     "AppNotFound",
@@ -133,13 +137,25 @@ class DashboardPortUnavailable(TaskforgeError):
 
 
 class TaskFailed(TaskforgeError):
-    """The job ended dead (or cancelled); ``error`` and ``traceback`` come from the worker."""
+    """The job ended dead (or cancelled); ``error`` and ``traceback`` come from the worker.
 
-    def __init__(self, job_id: str, state: str, error: str | None, traceback: str | None):
+    ``kind`` is the ``FailureKind`` of the record (None when the record names
+    none, e.g. a plain cancel): branch on it rather than on ``error``'s wording.
+    """
+
+    def __init__(
+        self,
+        job_id: str,
+        state: str,
+        error: str | None,
+        traceback: str | None,
+        kind: FailureKind | None = None,
+    ):
         self.job_id = job_id
         self.state = state
         self.error = error
         self.traceback = traceback
+        self.kind = kind
         detail = error or state
         super().__init__(f"job {job_id} ended {state}: {detail}")
 

@@ -111,4 +111,4 @@ class JobHandle(Generic[R]):
         info = self.info()
         if info.state is JobState.SUCCEEDED:
             return info.result  # type: ignore[no-any-return]
-        raise TaskFailed(self.id, info.state.value, info.error, info.traceback)
+        raise TaskFailed(self.id, info.state.value, info.error, info.traceback, info.failure)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigurationError
-from .job import JobInfo
+from .job import FailureKind, JobInfo
 
 log = logging.getLogger("taskforge.hooks")
 
@@ -30,6 +30,11 @@ class Event:
     job: JobInfo | None = None
     result: Any = None
     error: str | None = None
+
+    @property
+    def failure(self) -> FailureKind | None:
+        """Why the job failed, for ``job_failed`` and ``job_dead`` (``job.failure``); None otherwise."""
+        return self.job.failure if self.job is not None else None
 
 
 class Hooks:

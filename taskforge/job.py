@@ -37,6 +37,37 @@ class JobState(str, enum.Enum):
         return self.value
 
 
+class FailureKind(str, enum.Enum):
+    """Why a job's last attempt failed or why it was stopped: the record's ``failure`` field.
+
+    The human wording stays in ``error``; this is the same reason as a value a
+    program can branch on (alert on ``timeout``, page on ``worker_lost``) without
+    parsing text. It is kept, like ``error``, when the job is retried, requeued
+    or later succeeds: it describes the latest failure, not the final state.
+    """
+
+    EXCEPTION = "exception"  # the task raised
+    RETRY = "retry"  # the task raised Retry: it asked to run again later
+    TIMEOUT = "timeout"  # it ran past its timeout and its child was killed
+    CRASHED = "crashed"  # the child process running it died (a signal, os._exit, out of memory)
+    WORKER_LOST = "worker_lost"  # its lease expired: the whole worker died or lost Redis
+    UNKNOWN_TASK = "unknown_task"  # the worker has no task of that name
+    SERIALIZATION = "serialization"  # its return value cannot be stored (type or size)
+    CORRUPT = "corrupt"  # its record cannot be run: junk attempts or state, a corrupt payload, no task name
+    ABORTED = "aborted"  # JobHandle.abort() stopped it
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def decode(cls, raw: str | None) -> FailureKind | None:
+        """The kind a stored value names; None for none, and for a value taskforge never writes."""
+        try:
+            return cls(raw) if raw else None
+        except ValueError:
+            return None
+
+
 class Priority(enum.IntEnum):
     """Higher runs first; within one priority, first in, first out."""
 
@@ -122,12 +153,14 @@ class JobInfo:
     result: Any = None
     progress: float | None = None
     progress_message: str | None = None
+    failure: FailureKind | None = None  # why the latest attempt failed; None if none ever did
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form with the field names of ``JobInfo`` (``job --json``)."""
         data = asdict(self)
         data["priority"] = self.priority.name.lower()
         data["state"] = self.state.value
+        data["failure"] = self.failure.value if self.failure else None
         data["args"] = list(self.args)
         for name in ("created_at", "scheduled_at", "started_at", "finished_at"):
             value = data[name]

@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
+from ..job import FailureKind
 from . import replies
 from .keys import QueueKeys
 from .record import NewJob
@@ -103,10 +104,12 @@ def fail(
     traceback: str,
     retry_delay_ms: int | None,
     dead_retention_ms: int,
+    failure: FailureKind,
 ) -> ScriptCall[replies.FailOutcome]:
     """``retry_delay_ms`` None: dead now, whatever attempts remain."""
     delay = -1 if retry_delay_ms is None else retry_delay_ms
-    return ScriptCall("fail", q, [job_id, token, error, traceback, delay, dead_retention_ms], replies.decode_fail)
+    args: list[Any] = [job_id, token, error, traceback, delay, dead_retention_ms, failure.value]
+    return ScriptCall("fail", q, args, replies.decode_fail)
 
 
 def adopt(q: QueueKeys, *, job_id: str, token: str, max_attempts: int, timeout_ms: int | None) -> ScriptCall[bool]:

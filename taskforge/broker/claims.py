@@ -8,9 +8,11 @@ here with the reason, so a worker never sees it and never crashes on it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CorruptPayload
+from ..job import FailureKind
 from ..serialization import loads_call
 from .record import Claim
 from .replies import ClaimBatch, ClaimReply, ClaimRow, FailOutcome
@@ -50,10 +52,8 @@ class ClaimVetting:
     """Needs ``Broker.fail``."""
 
     if TYPE_CHECKING:
-
-        def fail(
-            self, queue: str, job_id: str | bytes, token: str, error: str, traceback: str, retry_in: float | None
-        ) -> FailOutcome: ...
+        # Broker.fail: queue, job id, token, error, traceback, retry_in, kind.
+        fail: Callable[[str, str | bytes, str, str, str, float | None, FailureKind], FailOutcome]
 
     def _vetted(self, queue: str, token: str, reply: ClaimReply) -> ClaimBatch:
         """The claims of ``reply`` that can run; see ``Broker.dequeue``."""
@@ -83,6 +83,7 @@ class ClaimVetting:
                 "so no worker can report on it; it was dead-lettered, not run",
                 "",
                 None,
+                FailureKind.CORRUPT,
             )
             return None
         why = _why_not(row)
@@ -96,7 +97,7 @@ class ClaimVetting:
             except CorruptPayload as exc:
                 why = f"CorruptPayload: {exc}"
         if why is not None:
-            self.fail(queue, job_id, token, why, "", None)
+            self.fail(queue, job_id, token, why, "", None, FailureKind.CORRUPT)
             return None
         return Claim(
             id=job_id,

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 import redis
 
 from ..errors import QueueFull
+from ..job import FailureKind
 from . import calls
 from .claims import ClaimVetting
 from .compat import block_timeout, wait_for_list
@@ -167,11 +168,13 @@ class Broker(ClaimVetting, Durability, Inspection):
         error: str,
         traceback: str,
         retry_in: float | None,
+        kind: FailureKind = FailureKind.EXCEPTION,
     ) -> FailOutcome:
         """Record a failed run: 'retrying', 'dead', or 'fenced' (claim no longer ours).
 
         ``retry_in`` None means no retry whatever attempts remain (unknown task,
-        corrupt body, no point trying again).
+        corrupt body, no point trying again). ``kind`` is stored beside
+        ``error`` in the record's ``failure`` field.
         """
         call = calls.fail(
             QueueKeys(queue),
@@ -181,6 +184,7 @@ class Broker(ClaimVetting, Durability, Inspection):
             traceback=traceback,
             retry_delay_ms=None if retry_in is None else max(0, int(retry_in * 1000)),
             dead_retention_ms=self.dead_retention_ms,
+            failure=kind,
         )
         with self.guard(queue):
             outcome, acked = self.scripts.write(call)

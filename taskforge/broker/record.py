@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CorruptPayload
-from ..job import JobInfo, JobState, Priority, ms_to_datetime
+from ..job import FailureKind, JobInfo, JobState, Priority, ms_to_datetime
 from ..serialization import loads, loads_call
 
 
@@ -42,7 +42,8 @@ class Field(str, enum.Enum):
     WAITING = "waiting"  # '1': someone waits in JobHandle.result(); finishing pushes the done list
     ABORT = "abort"  # '1': JobHandle.abort() asked a running job to stop
     RESULT = "result"  # msgpack
-    ERROR = "error"
+    ERROR = "error"  # why the latest attempt failed, in words
+    FAILURE = "failure"  # the same as a FailureKind value, written beside every error
     TRACEBACK = "traceback"
     PROGRESS = "progress"  # 0..1
     PROGRESS_MESSAGE = "progress_message"
@@ -173,4 +174,5 @@ def job_info(job_id: str, queue: str, fields: dict[bytes, bytes]) -> JobInfo:
         result=result,
         progress=_fraction(fields, Field.PROGRESS),
         progress_message=_text(fields, Field.PROGRESS_MESSAGE),
+        failure=FailureKind.decode(_text(fields, Field.FAILURE)),
     )

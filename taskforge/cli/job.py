@@ -23,7 +23,10 @@ Example:
 --json prints one object with exactly the field names of JobInfo: id, task,
 queue, args, kwargs, priority (low, normal, high, critical), state, attempts,
 max_attempts, created_at, scheduled_at, started_at, finished_at (ISO 8601
-UTC or null), error, traceback, result, progress, progress_message.
+UTC or null), error, traceback, result, progress, progress_message, failure
+(why the latest attempt failed, a FailureKind value: exception, retry,
+timeout, crashed, worker_lost, unknown_task, serialization, corrupt, aborted;
+or null).
 Values in args, kwargs and result that JSON has no type for are rendered:
 datetime, date, time as ISO 8601 strings; timedelta as seconds; UUID and
 Decimal as strings; tuple as an array; set and frozenset as sorted arrays;
@@ -86,6 +89,8 @@ def format_job(info: JobInfo) -> str:
         rows.append(("result", repr(info.result)))
     if info.progress is not None:
         rows.append(("progress", f"{info.progress:.0%} {info.progress_message or ''}".rstrip()))
+    if info.failure is not None:
+        rows.append(("failure", click.style(info.failure.value, fg="red")))
     if info.error:
         rows.append(("error", click.style(info.error, fg="red")))
     lines = [f"{click.style(name.ljust(13), bold=True)}{value}" for name, value in rows]

@@ -20,6 +20,7 @@ import redis
 
 from ..errors import BrokerUnavailable, CorruptQueue, TaskforgeError
 from ..handle import JobHandle
+from ..job import FailureKind
 from .joblog import outcome_line
 from .pool import Died, Running, describe_exit
 from .runner import notify_failure, retry_delay
@@ -89,14 +90,16 @@ class PendingOutcomes:
             return
         if running.timed_out:
             error = f"TimeoutError: the job ran longer than its timeout of {running.timeout:g} s and was killed"
+            kind = FailureKind.TIMEOUT
         else:
             error = f"WorkerCrashed: the child process running this job {describe_exit(code)}"
-        self.fail(running, error)
+            kind = FailureKind.CRASHED
+        self.fail(running, error, kind)
 
-    def fail(self, running: Running, error: str) -> None:
+    def fail(self, running: Running, error: str, kind: FailureKind) -> None:
         """The attempt counts: retry or dead, then the same metrics and hooks as a failure in the child."""
         delay = retry_delay(self.app, running.task, running.attempts)
-        state = self.app.broker.fail(running.queue, running.job_id, running.token, error, "", delay)
+        state = self.app.broker.fail(running.queue, running.job_id, running.token, error, "", delay, kind)
         duration = time.monotonic() - running.started
         if self.metrics is not None:
             self.metrics.finished(running.queue, running.task, state, duration)
@@ -106,4 +109,4 @@ class PendingOutcomes:
         if self.app.hooks.handlers["job_failed"] or self.app.hooks.handlers["job_dead"]:
             with contextlib.suppress(TaskforgeError):
                 info = JobHandle(self.app, running.job_id, running.queue).info()
-                notify_failure(self.app, info, state, error)
+                notify_failure(self.app, info, state, error, kind=kind)

@@ -24,7 +24,7 @@ import redis
 from ..broker.queue import Claim
 from ..context import enter, leave
 from ..errors import CorruptQueue, Retry, SerializationError, UnknownTask
-from ..job import JobInfo, JobState, Priority
+from ..job import FailureKind, JobInfo, JobState, Priority
 from ..serialization import dumps_result
 from .outage import OUTAGE_ERRORS, Outage
 
@@ -176,14 +176,14 @@ def run_claim(
     task = context.tasks.get(claim.task)
     if task is None:
         error = f"UnknownTask: {UnknownTask.named(claim.task, context.name, context.tasks)}"
-        return failed(context, claim, info, (error, "", None), started, outage)
+        return failed(context, claim, info, (error, "", None), started, outage, FailureKind.UNKNOWN_TASK)
     hooks.emit("job_started", info)
     current = enter(claim, context.broker)
     try:
         value = hooks.run(info, lambda: task.func(*claim.args, **claim.kwargs))
     except Retry as request:
         delay = retry_delay(context, claim.task, claim.attempts, request.after)
-        return failed(context, claim, info, (f"Retry: {request}", "", delay), started, outage)
+        return failed(context, claim, info, (f"Retry: {request}", "", delay), started, outage, FailureKind.RETRY)
     except Exception as exc:
         delay = retry_delay(context, claim.task, claim.attempts)
         error = f"{type(exc).__name__}: {exc}"
@@ -199,7 +199,9 @@ def run_claim(
                 f"max_job_size of {context.max_job_size:,}; store big results elsewhere and return a reference"
             )
     except SerializationError as exc:
-        return failed(context, claim, info, (f"SerializationError: {exc}", "", None), started, outage)
+        return failed(
+            context, claim, info, (f"SerializationError: {exc}", "", None), started, outage, FailureKind.SERIALIZATION
+        )
     outcome = succeeded(context, claim, result, duration, chain, outage)
     if outcome.state == "succeeded":
         hooks.emit("job_succeeded", replace(info, state=JobState.SUCCEEDED, result=value), result=value)
@@ -232,22 +234,30 @@ Failure = tuple[str, str, float | None]  # error, traceback, seconds before a re
 
 
 def failed(
-    context: RunContext, claim: Claim, info: JobInfo, failure: Failure, started: float, outage: Outage
+    context: RunContext,
+    claim: Claim,
+    info: JobInfo,
+    failure: Failure,
+    started: float,
+    outage: Outage,
+    kind: FailureKind = FailureKind.EXCEPTION,
 ) -> Outcome:
     """Record a failed run (retry or dead), then tell the hooks."""
     error, tb, retry_in = failure
     duration = time.monotonic() - started
-    state = record(context.broker.fail, claim.queue, claim.id, claim.token, error, tb, retry_in, outage=outage)
-    notify_failure(context, info, state, error, tb)
+    state = record(context.broker.fail, claim.queue, claim.id, claim.token, error, tb, retry_in, kind, outage=outage)
+    notify_failure(context, info, state, error, tb, kind)
     return Outcome(state, duration, error, retry_in)
 
 
-def notify_failure(context: RunContext, info: JobInfo, state: str | None, error: str, tb: str = "") -> None:
+def notify_failure(
+    context: RunContext, info: JobInfo, state: str | None, error: str, tb: str = "", kind: FailureKind | None = None
+) -> None:
     """job_failed for every failed run; job_dead too when it was the last."""
     if state not in ("retrying", "dead"):
         return
     final = JobState.DEAD if state == "dead" else JobState.RETRYING
-    after = replace(info, state=final, error=error, traceback=tb or None)
+    after = replace(info, state=final, error=error, traceback=tb or None, failure=kind or info.failure)
     context.hooks.emit("job_failed", after, error=error)
     if state == "dead":
         context.hooks.emit("job_dead", after, error=error)

@@ -22,7 +22,7 @@ from taskforge.broker import calls
 from taskforge.broker.keys import QueueKeys
 from taskforge.broker.record import NewJob
 from taskforge.broker.scripts import SCRIPT_NAMES, script_source
-from taskforge.job import JobState
+from taskforge.job import FailureKind, JobState
 
 LUA = resources.files("taskforge.broker").joinpath("lua")
 README = Path(__file__).resolve().parents[2] / "taskforge" / "broker" / "lua" / "README.md"
@@ -64,6 +64,8 @@ def sample(param: inspect.Parameter, index: int) -> Any:
         return [("id-1", "token-1")]
     if param.name == "job_ids":
         return ["a", "b"]
+    if kind == "FailureKind":
+        return FailureKind.TIMEOUT
     if kind.startswith("bytes"):
         return f"<{param.name}>".encode()
     if kind.startswith("str"):

@@ -6,13 +6,14 @@ import re
 from importlib import resources
 
 from taskforge.broker.record import RECORD_FIELDS, Field, job_info
-from taskforge.job import JobState, Priority
+from taskforge.job import FailureKind, JobState, Priority
 from taskforge.serialization import dumps_call
 
 LUA = resources.files("taskforge.broker").joinpath("lua")
 # Lowercase string literals in the Lua that are not job fields, and why.
 NOT_FIELDS = {
     *(s.value for s in JobState),  # values of the state field
+    "aborted", "corrupt", "worker_lost",  # values of the failure field the scripts write themselves
     "hash", "none", "zset",  # TYPE replies
     "number", "table",  # Lua type() names
     "ok",  # the status field of a TYPE reply
@@ -33,6 +34,28 @@ def test_the_lua_uses_exactly_the_declared_fields() -> None:
         f"in the Lua, not in record.Field: {sorted(literals - NOT_FIELDS - RECORD_FIELDS)}; "
         f"in record.Field, not in the Lua: {sorted(RECORD_FIELDS - literals)}"
     )
+
+
+def failure_writes(source: str) -> set[str]:
+    """The fixed failure kinds a script writes: a literal HSET pair, a bury's kind, or an ``extra`` pair."""
+    code = re.sub(r"--.*", "", source)
+    return set(re.findall(r"'failure', '([a-z_]+)'", code)) | set(re.findall(r"bury\(id, jk, now, '([a-z_]+)'", code))
+
+
+def test_the_failure_kinds_each_script_writes_are_the_readme_table() -> None:
+    """Every fixed kind a script writes is a FailureKind and a row of lua/README.md's table, and back."""
+    readme = LUA.joinpath("README.md").read_text(encoding="utf-8")
+    section = readme.split("### Failure kinds", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^\| (\w+) \| `([a-z_]+)` \|", section, re.M))
+    written = {
+        (p.name.removesuffix(".lua"), kind)
+        for p in LUA.iterdir()
+        if p.name.endswith(".lua")
+        for kind in failure_writes(p.read_text(encoding="utf-8"))
+    }
+    assert written == documented, f"written, not documented: {written - documented}; back: {documented - written}"
+    assert {kind for _, kind in written} <= {kind.value for kind in FailureKind}
+    assert {kind for _, kind in written} == {"aborted", "corrupt", "worker_lost"}  # as NOT_FIELDS lists them
 
 
 def test_the_fields_enqueue_writes_and_a_claim_reads_are_declared() -> None:

@@ -93,4 +93,5 @@ JOB_SCHEMA = {
     "result": JSON_VALUE,
     "progress": (float, int, type(None)),
     "progress_message": (str, type(None)),
+    "failure": (str, type(None)),
 }

@@ -158,6 +158,8 @@ def catalogue(rng: random.Random) -> list[Bad]:
         Bad("scheduled-at-negative", "scheduled_at far before year 1", RUNS, fields={"scheduled_at": "-" + "9" * 20}),
         Bad("progress-junk", "progress 'abc'", RUNS, fields={"progress": "abc"}),
         Bad("inherit-junk", "inherit 'yes please'", RUNS, fields={"inherit": "yes please"}),
+        Bad("failure-junk", "failure 'on fire'", RUNS, fields={"failure": "on fire"}),
+        Bad("failure-invalid-utf8", "failure not UTF-8", RUNS, fields={"failure": b"\xff\xfe"}),
     ]
     for value in ("x", "", "99", "-1", "inf", "nan", "1e400"):
         for where in ("pending", "scheduled"):

@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 from taskforge import CorruptQueue, JobHandle, JobNotFound, JobState, TaskForge, TaskforgeError
 from taskforge.broker.keys import QUEUES, QueueKeys
 from taskforge.inspect import status as queue_snapshot
+from taskforge.job import FailureKind
 from taskforge.serialization import loads_call
 from taskforge.worker.runner import run_claim
 from tests.worker.conftest import wait_for
@@ -210,6 +211,7 @@ FIELD_NAMES = [
     "progress",
     "token",
     "id",
+    "failure",
 ]
 junk = st.sampled_from(
     [
@@ -255,8 +257,11 @@ def test_any_field_value_leaves_the_job_finished_never_stranded(name: str, value
     assert state in (b"succeeded", b"dead"), f"{item.what}: state {state!r}, in {held or 'no set'}"
     assert held in ([], ["dead"]) and (state == b"dead") == (held == ["dead"]), (state, held)
     handle = JobHandle(app, item.id, queue)
-    handle.info()
+    info = handle.info()
     handle.status()
+    assert info.failure is None or isinstance(info.failure, FailureKind)
+    if name == "failure" and where != "running" and state == b"succeeded":  # never failed: its junk is read as is
+        assert info.failure is FailureKind.decode(value.decode(errors="replace") if isinstance(value, bytes) else value)
 
 
 # -- queue-level damage: a fixed key of the wrong type ----------------------------------------------------

@@ -223,9 +223,10 @@ local function claim_guard(jk, token, ...)
 end
 
 -- Cancel a job that has not started (pending, scheduled or retrying): it will
--- never run.  Shared by cancel and abort.  Returns 1, or 0 when the job is
--- running or finished (too late to cancel it this way).
-local function cancel_unstarted(id, jk, state, ttl)
+-- never run.  Shared by cancel and abort (`extra`: field/value pairs to write
+-- with the final state).  Returns 1, or 0 when the job is running or finished
+-- (too late to cancel it this way).
+local function cancel_unstarted(id, jk, state, ttl, extra)
   if state == 'pending' then
     redis.call('ZREM', pending_key(jk), id)
   elseif state == 'scheduled' or state == 'retrying' then
@@ -233,11 +234,13 @@ local function cancel_unstarted(id, jk, state, ttl)
   else
     return 0
   end
-  finish(id, jk, 'cancelled', now_ms(), ttl)
+  finish(id, jk, 'cancelled', now_ms(), ttl, extra)
   return 1
 end
 
-local function bury(id, jk, now, err, traceback, dead_ttl)
+-- Dead-letter a job: `kind` is its failure field (a FailureKind value), `err`
+-- the same reason in words.
+local function bury(id, jk, now, kind, err, traceback, dead_ttl)
   local pk = pending_key(jk)
   need_zsets(pk, SCHEDULED, RUNNING, DEAD)
   redis.call('ZREM', pk, id)
@@ -245,7 +248,7 @@ local function bury(id, jk, now, err, traceback, dead_ttl)
   leave_running(id, jk)
   redis.call('ZADD', DEAD, now, id)
   redis.call('ZREMRANGEBYSCORE', DEAD, '-inf', now - dead_ttl)
-  finish(id, jk, 'dead', now, dead_ttl, {'error', err, 'traceback', traceback or ''})
+  finish(id, jk, 'dead', now, dead_ttl, {'failure', kind, 'error', err, 'traceback', traceback or ''})
 end
 
 -- Per-minute outcome counts of a queue, for the dashboard's last-hour figures:
