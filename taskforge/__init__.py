@@ -1,9 +1,6 @@
 """taskforge: a task queue for Python on Redis that never loses a job."""
 
-from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from . import errors
 from .errors import (
@@ -19,7 +16,7 @@ from .errors import (
     UnknownTask,
 )
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from .app import TaskForge
     from .context import CurrentJob, current_job
     from .handle import JobHandle
@@ -30,22 +27,24 @@ if TYPE_CHECKING:
 # (about 0.25 s), and `taskforge worker` must be able to install its SIGTERM
 # handler before that, so a worker stopped while it starts exits 0, not 143.
 _LAZY = {
-    "TaskForge": ".app",
-    "CurrentJob": ".context",
-    "current_job": ".context",
-    "JobHandle": ".handle",
-    "JobInfo": ".job",
-    "JobState": ".job",
-    "Priority": ".job",
-    "Task": ".task",
+    "TaskForge": "app",
+    "CurrentJob": "context",
+    "current_job": "context",
+    "JobHandle": "handle",
+    "JobInfo": "job",
+    "JobState": "job",
+    "Priority": "job",
+    "Task": "task",
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'taskforge' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
+    from . import app, context, handle, job, task  # one import loads them all anyway
+
+    value = getattr({"app": app, "context": context, "handle": handle, "job": job, "task": task}[module], name)
     globals()[name] = value
     return value
 
