@@ -16,6 +16,7 @@ from msgpack import ExtType, Timestamp
 
 from ..errors import CorruptPayload
 from .format import (
+    _CONTAINER_TYPES,
     _CONTAINERS,
     _DECODE_WALK_STOPS,
     _ENCODE_WALK_STOPS,
@@ -94,11 +95,13 @@ def _check_tree(*roots: Collection[object]) -> None:
             kind = type(item)
             if kind in _PACKED_WITHOUT_DEFAULT:
                 raise _Unsupported("type", item)
-            if kind in _CONTAINERS:
+            # Exact types only (a subclass is msgpack's to refuse); the isinstance,
+            # true whenever the set test is, shows the type checker a container.
+            if kind in _CONTAINERS and isinstance(item, _CONTAINER_TYPES):
                 if depth >= MAX_DEPTH:
                     raise _Unsupported("depth", item)
                 stack.append((item, depth + 1))
-                if kind is dict:
+                if isinstance(item, dict):
                     stack.append((item.values(), depth + 1))
 
 
@@ -208,13 +211,13 @@ def _tz(offset: int | None) -> timezone | None:
 
 
 def _decode_datetime(data: bytes) -> datetime:
-    *wall, fold, offset = _fields(data, 9, offset=True)
-    return datetime(*wall, tzinfo=_tz(offset), fold=fold)
+    year, month, day, hour, minute, second, microsecond, fold, offset = _fields(data, 9, offset=True)
+    return datetime(year, month, day, hour, minute, second, microsecond, tzinfo=_tz(offset), fold=fold)
 
 
 def _decode_time(data: bytes) -> time:
-    *wall, fold, offset = _fields(data, 6, offset=True)
-    return time(*wall, tzinfo=_tz(offset), fold=fold)
+    hour, minute, second, microsecond, fold, offset = _fields(data, 6, offset=True)
+    return time(hour, minute, second, microsecond, tzinfo=_tz(offset), fold=fold)
 
 
 def _decode_decimal(data: bytes) -> decimal.Decimal:
@@ -251,7 +254,7 @@ def _refuse_timestamps(value: object) -> None:
             kind = type(item)
             if kind is Timestamp:
                 raise CorruptPayload("ext -1 (a msgpack timestamp) is not in the taskforge format")
-            if kind in _CONTAINERS:
+            if kind in _CONTAINERS and isinstance(item, _CONTAINER_TYPES):  # as in _check_tree
                 stack.append(item)
-                if kind is dict:
+                if isinstance(item, dict):
                     stack.append(item.values())
