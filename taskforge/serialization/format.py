@@ -19,8 +19,7 @@ EXT_DECIMAL: Final = 9
 MAX_DEPTH: Final = 100
 MAX_PAYLOAD: Final = 2**31 - 1  # what a msgpack Unpacker can buffer; Redis stops at 512 MiB
 
-_CONTAINER_TYPES: Final = (list, tuple, dict, set, frozenset)
-_CONTAINERS: Final = frozenset(_CONTAINER_TYPES)
+_CONTAINERS: Final = frozenset({list, tuple, dict, set, frozenset})
 # Even with strict_types=True msgpack packs these itself, never asking `default`:
 # bytearray and memoryview would come back as bytes, and ExtType / Timestamp
 # objects would put raw ext codes of the caller's choosing into the payload.
