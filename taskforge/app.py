@@ -45,7 +45,7 @@ def module_name(func: Callable[..., Any]) -> str:
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
     if spec is not None and spec.name and spec.name != "__main__":
-        return spec.name  # "pkg.__main__" for python -m pkg: what a worker must import
+        return str(spec.name)  # "pkg.__main__" for python -m pkg: what a worker must import
     path = getattr(main, "__file__", None)
     if not path:
         return module
@@ -161,6 +161,7 @@ class TaskForge:
     @overload
     def task(
         self,
+        /,
         *,
         name: str | None = None,
         queue: str = "default",

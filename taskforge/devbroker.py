@@ -22,7 +22,7 @@ STOP_JOIN = 2.0
 def _server_class() -> Any:
     from fakeredis import TcpFakeServer
 
-    class TrackingServer(TcpFakeServer):  # type: ignore[misc]
+    class TrackingServer(TcpFakeServer):
         """Remembers its client sockets, so stopping never waits on a client that blocks forever."""
 
         daemon_threads = True

@@ -116,7 +116,7 @@ def backoff_policy(backoff: float | BackoffPolicy) -> BackoffPolicy:
     base = float(backoff)
 
     def exponential(attempt: int) -> float:
-        ceiling = min(BACKOFF_CAP_SECONDS, base * 2 ** max(0, attempt - 1))
+        ceiling: float = min(BACKOFF_CAP_SECONDS, base * 2 ** max(0, attempt - 1))
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 
     return exponential

@@ -13,8 +13,6 @@ only if no worker enqueued it already.
 from __future__ import annotations
 
 import logging
-import math
-import numbers
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
@@ -22,8 +20,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .errors import BrokerUnavailable, ConfigurationError, QueueFull
 from .new_job import build_job
+from .task import is_real_number
 
 if TYPE_CHECKING:
+    from croniter import croniter
+
     from .task import Task
 
 log = logging.getLogger("taskforge.periodic")
@@ -47,12 +48,7 @@ class Schedule:
         seconds = None
         if every is not None:
             seconds = every.total_seconds() if isinstance(every, timedelta) else every
-            if (
-                isinstance(seconds, bool)
-                or not isinstance(seconds, numbers.Real)
-                or not math.isfinite(seconds)
-                or seconds < 1
-            ):
+            if not is_real_number(seconds) or seconds < 1:
                 raise ConfigurationError(f"every={every!r}: use a timedelta or seconds >= 1")
         try:
             ZoneInfo(tz)
@@ -71,18 +67,22 @@ class Schedule:
             period_ms = int(self.every * 1000)
             ms = int(now.timestamp() * 1000) // period_ms * period_ms
             return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
-        from croniter import croniter
-
         local = now.astimezone(ZoneInfo(self.timezone))
-        return croniter(self.cron, local + timedelta(microseconds=1)).get_prev(datetime)
+        return self._ticks(local + timedelta(microseconds=1)).get_prev(datetime)
 
     def following(self, now: datetime) -> datetime:
         """The first tick after ``now``."""
         if self.every is not None:
             return self.latest(now) + timedelta(seconds=self.every)
+        return self._ticks(now.astimezone(ZoneInfo(self.timezone))).get_next(datetime)
+
+    def _ticks(self, start: datetime) -> croniter:
+        """The cron expression's ticks around ``start`` (croniter is imported only by a cron schedule)."""
         from croniter import croniter
 
-        return croniter(self.cron, now.astimezone(ZoneInfo(self.timezone))).get_next(datetime)
+        if self.cron is None:  # build() sets exactly one of cron and every
+            raise AssertionError("a schedule without every= has a cron expression")
+        return croniter(self.cron, start)
 
     def period(self, now: datetime) -> float:
         if self.every is not None:

@@ -41,6 +41,15 @@ def parse_rate_limit(value: str) -> tuple[int, float]:
     return int(match[1]), float(match[2] or 1) * _UNIT_SECONDS[match[3][0].lower()]
 
 
+def is_real_number(value: object) -> bool:
+    """A finite int, float or other ``numbers.Real``, and not a bool: what a seconds option accepts.
+
+    Takes ``object`` because the options are checked at run time, for callers
+    whose code no type checker has seen (a ``"30"`` from a config file).
+    """
+    return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+
+
 class _Keep(enum.Enum):
     """The default of an option whose None has a meaning of its own."""
 
@@ -83,19 +92,9 @@ class TaskOptions:
     ) -> TaskOptions:
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise ConfigurationError(f"max_attempts={max_attempts!r}: use a whole number >= 1 (total runs)")
-        if timeout is not None and (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, numbers.Real)
-            or not math.isfinite(timeout)
-            or timeout <= 0
-        ):
+        if timeout is not None and (not is_real_number(timeout) or timeout <= 0):
             raise ConfigurationError(f"timeout={timeout!r}: use a number of seconds > 0, or None")
-        if unique_for is not None and (
-            isinstance(unique_for, bool)
-            or not isinstance(unique_for, numbers.Real)
-            or not math.isfinite(unique_for)
-            or unique_for <= 0
-        ):
+        if unique_for is not None and (not is_real_number(unique_for) or unique_for <= 0):
             raise ConfigurationError(f"unique_for={unique_for!r}: use a number of seconds > 0")
         if unique_key is not None and not callable(unique_key):
             raise ConfigurationError(f"unique_key={unique_key!r}: use a callable taking the task's arguments")
@@ -130,7 +129,7 @@ def _due_ms(when: datetime) -> int:
 def _delay_ms(delay: timedelta | float) -> int:
     if isinstance(delay, timedelta):
         seconds = delay.total_seconds()
-    elif isinstance(delay, numbers.Real) and not isinstance(delay, bool) and math.isfinite(delay):
+    elif is_real_number(delay):
         seconds = float(delay)
     else:
         raise ConfigurationError(f"apply_in() needs a timedelta or seconds, got {delay!r}")

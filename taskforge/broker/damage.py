@@ -39,7 +39,7 @@ def expected_types(queue: str) -> dict[str, str]:
     }
 
 
-def find_damage(client: redis.Redis, queues: Iterable[str]) -> CorruptQueue | None:
+def find_damage(client: redis.Redis | redis.RedisCluster, queues: Iterable[str]) -> CorruptQueue | None:
     """What is wrong with the fixed keys of ``queues`` (and the global queue set), or None when all are sound."""
     queues = list(queues)
     expected = {keys.QUEUES: "set"}
@@ -69,7 +69,7 @@ def find_damage(client: redis.Redis, queues: Iterable[str]) -> CorruptQueue | No
     )
 
 
-def _problem(client: redis.Redis, key: str, want: str, kind: str) -> str | None:
+def _problem(client: redis.Redis | redis.RedisCluster, key: str, want: str, kind: str) -> str | None:
     if kind not in (want, "none"):
         return f"{key} is a {kind}, where taskforge keeps a {want}"
     if key.endswith(":seq") and kind == "string":
@@ -84,7 +84,7 @@ def _problem(client: redis.Redis, key: str, want: str, kind: str) -> str | None:
 
 
 @contextmanager
-def queue_errors(client: redis.Redis, url: str, queues: Iterable[str] = ()) -> Iterator[None]:
+def queue_errors(client: redis.Redis | redis.RedisCluster, url: str, queues: Iterable[str] = ()) -> Iterator[None]:
     """``broker_errors``, plus: a Redis error that comes from damaged fixed keys becomes ``CorruptQueue``."""
     try:
         with broker_errors(url):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from typing import cast
 
 import redis
 
@@ -18,11 +19,15 @@ from .keys import QueueKeys
 
 PRIORITY_BAND = 2**50  # BAND in lua/_lib.lua: pending score = (3 - priority) * band + sequence
 
+# The casts below: redis-py types every reply as ``bytes | str`` because
+# ``decode_responses`` is chosen at run time; taskforge's clients never set it,
+# so replies are bytes.
+
 
 class Inspection:
     """Mixed into ``Broker``; needs its ``client`` and ``url``."""
 
-    client: redis.Redis
+    client: redis.Redis | redis.RedisCluster
     url: str
 
     def guard(self, *queues: str) -> AbstractContextManager[None]:
@@ -33,7 +38,7 @@ class Inspection:
         """The raw job hash, or None when there is no such job."""
         with broker_errors(self.url):
             try:
-                fields = self.client.hgetall(QueueKeys(queue).job(job_id))
+                fields = cast("dict[bytes, bytes]", self.client.hgetall(QueueKeys(queue).job(job_id)))
             except redis.ResponseError:  # not a hash: written by something else
                 return None
         return fields or None
@@ -41,7 +46,7 @@ class Inspection:
     def limited_groups(self, queue: str) -> list[str]:
         """Tasks of ``queue`` with a rate or concurrency limit (each has its own pending set)."""
         with self.guard(queue):
-            return [g.decode() for g in self.client.hkeys(QueueKeys(queue).limits)]
+            return [g.decode() for g in cast("list[bytes]", self.client.hkeys(QueueKeys(queue).limits))]
 
     def counts(self, queue: str) -> dict[str, int]:
         """Sizes of the queue's sets, in two round trips at most."""
@@ -57,7 +62,7 @@ class Inspection:
     def queues(self) -> list[str]:
         """Every queue name ever enqueued to through any app on this Redis."""
         with self.guard():
-            return sorted(q.decode() for q in self.client.smembers(keys.QUEUES))
+            return sorted(q.decode() for q in cast("set[bytes]", self.client.smembers(keys.QUEUES)))
 
     def pending_by_priority(self, queue: str) -> dict[int, int]:
         """Pending jobs per priority (0 low .. 3 critical), by ZCOUNT over score bands: O(log n).
@@ -111,7 +116,10 @@ class Inspection:
         if limit <= 0:
             return []
         with self.guard(queue):
-            rows = self.client.zrevrange(QueueKeys(queue).dead, 0, limit - 1, withscores=True)
+            rows = cast(
+                "list[tuple[bytes, float]]",
+                self.client.zrevrange(QueueKeys(queue).dead, 0, limit - 1, withscores=True),
+            )
         return [(job_id.decode(), int(score)) for job_id, score in rows]
 
     def read_many(self, queue: str, job_ids: Sequence[str]) -> list[dict[bytes, bytes] | None]:

@@ -68,7 +68,7 @@ class Broker(ClaimVetting, Durability, Inspection):
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: redis.Redis | redis.RedisCluster,
         url: str,
         retention_ms: int,
         dead_retention_ms: int,

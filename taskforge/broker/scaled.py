@@ -14,7 +14,7 @@ the sentinels are reached without them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 import redis
@@ -101,4 +101,5 @@ def sentinel_client(url: str, shown: str, options: dict[str, Any]) -> redis.Redi
     # retries with backoff would make an unreachable set take ~25 s to report.
     asking = {k: options[k] for k in ("socket_connect_timeout", "socket_timeout", "retry") if k in options}
     sentinel = Sentinel(hosts, sentinel_kwargs=asking)
-    return sentinel.master_for(unquote(segments[0]), db=db, **credentials, **options)
+    # redis-py leaves master_for unannotated; it builds a redis.Redis bound to the master.
+    return cast(redis.Redis, sentinel.master_for(unquote(segments[0]), db=db, **credentials, **options))

@@ -19,10 +19,11 @@ special. Three things do:
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import Any
+from typing import Any, cast
 
 import redis
 from redis.cluster import RedisCluster
@@ -45,15 +46,16 @@ def by_slot(client: Any, keys: Sequence[str]) -> list[list[str]]:
     return list(groups.values())
 
 
-def node_client(client: Any, key: str) -> redis.Redis:
+def node_client(client: redis.Redis | RedisCluster, key: str) -> redis.Redis:
     """A plain client of the master serving ``key`` (``client`` itself without a cluster)."""
-    if not is_cluster(client):
+    if not isinstance(client, RedisCluster):
         return client
     node = client.get_node_from_key(key)
     if node.redis_connection is None:
         client.nodes_manager.initialize()
         node = client.get_node_from_key(key)
-    return node.redis_connection
+    # redis-py leaves ClusterNode unannotated; its redis_connection is a plain client.
+    return cast(redis.Redis, node.redis_connection)
 
 
 # Replies meaning the node is not (or no longer) the slot's master. redis-py
@@ -116,7 +118,7 @@ def _pipelined(
         for keys, args in calls:
             pipe.evalsha(script.sha, len(keys), *keys, *args)
         if wait_ms is not None:
-            pipe.execute_command("WAIT", 1, wait_ms)
+            pipe.wait(1, wait_ms)
         try:
             return pipe.execute()
         except NoScriptError:
@@ -141,7 +143,8 @@ def script_per_node(client: Any, script: Any, calls: list[tuple[list[str], list[
         groups.setdefault(client.get_node_from_key(keys[0]).name, (keys[0], []))[1].append(index)
     replies: list[Any] = [None] * len(calls)
     for key, indexes in groups.values():
-        answers = on_master(client, key, lambda node, i=indexes: _pipelined(node, script, [calls[j] for j in i]))
+        batch = [calls[j] for j in indexes]
+        answers = on_master(client, key, functools.partial(_pipelined, script=script, calls=batch))
         for index, reply in zip(indexes, answers, strict=True):
             replies[index] = reply
     return replies

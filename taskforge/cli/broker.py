@@ -27,7 +27,7 @@ def stop_on_signals(stop: threading.Event) -> Iterator[None]:
     def handler(*_: object) -> None:
         stop.set()
 
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
     for signum in (signal.SIGINT, signal.SIGTERM):
         previous[signum] = signal.signal(signum, handler)
     try:
@@ -58,7 +58,8 @@ def broker(host: str, port: int) -> None:
       taskforge broker --port 6380
       TASKFORGE_BROKER_URL=redis://127.0.0.1:6380/0 taskforge worker myapp:app
     """
-    from ..devbroker import BrokerStartError, DevBroker
+    from ..devbroker import DevBroker
+    from ..errors import BrokerStartError
 
     server = DevBroker(host, port)
     stop = threading.Event()

@@ -18,8 +18,8 @@ import redis
 
 from ..app import TaskForge
 from ..broker.connection import redact
-from ..errors import BrokerUnavailable, ConfigurationError, TaskforgeError
-from ..loader import AppNotFound, load_app
+from ..errors import AppNotFound, BrokerUnavailable, ConfigurationError, TaskforgeError
+from ..loader import load_app
 
 USAGE = 2
 FAILURE = 1

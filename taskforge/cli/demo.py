@@ -72,7 +72,8 @@ def demo() -> None:
     Example:
       taskforge demo
     """
-    from ..devbroker import BrokerStartError, DevBroker
+    from ..devbroker import DevBroker
+    from ..errors import BrokerStartError
 
     try:
         with sigterm_as_interrupt(), DevBroker(port=0) as broker, tempfile.TemporaryDirectory() as tmp:

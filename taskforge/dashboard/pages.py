@@ -54,7 +54,8 @@ def render(request: Request, name: str, status_code: int = 200, **context: Any) 
         nav=name.removesuffix(".html"),
         broker=request.app.state.broker_url,
     )
-    response = request.app.state.templates.TemplateResponse(request, name, context, status_code=status_code)
+    templates: Jinja2Templates = request.app.state.templates  # set by server.create_app
+    response = templates.TemplateResponse(request, name, context, status_code=status_code)
     set_csrf_cookie(request, response)
     return response
 

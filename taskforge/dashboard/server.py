@@ -63,7 +63,7 @@ def create_app(app: TaskForge, auth: tuple[str, str] | None = None) -> Starlette
     ]
     middleware = [Middleware(BasicAuth, user=auth[0], password=auth[1])] if auth else []
     handlers = {TaskforgeError: on_error, redis.RedisError: on_error}
-    web = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)  # type: ignore[arg-type]
+    web = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)
     web.state.taskforge = app
     web.state.templates = pages.make_templates()
     web.state.broker_url = redact(app.url)

@@ -9,6 +9,9 @@ from .codec import _check_tree, _pack, _refuse_timestamps, _unpack
 from .format import _ENCODE_WALK_STOPS, _STR_ONLY
 from .messages import _cause, _serialization_error, _shape, _short_repr, _type_name, _why_corrupt
 
+# A job's positional arguments: a tuple, or a list, which dumps_call accepts as well.
+CallArgs = tuple[Any, ...] | list[Any]
+
 
 def dumps(value: object) -> bytes:
     """Encode one value; SerializationError (naming the culprit type) if it cannot travel."""
@@ -20,7 +23,7 @@ def dumps_result(value: object) -> bytes:
     return _dumps_one(value, "the task's return value")
 
 
-def dumps_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
+def dumps_call(args: CallArgs, kwargs: dict[str, Any]) -> bytes:
     """Encode a job's arguments; the error names the argument (positions are 0-based).
 
     The whole payload is packed in one go; only when that fails is each argument
@@ -73,7 +76,7 @@ def loads_call(data: bytes) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return tuple(args), kwargs
 
 
-def _is_flat_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+def _is_flat_call(args: CallArgs, kwargs: dict[str, Any]) -> bool:
     """True for the usual job (no container, str names), which then needs no walk.
 
     A loop: for a handful of arguments it beats two C-level passes, ~0.3 us vs ~1 us.
@@ -105,7 +108,7 @@ def _dumps_one(value: object, subject: str) -> bytes:
         raise _serialization_error(exc, subject, value) from _cause(exc)
 
 
-def _blame_argument(args: tuple[Any, ...], kwargs: dict[str, Any], exc: Exception) -> SerializationError:
+def _blame_argument(args: CallArgs, kwargs: dict[str, Any], exc: Exception) -> SerializationError:
     for index, value in enumerate(args):
         problem = _problem_with(value)
         if problem is not None:
