@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from taskforge import Priority, TaskForge
 from taskforge import inspect as tf_inspect
 
@@ -12,6 +14,7 @@ def test_counts_by_priority_and_state(app: TaskForge) -> None:
     helpers.running(app, "t", 0)
     helpers.retrying(app, "t", 1)
     first_dead = helpers.dead(app, "t", 2)
+    time.sleep(0.005)  # two deaths in one millisecond tie, and Redis then orders them by id
     last_dead = helpers.dead(app, "t", 3)
     task = app.task_for("t")
     for priority in Priority:
