@@ -114,7 +114,11 @@ class Scheduler:
             job = replace(build_job(task, (), {}), tick_ms=tick_ms, lock_ttl_ms=ttl_ms)
             try:
                 [job_id] = task.app.broker.enqueue(task.queue, [job], task.app.max_size)
-            except (BrokerUnavailable, QueueFull) as exc:
+            except BrokerUnavailable:
+                # The worker's outage lines already say where and why; one short line per tick is enough.
+                log.warning("periodic %s: the broker is unreachable; will retry the tick", task.name)
+                continue
+            except QueueFull as exc:
                 log.warning("periodic %s: %s; will retry", task.name, exc)
                 continue
             self.done[task.name] = tick
