@@ -7,30 +7,35 @@ library only; each library runs from its own venv under the cache dir):
     python3 benchmarks/run.py --quick              # < 3 min once the venvs exist (see below)
     python3 benchmarks/run.py --only taskforge,rq --runs 5 --n 20000
 
-Workloads, on a no-op task whose side effect is an INCR in the counter db:
+Workloads, on a no-op task whose side effect is an INCR in the counter db
+(sent on a no-reply socket, the same code for every peer: peers/_common.py):
   W1  enqueue: one producer, N calls of the normal API; beside it the same
       process doing N bare redis-py SETs (the round-trip floor right now)
   W1b bulk: one bulk call of N jobs (taskforge delay_many, RQ enqueue_many)
   W2  drain: N jobs queued, start the worker, time until the counter is N
   W3  latency: idle worker, jobs one at a time; task start - enqueue start
-  and Redis commands per job (MONITOR on the queue db, one untimed pass).
+  worker start: spawn to the start of the one job queued (median of --start-runs)
+  and Redis commands per job, client and inside Lua (MONITOR on the queue db,
+  one untimed pass, with --idle seconds of an idle worker), and taskforge's
+  Redis time per script (slow log, one untimed pass of --script-n jobs).
 
 Every figure is the median of --runs rounds with min-max. Rounds are
 interleaved (taskforge, huey, ..., then again), one library at a time, so
 a slow moment of a shared machine spreads over everyone. Only ratios within
 one run mean much on a shared machine.
 
---quick: N=1,000, 1 round, 100 latency jobs, 300 jobs for the command
-count of taskforge only (a peer's count depends only on its version: see
-RESULTS.md; with --only, every library named is counted), no idle
-measurement, optional peers (arq) only if named in --only;
+--quick: N=1,000, 1 round, 100 latency jobs, 1 worker start, 300 jobs for
+the command count of taskforge's two shapes only (a peer's count depends
+only on its version: see RESULTS.md; with --only, every library named is
+counted), 3 s idle, optional peers (arq) only if named in --only;
 writes benchmarks/.cache/RESULTS-quick.md so it never replaces the full
 RESULTS.md.
 
 Output: progress on stderr; on stdout one JSON line per result (also saved
 under benchmarks/.cache/), then the Markdown tables, also written to
 benchmarks/RESULTS.md with the date, machine, versions and worker command lines.
-Uses databases 8 (queues) and 9 (counters) of the Redis, and FLUSHDBs both.
+Uses databases 8 (queues) and 9 (counters) of the Redis, and FLUSHDBs both;
+sets slowlog-log-slower-than to 0 during the script pass, restored after.
 """
 
 from __future__ import annotations
