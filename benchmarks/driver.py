@@ -3,6 +3,7 @@
     python driver.py PEER enqueue --n N [--no-floor]   W1: N calls of the normal API, then N bare SETs
     python driver.py PEER bulk --n N                    W1b: one bulk call of N jobs
     python driver.py PEER latency --n N                 W3: N jobs one at a time, each after the previous started
+    python driver.py PEER stamp --n N                   N stamp jobs, not waited for (worker start)
 
 Prints one JSON object on stdout. PEER is a module of ``peers/``; what it
 must define is described in ``peers/__init__.py``.
@@ -136,7 +137,7 @@ def latency(producer: Producer, n: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("peer")
-    parser.add_argument("action", choices=["enqueue", "bulk", "latency"])
+    parser.add_argument("action", choices=["enqueue", "bulk", "latency", "stamp"])
     parser.add_argument("--n", type=int, required=True)
     parser.add_argument("--no-floor", action="store_true")
     opts = parser.parse_args()
@@ -148,6 +149,9 @@ def main() -> None:
             result = enqueue(producer, opts.n, not opts.no_floor)
         elif opts.action == "bulk":
             result = bulk(producer, opts.n)
+        elif opts.action == "stamp":
+            producer.timed_loop(producer.module.send_stamp, opts.n)
+            result = {"n": opts.n}
         else:
             result = latency(producer, opts.n)
     except Exception as exc:  # reported as this workload's failure, not a crash of the harness

@@ -7,30 +7,35 @@ library only; each library runs from its own venv under the cache dir):
     python3 benchmarks/run.py --quick              # < 3 min once the venvs exist (see below)
     python3 benchmarks/run.py --only taskforge,rq --runs 5 --n 20000
 
-Workloads, on a no-op task whose side effect is an INCR in the counter db:
+Workloads, on a no-op task whose side effect is an INCR in the counter db
+(sent on a no-reply socket, the same code for every peer: peers/_common.py):
   W1  enqueue: one producer, N calls of the normal API; beside it the same
       process doing N bare redis-py SETs (the round-trip floor right now)
   W1b bulk: one bulk call of N jobs (taskforge delay_many, RQ enqueue_many)
   W2  drain: N jobs queued, start the worker, time until the counter is N
   W3  latency: idle worker, jobs one at a time; task start - enqueue start
-  and Redis commands per job (MONITOR on the queue db, one untimed pass).
+  worker start: spawn to the start of the one job queued (median of --start-runs)
+  and Redis commands per job, client and inside Lua (MONITOR on the queue db,
+  one untimed pass, with --idle seconds of an idle worker), and taskforge's
+  Redis time per script (slow log, one untimed pass of --script-n jobs).
 
 Every figure is the median of --runs rounds with min-max. Rounds are
 interleaved (taskforge, huey, ..., then again), one library at a time, so
 a slow moment of a shared machine spreads over everyone. Only ratios within
 one run mean much on a shared machine.
 
---quick: N=1,000, 1 round, 100 latency jobs, 300 jobs for the command
-count of taskforge only (a peer's count depends only on its version: see
-RESULTS.md; with --only, every library named is counted), no idle
-measurement, optional peers (arq) only if named in --only;
+--quick: N=1,000, 1 round, 100 latency jobs, 1 worker start, 300 jobs for
+the command count of taskforge's two shapes only (a peer's count depends
+only on its version: see RESULTS.md; with --only, every library named is
+counted), 3 s idle, optional peers (arq) only if named in --only;
 writes benchmarks/.cache/RESULTS-quick.md so it never replaces the full
 RESULTS.md.
 
 Output: progress on stderr; on stdout one JSON line per result (also saved
 under benchmarks/.cache/), then the Markdown tables, also written to
 benchmarks/RESULTS.md with the date, machine, versions and worker command lines.
-Uses databases 8 (queues) and 9 (counters) of the Redis, and FLUSHDBs both.
+Uses databases 8 (queues) and 9 (counters) of the Redis, and FLUSHDBs both;
+sets slowlog-log-slower-than to 0 during the script pass, restored after.
 """
 
 from __future__ import annotations
@@ -51,12 +56,13 @@ REPO = BENCH_DIR.parent
 sys.path.insert(0, str(BENCH_DIR))
 
 from harness import processes, venvs  # noqa: E402
+from harness.document import markdown  # noqa: E402
 from harness.peers import Peer, discover  # noqa: E402
-from harness.report import Results, targets_table  # noqa: E402
+from harness.report import Results  # noqa: E402
 from harness.resp import Redis, RedisError  # noqa: E402
 from harness.workloads import Bench, Settings, log  # noqa: E402
 
-ORDER = ["taskforge", "huey", "dramatiq", "saq", "celery", "rq", "arq"]
+ORDER = ["taskforge", "taskforge_t1", "huey", "dramatiq", "saq", "celery", "rq", "arq"]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -68,17 +74,38 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="small and fast: see below")
     p.add_argument("--only", help="comma-separated libraries, e.g. taskforge,huey")
     p.add_argument("--skip", help="comma-separated libraries to leave out")
-    p.add_argument("--runs", type=int, help="rounds per library (default 3, quick 1)")
+    p.add_argument("--runs", type=int, help="rounds per library (default 3, quick 1; 0: only the untimed passes)")
     p.add_argument("--n", type=int, help="jobs for W1, W1b, W2 (default 10000, quick 1000)")
     p.add_argument("--latency-jobs", type=int, help="W3 jobs (default 300, quick 100)")
     p.add_argument("--cmd-n", type=int, help="jobs for the command count (default 2000, quick 300)")
-    p.add_argument("--idle", type=float, help="seconds of idle worker in the command count (default 3, quick 0)")
+    p.add_argument("--idle", type=float, help="seconds of idle worker in the command count (default 10, quick 3)")
+    p.add_argument("--start-runs", type=int, help="worker starts timed per library (default 3, quick 1)")
+    p.add_argument(
+        "--script-n", type=int, help="jobs for taskforge's Redis time per script (default 2000, quick 300; 0: skip)"
+    )
     p.add_argument("--procs", type=int, default=2, help="worker processes per library (default 2)")
     p.add_argument("--redis", default="redis://127.0.0.1:6379", help="Redis, without a database")
     p.add_argument("--queue-db", type=int, default=8)
     p.add_argument("--counter-db", type=int, default=9)
     p.add_argument("--drain-timeout", type=float, default=120.0, help="a longer drain is a failure (s)")
     p.add_argument("--stop-grace", type=float, default=5.0, help="SIGTERM to SIGKILL of a worker (s)")
+    p.add_argument(
+        "--hiredis",
+        choices=["yes", "no"],
+        default="yes",
+        help="install hiredis in every venv (default) or in none: redis-py parses replies with it when present",
+    )
+    p.add_argument(
+        "--peer-redis-py",
+        metavar="SPEC",
+        help="pin redis-py in the peers' venvs (not taskforge's), e.g. 'redis==5.3.*'; default: what each resolves",
+    )
+    p.add_argument(
+        "--side-effect",
+        choices=["raw", "redis-py"],
+        default="raw",
+        help="how a task counts its completion: raw = no-reply socket (default), redis-py = INCR awaited",
+    )
     p.add_argument("--cache", type=Path, default=BENCH_DIR / ".cache", help="venvs, logs, raw results")
     p.add_argument(
         "--taskforge-src",
@@ -91,11 +118,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", type=Path, help="JSON lines file (default .cache/results-<time>.jsonl)")
     opts = p.parse_args(argv)
     quick = opts.quick
-    opts.runs = opts.runs or (1 if quick else 3)
+    opts.runs = opts.runs if opts.runs is not None else (1 if quick else 3)
     opts.n = opts.n or (1000 if quick else 10000)
     opts.latency_jobs = opts.latency_jobs or (100 if quick else 300)
     opts.cmd_n = opts.cmd_n or (300 if quick else 2000)
-    opts.idle = opts.idle if opts.idle is not None else (0.0 if quick else 3.0)
+    opts.idle = opts.idle if opts.idle is not None else (3.0 if quick else 10.0)
+    opts.start_runs = opts.start_runs if opts.start_runs is not None else (1 if quick else 3)
+    opts.script_n = opts.script_n if opts.script_n is not None else opts.cmd_n
     opts.out = opts.out or (opts.cache / "RESULTS-quick.md" if quick else BENCH_DIR / "RESULTS.md")
     return opts
 
@@ -142,16 +171,35 @@ def install(peers: list[Peer], opts: argparse.Namespace, fingerprint_box: dict[s
     snapshot, fingerprint = venvs.snapshot_taskforge(opts.taskforge_src.resolve(), opts.cache)
     fingerprint_box["taskforge"] = fingerprint
     for peer in peers:
+        extra = ["hiredis"] if opts.hiredis == "yes" else []
+        if opts.peer_redis_py and not peer.local:
+            extra.append(opts.peer_redis_py)
+        peer.venv = peer.venv.with_name(peer.venv.name + venv_suffix(opts, peer.local))
         log(f"[install] {peer.name} -> {peer.venv}")
         try:
-            force = fingerprint if peer.name == "taskforge" else ""
+            force = fingerprint if peer.local else ""
             peer.python = venvs.ensure_venv(
-                peer.venv, peer.requirements(snapshot), opts.python, logs / f"pip-{peer.name}.log", force_key=force
+                peer.venv,
+                peer.requirements(snapshot, extra),
+                opts.python,
+                logs / f"pip-{peer.name}.log",
+                force_key=force,
             )
-            peer.versions = venvs.versions(peer.python, peer.spec.get("distributions", []))
+            if opts.hiredis == "no":
+                venvs.uninstall(peer.python, "hiredis", logs / f"pip-{peer.name}.log")
+            wanted = [*peer.spec.get("distributions", []), "redis", "hiredis"]
+            peer.versions = venvs.versions(peer.python, list(dict.fromkeys(wanted)))
         except venvs.InstallError as exc:
             peer.unavailable = f"cannot be installed: {exc}"
             log(f"[install] {peer.name}: {peer.unavailable}")
+
+
+def venv_suffix(opts: argparse.Namespace, local: bool) -> str:
+    """Venvs differ by client choice, so switching ``--hiredis`` back and forth reinstalls nothing."""
+    suffix = "-nohiredis" if opts.hiredis == "no" else ""
+    if opts.peer_redis_py and not local:
+        suffix += "-" + "".join(c if c.isalnum() or c in ".-" else "_" for c in opts.peer_redis_py)
+    return suffix
 
 
 def describe(env: dict[str, Any], peers: list[Peer], opts: argparse.Namespace, settings: Settings) -> list[str]:
@@ -170,83 +218,8 @@ def describe(env: dict[str, Any], peers: list[Peer], opts: argparse.Namespace, s
     return lines
 
 
-def markdown(
-    opts: argparse.Namespace,
-    env: dict[str, Any],
-    peers: list[Peer],
-    results: Results,
-    settings: Settings,
-    elapsed: float,
-    fingerprint: str,
-    targets: list[dict[str, Any]],
-) -> str:
-    names = [p.name for p in peers if not p.unavailable]
-    cmd = "python3 benchmarks/run.py " + " ".join(sys.argv[1:])
-    lines = [
-        "# taskforge and its peers, side by side (issue #6)",
-        "",
-        f"Generated {env['date']} by `{cmd.strip()}` in {elapsed / 60:.1f} min: N = {opts.n:,} jobs, "
-        f"{opts.runs} round(s) per library, W3 over {opts.latency_jobs} jobs, commands counted over "
-        f"{opts.cmd_n:,} jobs. Each cell: median (min–max) of the rounds.",
-        "",
-        "## Machine",
-        "",
-        f"- CPU: {env['cpu']}, {env['cores']} cores; load average at start {env['load_average']}, "
-        f"at end {env.get('load_average_end')}",
-        f"- {env['os']}; harness Python {env['harness_python']}; Redis {env['redis_version']} at {env['redis']}",
-        f"- taskforge source fingerprint {fingerprint} (sha256 of taskforge/ and pyproject.toml)",
-        "- shared machine: other engineers' test runs were using the same cores and Redis, so absolute "
-        "numbers are noisy; compare within this table only",
-        "",
-        "## Libraries and worker command lines",
-        "",
-        f"Each worker runs {opts.procs} processes, per-job logging off, from `benchmarks/` in the library's "
-        "own venv (`benchmarks/.cache/venvs/<library>`).",
-        "",
-        "| library | versions | worker command line | enqueue API | bulk API |",
-        "|---|---|---|---|---|",
-    ]
-    for peer in peers:
-        versions = ", ".join(f"{k} {v}" for k, v in peer.versions.items()) or "—"
-        bulk = peer.spec.get("bulk") or peer.spec.get("no_bulk", "—")
-        lines.append(
-            f"| {peer.name} | {versions} | `{peer.worker_display(opts.procs, settings.queue_url)}` | "
-            f"`{peer.spec.get('enqueue_api', '')}` | {bulk} |"
-        )
-    lines += [
-        "",
-        "## Results",
-        "",
-        *results.results_table(names),
-        "",
-        "W1 / SET floor: the enqueue rate over the rate of bare redis-py SETs in the same producer "
-        "process, measured right after it. W2 from worker start includes process start-up and imports; "
-        "first→last excludes them. W3: from the start of the enqueue call to the start of the task body.",
-        "",
-        "## Redis commands per job",
-        "",
-        *results.commands_table(names),
-        "",
-        f"Counted once per library with MONITOR over {opts.cmd_n:,} jobs, on the queue database only "
-        "(the benchmark's INCR counter and polling live in another database). A script call (EVALSHA) "
-        'counts as one client command; the commands it runs inside Redis are the "inside Lua" column. '
-        "Drain counts run from worker start to the last completion, so worker start-up and its "
-        "periodic housekeeping are included, spread over the jobs.",
-        "",
-        "## taskforge against the targets of issue #6",
-        "",
-        *targets_table(targets),
-        "",
-    ]
-    failures = [(peer.name, peer.unavailable) for peer in peers if peer.unavailable]
-    failures += [(peer, err) for peer, errs in results.errors.items() for err in errs]
-    if failures:
-        lines += ["## Failures", ""] + [f"- {name}: {why}" for name, why in failures] + [""]
-    return "\n".join(lines)
-
-
 def run_all(bench: Bench, ready: list[Peer], opts: argparse.Namespace, results: Results) -> None:
-    """The interleaved timed rounds, then one command-count pass per library."""
+    """The interleaved timed rounds, the worker starts, one command-count pass per library, script times."""
     for round_no in range(1, opts.runs + 1):
         for peer in ready:
             log(f"[round {round_no}/{opts.runs}] {peer.name}")
@@ -258,8 +231,19 @@ def run_all(bench: Bench, ready: list[Peer], opts: argparse.Namespace, results: 
             for err in errors:
                 log(f"  {peer.name}: {err}")
             log("  " + ", ".join(f"{k} {v:,.2f}" for k, v in metrics.items()))
+    untimed_passes(bench, ready, opts, results)
+
+
+def untimed_passes(bench: Bench, ready: list[Peer], opts: argparse.Namespace, results: Results) -> None:
+    """Worker starts, commands per job (MONITOR), taskforge's Redis time per script (slow log)."""
+    for _ in range(opts.start_runs):
+        for peer in ready:
+            try:
+                results.add_round(peer.name, {"worker_start_s": bench.worker_start(peer)}, [])
+            except Exception as exc:
+                results.add_round(peer.name, {}, [f"worker start: {type(exc).__name__}: {exc}"])
     for peer in ready:
-        if opts.quick and not opts.only and peer.name != "taskforge":
+        if opts.quick and not opts.only and not peer.name.startswith("taskforge"):
             continue  # --quick: the peers' counts depend only on their versions; see RESULTS.md
         log(f"[commands] {peer.name}")
         try:
@@ -269,6 +253,13 @@ def run_all(bench: Bench, ready: list[Peer], opts: argparse.Namespace, results: 
         results.commands[peer.name] = data
         if errors:
             results.errors.setdefault(peer.name, []).extend(errors)
+    for peer in ready:
+        if peer.name == "taskforge" and opts.script_n > 0:
+            log(f"[script times] {peer.name}")
+            try:
+                results.scripts = bench.script_times(peer, opts.script_n)
+            except Exception as exc:
+                results.errors.setdefault(peer.name, []).append(f"script times: {type(exc).__name__}: {exc}")
 
 
 def on_signal(signum: int, _frame: Any) -> None:
@@ -294,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         opts.stop_grace,
         BENCH_DIR,
         opts.cache,
+        opts.side_effect,
     )
     try:
         env = machine(settings)
@@ -318,14 +310,17 @@ def main(argv: list[str] | None = None) -> int:
     env["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     elapsed = time.monotonic() - began
     env["elapsed_s"] = round(elapsed, 1)
-    targets = results.targets() if any(p.name == "taskforge" for p in peers) else []
+    targets = results.targets() if any(p.name.startswith("taskforge") for p in peers) else []
     lines = [env, *results.json_lines(), *targets]
+    if results.scripts:
+        lines.append({"type": "script_times", "peer": "taskforge", "n": opts.script_n, "scripts": results.scripts})
     lines += [{"type": "unavailable", "peer": p.name, "why": p.unavailable} for p in peers if p.unavailable]
     json_path = opts.json or opts.cache / f"results-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     json_path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     for line in lines:
         print(json.dumps(line))
-    doc = markdown(opts, env, peers, results, settings, elapsed, fingerprint.get("taskforge", "-"), targets)
+    argv_text = " ".join(sys.argv[1:] if argv is None else argv)
+    doc = markdown(opts, argv_text, env, peers, results, settings, elapsed, fingerprint.get("taskforge", "-"), targets)
     opts.out.write_text(doc)
     print()
     print(doc)

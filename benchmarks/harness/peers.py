@@ -54,8 +54,14 @@ class Peer:
         copies = self.copies(procs)
         return f"{copies} x ( {line} )" if copies > 1 else line
 
-    def requirements(self, repo_snapshot: Path) -> list[str]:
-        return [self._fill(r, {"repo": str(repo_snapshot)}) for r in self.spec["requirements"]]
+    @property
+    def local(self) -> bool:
+        """Installed from a snapshot of this repo (reinstalled whenever its source changed)."""
+        return any("{repo}" in r for r in self.spec["requirements"])
+
+    def requirements(self, repo_snapshot: Path, extra: list[str]) -> list[str]:
+        """pip arguments: the SPEC's, then ``extra`` (the harness's client choices, same for every peer)."""
+        return [self._fill(r, {"repo": str(repo_snapshot)}) for r in self.spec["requirements"]] + extra
 
 
 def discover(peers_dir: Path, venvs: Path) -> dict[str, Peer]:
@@ -66,5 +72,5 @@ def discover(peers_dir: Path, venvs: Path) -> dict[str, Peer]:
         spec = read_spec(path)
         if spec.get("name") != path.stem:
             raise ValueError(f"{path}: SPEC name {spec.get('name')!r} must be the module name {path.stem!r}")
-        found[spec["name"]] = Peer(spec["name"], spec, venvs / spec["name"])
+        found[spec["name"]] = Peer(spec["name"], spec, venvs / spec.get("venv", spec["name"]))
     return found

@@ -20,6 +20,7 @@ METRICS: dict[str, tuple[str, str, bool, str]] = {
     "latency_p50_ms": ("W3", "ms", False, "W3 p50 ms"),
     "latency_p99_ms": ("W3", "ms", False, "W3 p99 ms"),
     "latency_max_ms": ("W3", "ms", False, "W3 max ms"),
+    "worker_start_s": ("start", "s", False, "worker spawn → first job started, s"),
 }
 TABLE_COLUMNS = [
     "enqueue_jobs_per_s",
@@ -31,6 +32,7 @@ TABLE_COLUMNS = [
     "drain_startup_s",
     "latency_p50_ms",
     "latency_p99_ms",
+    "worker_start_s",
 ]
 
 
@@ -72,6 +74,7 @@ class Results:
     per_peer: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     commands: dict[str, dict[str, Any]] = field(default_factory=dict)
     errors: dict[str, list[str]] = field(default_factory=dict)
+    scripts: dict[str, dict[str, float]] = field(default_factory=dict)  # taskforge's Redis time per script
 
     def add_round(self, peer: str, metrics: dict[str, float], errors: list[str]) -> None:
         bucket = self.per_peer.setdefault(peer, {})
@@ -125,56 +128,50 @@ class Results:
 
     def commands_table(self, peers: list[str]) -> list[str]:
         rows = [
-            "| library | enqueue: client cmds/job | drain: client cmds/job | enqueue + drain | "
-            "bulk: client cmds/job | inside Lua, enqueue / drain | idle worker cmds/s | "
-            "drain commands (per job) |",
-            "|---|---|---|---|---|---|---|---|",
+            "| library | enqueue: client + inside Lua = total per job | drain (claim + success): client + "
+            "inside Lua = total per job | bulk: client per job | idle worker: client / total cmds/s | "
+            "drain client commands (per job) |",
+            "|---|---|---|---|---|---|",
         ]
         for peer in peers:
             data = self.commands.get(peer)
             if not data:
-                rows.append(f"| {peer} | — | — | — | — | — | — | — |")
+                rows.append(f"| {peer} | — | — | — | — | — |")
                 continue
             enq, drain, bulk = data.get("enqueue"), data.get("drain"), data.get("bulk")
-            total = (enq["client_per_job"] + drain["client_per_job"]) if enq and drain else None
             top = ", ".join(
                 f"{name} {count / data['n']:.2f}"
                 for name, count in list((drain or {}).get("client_by_command", {}).items())[:5]
             )
             rows.append(
-                f"| {peer} | {_num(enq, 'client_per_job')} | {_num(drain, 'client_per_job')} | "
-                f"{'—' if total is None else f'{total:.2f}'} | {_num(bulk, 'client_per_job')} | "
-                f"{_num(enq, 'lua_per_job')} / {_num(drain, 'lua_per_job')} | "
-                f"{data.get('idle_client_per_s', '—')} | {top or '—'} |"
+                f"| {peer} | {_sum(enq)} | {_sum(drain)} | {_num(bulk, 'client_per_job')} | "
+                f"{data.get('idle_client_per_s', '—')} / {data.get('idle_total_per_s', '—')} | {top or '—'} |"
             )
         return rows
 
     # -- targets ---------------------------------------------------------------
 
-    def targets(self, subject: str = "taskforge") -> list[dict[str, Any]]:
-        """Issue #6's targets for ``subject``, each with its value, what it is compared to, and a verdict."""
-        check = TargetCheck(self, subject)
+    def targets(self) -> list[dict[str, Any]]:
+        """Issue #15's targets: the best taskforge shape for each workload against the best other library."""
+        check = TargetCheck(self)
         check.throughput()
-        check.latency_and_commands()
+        check.latency_and_start()
+        check.commands()
         return check.out
 
 
 class TargetCheck:
-    """Compares one library's medians with the best of the others, as issue #6 states its goals."""
+    """Compares taskforge's best worker shape with the best of the others, as issue #15 states its goals."""
 
-    def __init__(self, results: Results, subject: str) -> None:
+    def __init__(self, results: Results) -> None:
         self.results = results
-        self.subject = subject
-        self.others = [p for p in results.per_peer if p != subject]
+        self.mine = [p for p in results.per_peer if p.startswith("taskforge")]
+        self.others = [p for p in results.per_peer if not p.startswith("taskforge")]
         self.out: list[dict[str, Any]] = []
 
-    def med(self, metric: str, peer: str | None = None) -> float | None:
-        s = self.results.summary(peer or self.subject, metric)
-        return None if s is None else s.median
-
-    def best(self, metric: str) -> tuple[str, float] | None:
+    def best(self, metric: str, peers: list[str]) -> tuple[str, float] | None:
         higher = METRICS[metric][2]
-        cands = [(p, s.median) for p in self.others if (s := self.results.summary(p, metric))]
+        cands = [(p, s.median) for p in peers if (s := self.results.summary(p, metric))]
         if not cands:
             return None
         return (max if higher else min)(cands, key=lambda pv: pv[1])
@@ -184,74 +181,66 @@ class TargetCheck:
             {"type": "target", "target": target, "value": value, "goal": goal, "met": met, "against": against}
         )
 
-    def throughput(self) -> None:
-        for metric, label in (
-            ("drain_from_start_jobs_per_s", "from worker start"),
-            ("drain_first_to_last_jobs_per_s", "first→last"),
-        ):
-            mine, top = self.med(metric), self.best(metric)
-            if mine is not None and top:
-                ratio = mine / top[1]
-                self.add(
-                    f"W2 drain ({label}) >= 2.0x fastest peer",
-                    round(ratio, 2),
-                    ">= 2.0",
-                    ratio >= 2.0,
-                    f"{top[0]} {top[1]:,.0f} jobs/s vs {mine:,.0f}",
-                )
-        mine, top = self.med("enqueue_jobs_per_s"), self.best("enqueue_jobs_per_s")
-        if mine is not None and top:
-            ratio = mine / top[1]
+    def ratio(self, metric: str, label: str, goal: float) -> None:
+        mine, top = self.best(metric, self.mine), self.best(metric, self.others)
+        if mine and top:
+            ratio = mine[1] / top[1]
             self.add(
-                "W1 enqueue >= 1.0x fastest peer",
+                label,
                 round(ratio, 2),
-                ">= 1.0",
-                ratio >= 1.0,
-                f"{top[0]} {top[1]:,.0f} jobs/s vs {mine:,.0f}",
-            )
-        floor_ratio = self.med("enqueue_vs_floor")
-        if floor_ratio is not None:
-            self.add(
-                "W1 enqueue >= 80% of the bare SET loop",
-                round(floor_ratio, 2),
-                ">= 0.80",
-                floor_ratio >= 0.8,
-                f"SET loop {self.med('floor_set_per_s') or 0:,.0f}/s in the same process",
-            )
-        mine, rq = self.med("bulk_jobs_per_s"), self.med("bulk_jobs_per_s", "rq")
-        if mine is not None and rq is not None:
-            ratio = mine / rq
-            self.add(
-                "W1b bulk >= 3x RQ enqueue_many",
-                round(ratio, 2),
-                ">= 3.0",
-                ratio >= 3.0,
-                f"rq {rq:,.0f} jobs/s vs {mine:,.0f}",
+                f">= {goal:.1f}",
+                ratio >= goal,
+                f"{mine[0]} {mine[1]:,.0f} vs {top[0]} {top[1]:,.0f}",
             )
 
-    def latency_and_commands(self) -> None:
-        mine, top = self.med("latency_p50_ms"), self.best("latency_p50_ms")
-        if mine is not None and top:
+    def throughput(self) -> None:
+        self.ratio("drain_first_to_last_jobs_per_s", "W2 drain (first→last) >= 2.0x the best peer", 2.0)
+        self.ratio("drain_from_start_jobs_per_s", "W2 drain (from worker start) >= 2.0x the best peer", 2.0)
+        self.ratio("enqueue_jobs_per_s", "W1 .delay() >= 1.0x the best peer", 1.0)
+
+    def latency_and_start(self) -> None:
+        mine, top = self.best("latency_p50_ms", self.mine), self.best("latency_p50_ms", self.others)
+        if mine and top:
             self.add(
-                "W3 p50 no worse than the best peer",
-                round(mine, 3),
-                f"<= {top[1]:.3f} ms ({top[0]})",
-                mine <= top[1],
-                f"{top[0]} p50 {top[1]:.3f} ms",
+                "W3 p50 <= the best peer's",
+                round(mine[1], 3),
+                f"<= {top[1]:.3f} ms",
+                mine[1] <= top[1],
+                f"{mine[0]} vs {top[0]}",
             )
-        p99 = self.med("latency_p99_ms")
-        if p99 is not None:
-            self.add("W3 p99 < 2 ms", round(p99, 3), "< 2.0 ms", p99 < 2.0, "absolute")
-        cmds = self.results.commands.get(self.subject, {})
-        if cmds.get("enqueue") and cmds.get("drain"):
-            total = cmds["enqueue"]["client_per_job"] + cmds["drain"]["client_per_job"]
+        p99 = self.best("latency_p99_ms", self.mine)
+        if p99:
+            self.add("W3 p99 < 2 ms", round(p99[1], 3), "< 2.0 ms", p99[1] < 2.0, p99[0])
+        start, huey = self.best("worker_start_s", self.mine), self.results.summary("huey", "worker_start_s")
+        if start and huey:
+            ratio = start[1] / huey.median
             self.add(
-                "<= 3 client commands per job, enqueue + drain",
-                round(total, 3),
-                "<= 3",
-                total <= 3.0,
-                f"enqueue {cmds['enqueue']['client_per_job']} + drain {cmds['drain']['client_per_job']}",
+                "worker start <= 2x Huey's",
+                round(ratio, 2),
+                "<= 2.0",
+                ratio <= 2.0,
+                f"{start[0]} {start[1]:.2f} s vs huey {huey.median:.2f} s",
             )
+
+    def commands(self) -> None:
+        for peer in self.mine:
+            cmds = self.results.commands.get(peer, {})
+            for phase, goal in (("enqueue", 5.0), ("drain", 8.0)):
+                if cmds.get(phase):
+                    d = cmds[phase]
+                    what = "enqueue" if phase == "enqueue" else "claim + success"
+                    self.add(
+                        f"{peer}: {what} <= {goal:g} commands per job, Lua's included",
+                        d["total_per_job"],
+                        f"<= {goal:g}",
+                        d["total_per_job"] <= goal,
+                        f"{d['client_per_job']} client + {d['lua_per_job']} inside Lua",
+                    )
+            if "idle_total_per_s" in cmds:
+                idle = cmds["idle_total_per_s"]
+                self.add(
+                    f"{peer}: idle <= 3 commands/s", idle, "<= 3", idle <= 3.0, f"{cmds['idle_client_per_s']} client"
+                )
 
 
 def _num(data: dict[str, Any] | None, key: str) -> str:
@@ -260,8 +249,14 @@ def _num(data: dict[str, Any] | None, key: str) -> str:
     return f"{data[key]:.2f}"
 
 
+def _sum(data: dict[str, Any] | None) -> str:
+    if not data:
+        return "—"
+    return f"{data['client_per_job']:.2f} + {data['lua_per_job']:.2f} = **{data['total_per_job']:.2f}**"
+
+
 def targets_table(targets: list[dict[str, Any]]) -> list[str]:
-    rows = ["| target (issue #6) | taskforge | goal | met? | compared with |", "|---|---|---|---|---|"]
+    rows = ["| target (issue #15) | taskforge | goal | met? | compared with |", "|---|---|---|---|---|"]
     for t in targets:
         verdict = {True: "yes", False: "**no**", None: "—"}[t["met"]]
         rows.append(f"| {t['target']} | {t['value']} | {t['goal']} | {verdict} | {t['against']} |")

@@ -101,18 +101,21 @@ class Segment:
 
     label: str
     client: Counter[str] = field(default_factory=Counter)  # sent by a client (a script call counts once)
-    lua: Counter[str] = field(default_factory=Counter)  # run inside scripts, for information
+    lua: Counter[str] = field(default_factory=Counter)  # run inside scripts (MONITOR shows them as client "lua")
 
     def as_dict(self, jobs: int) -> dict[str, object]:
         total_client = sum(self.client.values())
         total_lua = sum(self.lua.values())
+        total = total_client + total_lua
         return {
+            "total_commands": total,
+            "total_per_job": round(total / jobs, 3) if jobs else None,
             "client_commands": total_client,
             "client_per_job": round(total_client / jobs, 3) if jobs else None,
             "lua_commands": total_lua,
             "lua_per_job": round(total_lua / jobs, 3) if jobs else None,
             "client_by_command": dict(self.client.most_common()),
-            "lua_by_command": dict(self.lua.most_common(12)),
+            "lua_by_command": dict(self.lua.most_common()),
         }
 
 

@@ -105,6 +105,13 @@ def ensure_venv(venv: Path, requirements: list[str], base_python: str, log: Path
     return python
 
 
+def uninstall(python: Path, distribution: str, log: Path) -> None:
+    """Remove ``distribution`` from a venv if a dependency pulled it in (``--hiredis no``)."""
+    cmd = [str(python), "-m", "pip", "uninstall", "--disable-pip-version-check", "-y", distribution]
+    with log.open("a") as out:
+        subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=PIP_TIMEOUT)
+
+
 def versions(python: Path, distributions: list[str]) -> dict[str, str]:
     """Installed versions of ``distributions`` in a venv, plus its Python."""
     code = (

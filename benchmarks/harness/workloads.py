@@ -27,8 +27,9 @@ from typing import Any
 from .peers import Peer
 from .processes import Worker, run_bounded
 from .resp import MARK_PREFIX, CommandCounter, Redis
+from .scripttimes import SlowLog, per_script, script_shas
 
-DONE, FIRST, LAST = "bench:done", "bench:first", "bench:last"
+DONE, FIRST, LAST, STARTED = "bench:done", "bench:first", "bench:last", "bench:started"
 POLL = 0.01
 DRIVER_TIMEOUT = 300.0
 IDLE_SETTLE = 1.0
@@ -69,6 +70,7 @@ class Settings:
     stop_grace: float
     bench_dir: Path
     cache: Path
+    side_effect: str = "raw"  # how a task records its completion: see peers/_common.py
 
     @property
     def queue_url(self) -> str:
@@ -100,6 +102,7 @@ class Bench:
                 "BENCH_QUEUE_URL": self.s.queue_url,
                 "BENCH_COUNTER_URL": self.s.counter_url,
                 "BENCH_TARGET": str(target),
+                "BENCH_SIDE_EFFECT": self.s.side_effect,
             }
         )
         return env
@@ -163,14 +166,27 @@ class Bench:
                     f"(worker log: {worker.log_tail(3)})"
                 )
             time.sleep(POLL)
-        first_raw, last_raw = self.counter.call("MGET", FIRST, LAST)  # type: ignore[misc]
-        first = float(first_raw) if first_raw else started
-        last = float(last_raw) if last_raw else seen  # no LAST: a job ran twice and overshot the target
+        first, last = self.first_last(started, seen)
         return {
             "drain_from_start_jobs_per_s": n / (last - started),
             "drain_first_to_last_jobs_per_s": (n - 1) / (last - first) if last > first else float("nan"),
             "drain_startup_s": first - started,
         }
+
+    def first_last(self, started: float, seen: float) -> tuple[float, float]:
+        """The first and the last completion: min of ``bench:first*`` and max of ``bench:last*``.
+
+        The raw side effect writes one key per worker process (``bench:first:<pid>``);
+        the redis-py one writes ``bench:first`` and ``bench:last`` once each.
+        """
+        stamps: dict[str, list[float]] = {}
+        for prefix in (FIRST, LAST):
+            keys = self.counter.call("KEYS", prefix + "*")
+            values = self.counter.call("MGET", *keys) if keys else []  # type: ignore[misc]
+            stamps[prefix] = [float(v) for v in values or [] if v]  # type: ignore[union-attr]
+        first = min(stamps[FIRST], default=started)
+        last = max(stamps[LAST], default=seen)  # no LAST: a job ran twice and overshot the target
+        return first, last
 
     # -- one timed round ---------------------------------------------------
 
@@ -223,6 +239,49 @@ class Bench:
         log(f"  {peer.name} round {round_no} took {clock}")
         return metrics, errors
 
+    # -- worker start ----------------------------------------------------------
+
+    def worker_start(self, peer: Peer) -> float:
+        """Seconds from spawning the worker to the start of the one job queued before it.
+
+        What a user waits for after a deploy or a scale-up: interpreter start,
+        imports, connections, forking the processes, the first claim.
+        """
+        self.flush()
+        self.driver(peer, "stamp", 1)
+        worker = self.worker(peer, 1, "start")
+        started = worker.start()
+        deadline = started + self.s.drain_timeout
+        try:
+            while True:
+                reply = self.counter.call("BLPOP", STARTED, 1)
+                if reply:
+                    return float(reply[1]) - started  # type: ignore[index]
+                gone = worker.exited()
+                if gone:
+                    raise WorkloadError(f"worker start: {gone}: {worker.log_tail()}")
+                if time.time() > deadline:
+                    raise WorkloadError(f"worker start: no job started within {self.s.drain_timeout:g} s")
+        finally:
+            worker.stop(self.s.stop_grace)
+            self.flush()
+
+    # -- Redis time per script -----------------------------------------------
+
+    def script_times(self, peer: Peer, n: int) -> dict[str, dict[str, float]]:
+        """Redis µs per call of each taskforge script over an untimed enqueue + drain of N jobs."""
+        shas = script_shas(peer)
+        self.flush()
+        worker = self.worker(peer, n, "scripts")
+        try:
+            with SlowLog(self.queue) as slowlog:
+                self.driver(peer, "enqueue", n, "--no-floor")
+                self.drain(worker, n)
+        finally:
+            worker.stop(self.s.stop_grace)
+            self.flush()
+        return per_script(slowlog.entries, shas, n)
+
     # -- commands per job ----------------------------------------------------
 
     def mark(self, label: str) -> None:
@@ -272,6 +331,7 @@ class Bench:
             settle, seg = counter.segment("drain-end"), counter.segment("idle")
             out["post_drain_settle_by_command"] = dict(settle.client.most_common())
             out["idle_client_per_s"] = round(sum(seg.client.values()) / idle, 2)
+            out["idle_total_per_s"] = round((sum(seg.client.values()) + sum(seg.lua.values())) / idle, 2)
             out["idle_by_command"] = dict(seg.client.most_common())
         return out, errors
 

@@ -6,7 +6,9 @@ A peer module has two halves.
 (the harness never imports a peer: the library is only in the peer's venv):
 
     name           the module name, as in ``--only``
-    requirements   pip arguments for the peer's venv ("{repo}" = a snapshot of this repo)
+    venv           optional: share another peer's venv (one library, two worker shapes)
+    requirements   pip arguments for the peer's venv ("{repo}" = a snapshot of this repo);
+                   the harness adds hiredis (``--hiredis``) and a redis-py pin (``--peer-redis-py``)
     distributions  whose versions to report
     worker         the worker command line; "{bin}" is the venv's bin dir,
                    "{procs}" the process count (2), "{queue_url}" the queue database
