@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from ..job import FailureKind
 from . import replies
@@ -64,17 +64,44 @@ def _job_fields(q: QueueKeys, job: NewJob) -> str:
     return json.dumps(fields, separators=(",", ":"))
 
 
-def enqueue(q: QueueKeys, *, max_size: int, jobs: Sequence[NewJob]) -> ScriptCall[list[str] | replies.EnqueueRefused]:
-    args: list[Any] = [max_size]
+def _flag(on: bool) -> str:
+    return "1" if on else ""
+
+
+def enqueue(
+    q: QueueKeys, *, max_size: int, resend: bool, jobs: Sequence[NewJob]
+) -> ScriptCall[list[str] | replies.EnqueueRefused]:
+    """``resend``: the same jobs again after an error (their ids may be stored already)."""
+    args: list[Any] = [max_size, _flag(resend)]
     for job in jobs:
         args += [_job_fields(q, job), job.payload]
     return ScriptCall("enqueue", q, args, replies.decode_enqueue)
 
 
+class ClaimFlags(NamedTuple):
+    """What a claim must look at besides the main pending set (see ``claim_ready`` in _lib.lua)."""
+
+    promote: bool = True  # move due scheduled jobs first
+    limited: bool = True  # the queue has limited tasks: their pending sets too
+    retry: bool = False  # a re-send after an error: hand back this token's jobs if its reply was lost
+
+    def argv(self) -> list[str]:
+        return [_flag(self.promote), _flag(self.limited), _flag(self.retry)]
+
+
 def dequeue(
-    q: QueueKeys, *, token: str, lease_ms: int, promote_limit: int, count: int
+    q: QueueKeys,
+    *,
+    token: str,
+    lease_ms: int,
+    promote_limit: int,
+    count: int,
+    promote: bool = True,
+    limited: bool = True,
+    retry: bool = False,
 ) -> ScriptCall[replies.ClaimReply]:
-    return ScriptCall("dequeue", q, [token, lease_ms, promote_limit, count], replies.decode_claims)
+    flags = ClaimFlags(promote, limited, retry).argv()
+    return ScriptCall("dequeue", q, [token, lease_ms, promote_limit, count, *flags], replies.decode_claims)
 
 
 def succeed(
@@ -87,11 +114,14 @@ def succeed(
     next_token: str = "",
     lease_ms: int = 0,
     promote_limit: int = 0,
+    promote: bool = True,
+    limited: bool = True,
+    retry: bool = False,
 ) -> ScriptCall[replies.SucceedReply]:
     """Record a result; with ``next_token``, also claim the next job (``SucceedReply.next``)."""
     args: list[Any] = [job_id, token, result, retention_ms]
     if next_token:
-        args += [next_token, lease_ms, promote_limit]
+        args += [next_token, lease_ms, promote_limit, *ClaimFlags(promote, limited, retry).argv()]
     return ScriptCall("succeed", q, args, replies.decode_succeed)
 
 

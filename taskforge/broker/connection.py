@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 from urllib.parse import urlsplit
 
 import redis
@@ -24,6 +26,33 @@ from .compat import MINIMUM_TEXT, unknown_command, version_check
 from .scaled import CLUSTER, SCALED_SCHEMES, SENTINEL, cluster_client, sentinel_client
 
 DEFAULT_URL = "redis://localhost:6379/0"
+
+
+_resends = threading.local()
+
+
+def resends() -> int:
+    """How many commands redis-py has sent again on this thread after a connection error."""
+    return int(getattr(_resends, "count", 0))
+
+
+class CountingRetry(Retry):
+    """redis-py's retry, counting each failed try on the calling thread.
+
+    redis-py re-sends a command whose connection failed with the same
+    arguments, so a claim whose reply was lost is re-sent without the retry
+    flag that would hand its jobs back; the broker compares ``resends()``
+    around a claim and, when it moved, asks for the token's jobs itself.
+    """
+
+    def call_with_retry(self, do: Any, fail: Any, *args: Any, **kwargs: Any) -> Any:
+        def counted(*failure: Any) -> Any:
+            _resends.count = resends() + 1
+            return fail(*failure)
+
+        return super().call_with_retry(do, counted, *args, **kwargs)
+
+
 ENV_VAR = "TASKFORGE_BROKER_URL"
 SCHEMES = ("redis", "rediss", "unix", "memory", *SCALED_SCHEMES)
 
@@ -61,7 +90,7 @@ def connect(url: str) -> redis.Redis | redis.RedisCluster:
         "socket_connect_timeout": CONNECT_TIMEOUT,
         "socket_timeout": SOCKET_TIMEOUT,
         "health_check_interval": 30,
-        "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), 2),
+        "retry": CountingRetry(ExponentialBackoff(cap=0.5, base=0.05), 2),
     }
     if scheme not in SCALED_SCHEMES:
         options.update(quiet_handshake(redact(url)))

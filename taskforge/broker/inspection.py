@@ -6,9 +6,9 @@ dashboard. Each is one or two round trips; none loads every id of a queue.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import redis
 
@@ -25,10 +25,14 @@ PRIORITY_BAND = 2**50  # BAND in lua/_lib.lua: pending score = (3 - priority) * 
 
 
 class Inspection:
-    """Mixed into ``Broker``; needs its ``client`` and ``url``."""
+    """Mixed into ``Broker``; needs its ``client``, ``url`` and ``flush_outcomes``."""
 
     client: redis.Redis | redis.RedisCluster
     url: str
+
+    if TYPE_CHECKING:
+        # ClaimHints.flush_outcomes: write the runs this client counted but has not written yet.
+        flush_outcomes: Callable[[], None]
 
     def guard(self, *queues: str) -> AbstractContextManager[None]:
         """Redis errors as taskforge errors; damage to these queues' fixed keys as ``CorruptQueue``."""
@@ -165,8 +169,9 @@ class Inspection:
         one (succeeded, failed) pair a minute, the current minute last.
         Minutes are read on Redis's clock, the one the scripts count with.
         Two round trips whatever the queue sizes: TIME, then one HMGET per
-        queue and minute.
+        queue and minute. Runs this client counted are written first.
         """
+        self.flush_outcomes()
         with broker_errors(self.url):
             seconds, _ = self.client.time()
             last = int(seconds) // 60

@@ -20,8 +20,9 @@ from ..job import FailureKind
 from . import calls
 from .claims import ClaimVetting
 from .compat import block_timeout, wait_for_list
-from .connection import broker_errors
+from .connection import broker_errors, resends
 from .durability import FAILOVER_RETRY_S, Durability
+from .hints import PROMOTE_LIMIT, ClaimHints
 from .inspection import PRIORITY_BAND, Inspection
 from .keys import QueueKeys
 from .record import Claim, NewJob, new_token
@@ -51,7 +52,6 @@ __all__ = [
 
 log = logging.getLogger("taskforge.broker")
 
-PROMOTE_LIMIT = 200
 RECLAIM_LIMIT = 200
 PURGE_SLICE = 500
 
@@ -60,7 +60,7 @@ def priority_of_score(score: float) -> int:
     return 3 - int(score // PRIORITY_BAND)
 
 
-class Broker(ClaimVetting, Durability, Inspection):
+class Broker(ClaimHints, ClaimVetting, Durability, Inspection):
     """One app's view of Redis: its client, its scripts, its retention settings.
 
     Methods take the queue name, so one broker serves every queue of the app.
@@ -85,6 +85,7 @@ class Broker(ClaimVetting, Durability, Inspection):
         # fakeredis runs a pipelined BLPOP without blocking, so memory:// waits the plain way.
         self.pipelined_wait = isinstance(client, redis.Redis) and not url.startswith("memory:")
         self._waiters: dict[tuple[str, ...], WakeWaiter] = {}
+        self._init_hints()
 
     # -- producers -------------------------------------------------------
 
@@ -94,8 +95,13 @@ class Broker(ClaimVetting, Durability, Inspection):
         Returns, per job, its id, or the id of the unfinished job holding its
         unique lock, or '' for a periodic tick some other worker enqueued.
         """
-        call = calls.enqueue(QueueKeys(queue), max_size=max_size, jobs=jobs)
-        reply: list[str] | EnqueueRefused = self._through_failover(lambda: self._enqueue_once(call))
+        if any(job.limits for job in jobs):
+            self.knows_limits(queue)
+        q = QueueKeys(queue)
+        sends = [calls.enqueue(q, max_size=max_size, resend=resend, jobs=jobs) for resend in (False, True)]
+        tries = iter(sends)
+        # The first try may be plain; every later one (after an error) is a re-send.
+        reply: list[str] | EnqueueRefused = self._through_failover(lambda: self._enqueue_once(next(tries, sends[1])))
         if not isinstance(reply, EnqueueRefused):
             return reply
         raise QueueFull(
@@ -119,9 +125,15 @@ class Broker(ClaimVetting, Durability, Inspection):
         than left orphaned; use a fresh one after a call that answered.
         """
         token = token or new_token()
-        call = calls.dequeue(QueueKeys(queue), token=token, lease_ms=lease_ms, promote_limit=PROMOTE_LIMIT, count=count)
+        q = QueueKeys(queue)
         with self.guard(queue):
-            reply = self.scripts.run(call)
+            flags = self.claim_flags(queue, token)
+            sent = resends()
+            reply = self.scripts.run(self._dequeue_call(q, token, lease_ms, count, flags))
+            reply = self._recovered(q, token, lease_ms, count, flags, sent, reply)
+        self.answered(token)
+        if not reply.rows:
+            self.flush_outcomes()
         return self._vetted(queue, token, reply)
 
     def succeed(self, queue: str, job_id: str, token: str, result: bytes) -> bool:
@@ -133,6 +145,7 @@ class Broker(ClaimVetting, Durability, Inspection):
             (done, _), acked = self.scripts.write(call)
         if done:
             self._replicated_outcome(job_id, acked)
+            self.count_success(queue)
         return done
 
     def succeed_and_claim(
@@ -143,21 +156,28 @@ class Broker(ClaimVetting, Durability, Inspection):
         What a busy worker does between two jobs, halved. Same contract as
         ``succeed`` then ``dequeue(queue, lease_ms, token=next_token)``.
         """
-        call = calls.succeed(
-            QueueKeys(queue),
-            job_id=job_id,
-            token=token,
-            result=result,
-            retention_ms=self.retention_ms,
-            next_token=next_token,
-            lease_ms=lease_ms,
-            promote_limit=PROMOTE_LIMIT,
-        )
+        q = QueueKeys(queue)
         with self.guard(queue):
+            flags = self.claim_flags(queue, next_token)
+            call = calls.succeed(
+                q,
+                job_id=job_id,
+                token=token,
+                result=result,
+                retention_ms=self.retention_ms,
+                next_token=next_token,
+                lease_ms=lease_ms,
+                promote_limit=PROMOTE_LIMIT,
+                **flags._asdict(),
+            )
+            sent = resends()
             (done, claimed), acked = self.scripts.write(call)
+            assert claimed is not None  # asked for with a next token
+            claimed = self._recovered(q, next_token, lease_ms, 1, flags, sent, claimed)
+        self.answered(next_token)
         if done:
             self._replicated_outcome(job_id, acked)
-        assert claimed is not None  # asked for with a next token
+            self.count_success(queue)
         return done, self._vetted(queue, next_token, claimed)
 
     def fail(
@@ -263,6 +283,7 @@ class Broker(ClaimVetting, Durability, Inspection):
         In a cluster, queues in different slots are waited on side by side
         (see ``WakeWaiter``): one BLPOP cannot span slots.
         """
+        self.flush_outcomes()
         wake = self.wake_keys(queues)
         groups = by_slot(self.client, wake)
         with self.guard(*queues):
@@ -282,8 +303,11 @@ class Broker(ClaimVetting, Durability, Inspection):
         with no second call. Same ``token`` contract as ``dequeue``.
         """
         q = QueueKeys(queue)
-        call = calls.dequeue(q, token=token, lease_ms=lease_ms, promote_limit=PROMOTE_LIMIT, count=1)
+        self.flush_outcomes()
         with self.guard(queue):
+            flags = self.claim_flags(queue, token)
+            call = self._dequeue_call(q, token, lease_ms, 1, flags)
+            sent = resends()
             pipe = self.client.pipeline(transaction=False)
             pipe.blpop([q.wake], timeout=block_timeout(timeout))
             pipe.execute_command(*self.scripts.command(call))
@@ -294,6 +318,8 @@ class Broker(ClaimVetting, Durability, Inspection):
                     with denials(call.name):
                         raise answer
             reply = self.scripts.run(call) if lost_script else call.decode(raw)
+            reply = self._recovered(q, token, lease_ms, 1, flags, sent, reply)
+        self.answered(token)
         return self._vetted(queue, token, reply)
 
     # -- anyone ----------------------------------------------------------
@@ -336,6 +362,8 @@ class Broker(ClaimVetting, Durability, Inspection):
     def register_limits(self, queue: str, limits: dict[str, str]) -> None:
         """A worker publishes its tasks' limits ('' = none), so jobs sent by name obey them too."""
         key = QueueKeys(queue).limits
+        if any(limits.values()):
+            self.knows_limits(queue)
         with self.guard(queue):
             pipe = self.client.pipeline(transaction=False)
             for task, spec in limits.items():

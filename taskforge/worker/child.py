@@ -361,5 +361,6 @@ def child_main(config: ChildConfig, pipe: Connection) -> None:
     child = Child(config, pipe)
     signal.signal(signal.SIGTERM, child.request_stop)
     code = child.run()
+    child.broker.flush_outcomes()  # successes are counted by the broker and written in batches
     pipe.close()
     sys.exit(code)

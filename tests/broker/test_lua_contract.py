@@ -64,6 +64,8 @@ def sample(param: inspect.Parameter, index: int) -> Any:
         return [("id-1", "token-1")]
     if param.name == "job_ids":
         return ["a", "b"]
+    if kind == "bool":
+        return True
     if kind == "FailureKind":
         return FailureKind.TIMEOUT
     if kind.startswith("bytes"):
@@ -97,7 +99,9 @@ def test_the_python_call_sends_each_argument_where_the_header_says(name: str) ->
     for position, arg in enumerate(argv[1:]):
         value = values[arg]
         sent = call.args[position] if position < len(call.args) else None
-        assert sent in (value, repr(value)), f"{name}: ARGV[{position + 2}] should carry {arg}, got {sent!r}"
+        assert sent in (value, repr(value)) or (value is True and sent == "1"), (
+            f"{name}: ARGV[{position + 2}] should carry {arg}, got {sent!r}"
+        )
     if tail:
         assert len(call.args) > len(argv) - 1, f"{name}: the {tail} tail was not sent"
     else:

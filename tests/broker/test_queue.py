@@ -334,33 +334,6 @@ def test_app_job_finds_the_queue(app: TaskForge) -> None:
     assert app.job(handle.id).queue == "mail"
 
 
-def test_enqueue_retried_after_a_lost_reply_changes_nothing(app: TaskForge) -> None:
-    from taskforge.broker.queue import NewJob
-
-    job = NewJob(id="fixed-id", task="t", payload=b"\x92\x90\x80", priority=1, max_attempts=3)
-    app.broker.enqueue("default", [job])
-    claim = claim_one(app)
-    app.broker.succeed("default", claim.id, claim.token, b"\xc0")
-    app.broker.enqueue("default", [job])  # the client re-sends after a dropped connection
-    assert app.job("fixed-id").status() is JobState.SUCCEEDED
-    assert app.broker.counts("default")["pending"] == 0
-
-
-def test_dequeue_retried_with_the_same_token_hands_back_the_same_job(app: TaskForge) -> None:
-    @app.task
-    def job(n):
-        pass
-
-    first, second = job.delay(1), job.delay(2)
-    claims, _ = app.broker.dequeue("default", LEASE, token="t1")
-    again, _ = app.broker.dequeue("default", LEASE, token="t1")  # the first reply was lost
-    assert [c.id for c in claims] == [c.id for c in again] == [first.id]
-    assert again[0].attempts == 1
-    app.broker.succeed("default", first.id, "t1", b"\xc0")
-    assert claim_one(app).id == second.id
-    assert not app.broker.client.exists("taskforge:{default}:claim:t1")
-
-
 def test_retry_dead_clears_the_done_list(app: TaskForge) -> None:
     @app.task(max_attempts=1)
     def job():

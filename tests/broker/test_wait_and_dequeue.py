@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
+
+import pytest
+import redis
 
 from taskforge import JobState, TaskForge
 from taskforge.broker.queue import new_token
+from taskforge.errors import BrokerUnavailable
 
 LEASE = 30_000
 
@@ -44,7 +49,7 @@ def test_a_wait_that_times_out_claims_nothing_and_says_when_to_look_again(redis_
     assert claims == [] and 50 < wait <= 60
 
 
-def test_a_token_whose_reply_was_lost_gets_its_job_back(redis_url: str) -> None:
+def test_a_token_whose_reply_was_lost_gets_its_job_back(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     app = TaskForge("tests", broker=redis_url)
 
     @app.task
@@ -53,9 +58,26 @@ def test_a_token_whose_reply_was_lost_gets_its_job_back(redis_url: str) -> None:
 
     handle = job.delay()
     token = new_token()
-    first, _ = app.broker.wait_and_dequeue("default", 0.05, LEASE, token)
-    again, _ = app.broker.wait_and_dequeue("default", 0.05, LEASE, token)  # as if the first reply never came
-    assert [c.id for c in first] == [c.id for c in again] == [handle.id]
+    pipeline = app.broker.client.pipeline
+
+    def reply_dropped(*args: Any, **kwargs: Any) -> Any:  # Redis runs the calls; their replies never arrive
+        pipe = pipeline(*args, **kwargs)
+        execute = pipe.execute
+
+        def execute_then_drop(*a: Any, **k: Any) -> Any:
+            execute(*a, **k)
+            raise redis.ConnectionError("the connection dropped before the replies arrived")
+
+        pipe.execute = execute_then_drop
+        return pipe
+
+    monkeypatch.setattr(app.broker.client, "pipeline", reply_dropped)
+    with pytest.raises(BrokerUnavailable):
+        app.broker.wait_and_dequeue("default", 0.05, LEASE, token)
+    monkeypatch.undo()
+    assert handle.status() is JobState.RUNNING
+    again, _ = app.broker.wait_and_dequeue("default", 0.05, LEASE, token)  # the re-send
+    assert [c.id for c in again] == [handle.id]
     assert again[0].attempts == 1
 
 

@@ -22,7 +22,7 @@ local unpack = unpack or table.unpack  -- Lua 5.1 in Redis; newer Lua in some em
 -- keeps every score an exact double (< 2^53).
 local BAND = 1125899906842624
 -- A bounded number of wake tokens: enough for every idle worker to be woken,
--- few enough that a burst of enqueues leaves at most this many spurious wakeups.
+-- few enough that a burst of enqueues leaves at most twice this many spurious wakeups.
 local WAKE_CAP = 64
 
 local function now_ms()
@@ -76,14 +76,16 @@ end
 
 -- Wake tokens are only a hint (idle workers also wake on a timeout), so a
 -- damaged wake list never fails a transition half-way; workers report it.
+-- LPUSH answers the length, so the list is trimmed only once it passes twice
+-- the cap: one command per enqueue, not a length check first.
 local function wake(count)
-  local have = redis.pcall('LLEN', WAKE)
-  if type(have) ~= 'number' then
-    return
+  local tokens = {}
+  for i = 1, math.min(count, WAKE_CAP) do
+    tokens[i] = '1'
   end
-  local add = math.min(count, WAKE_CAP - have)
-  for _ = 1, add do
-    redis.call('LPUSH', WAKE, '1')
+  local have = redis.pcall('LPUSH', WAKE, unpack(tokens))
+  if type(have) == 'number' and have > 2 * WAKE_CAP then
+    redis.pcall('LTRIM', WAKE, 0, WAKE_CAP - 1)
   end
 end
 
@@ -263,14 +265,6 @@ local function count_outcome(field, now)
   end
 end
 
--- The claim list of a token only matters until its dequeue reply arrives;
--- drop it as soon as the claim ends so claims do not pile up under load.
-local function release_claim(token)
-  if token and token ~= '' then
-    redis.call('DEL', PREFIX .. 'claim:' .. token)
-  end
-end
-
 local function is_job(jk)
   return redis.call('TYPE', jk)['ok'] == 'hash'
 end
@@ -350,7 +344,7 @@ end
 -- The fields a claim hands to the worker, read in one HMGET; claim_row
 -- turns them into the 9 values of the reply layout dequeue.lua documents.
 local CLAIM_FIELDS = {'state', 'attempts', 'task', 'payload', 'max_attempts', 'timeout', 'priority', 'inherit',
-  'token'}
+  'token', 'seq'}
 
 local function claim_row(out, id, f, attempts)
   local damage = ''
@@ -413,40 +407,57 @@ local function take(id, jk, attempts, token, now, lease, group, key, score)
   end
 end
 
--- The previous call with this token ran but its reply was lost: its jobs, or {}.
-local function reclaimed_rows(claim_key, token)
-  local out = {0, -1}
-  for _, id in ipairs(redis.call('LRANGE', claim_key, 0, -1)) do
-    local jk = job_key(id)
-    local f = read_claim_fields(jk)
+-- How many of the latest claims a retried dequeue looks through for its token.
+local RECOVER_SCAN = 500
+
+-- The previous call with this token ran but its reply was lost: its jobs, or
+-- {}.  Asked only when the client re-sends a dequeue after an error (the
+-- retry flag), so the plain claim keeps no list of what it claimed: the jobs
+-- of a lost reply are running under this token, among the running members
+-- with the latest lease deadlines (claimed since, or renewed).  Bounded: a
+-- job beyond the scan is reclaimed when its lease expires, never lost.
+local function reclaimed_rows(token)
+  local found = {}
+  for _, id in ipairs(redis.call('ZREVRANGE', RUNNING, 0, RECOVER_SCAN - 1)) do
+    local f = read_claim_fields(job_key(id))
     if f and f[1] == 'running' and f[9] == token then
-      claim_row(out, id, f, next_attempt(f[2]) and f[2])
+      found[#found + 1] = {pending_score(f[7], tonumber(f[10]) or 0), id, f}
     end
+  end
+  -- In the order the lost call claimed them: best place in line first.
+  table.sort(found, function(a, b)
+    return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2])
+  end)
+  local out = {0, -1}
+  for _, row in ipairs(found) do
+    claim_row(out, row[2], row[3], next_attempt(row[3][2]) and row[3][2])
   end
   return out
 end
 
--- Promote due jobs, then claim up to `count` ready jobs for `token`.
+-- Claim up to `count` ready jobs for `token`, promoting due ones first.
 -- Returns {dropped, wait_ms, then 9 values per claimed job:
 --   id, task, payload, attempts, max_attempts, timeout, priority, inherit, damage}
 -- (the layout dequeue.lua documents). Shared by dequeue and by succeed,
 -- which can claim the next job in the same call.  This is the hottest code in
--- the project: each redis.call here costs a few microseconds per job, so
--- every job field is read once and written once.
-local function claim_ready(token, lease, limit, count, now)
+-- the project: each redis.call here costs a few microseconds per job, so the
+-- plain claim pays only for what the client says it needs (`opts`):
+--   retry    the previous call with this token may have claimed jobs whose reply was lost
+--   promote  move due scheduled jobs first (the client asks at a bounded interval)
+--   limited  the queue has limited tasks: look at their pending sets too
+-- A lean call that finds nothing ready looks again with promote and limited
+-- before it answers "idle", so no job ever waits on a stale client flag for
+-- longer than the client's refresh interval while other jobs are ready.
+local function claim_ready(token, lease, limit, count, now, opts)
   now = now or now_ms()
-  -- The caller picks the token and reuses it until a dequeue answers. If this
-  -- token already holds claims, the previous call ran but its reply was lost
-  -- (a timeout, a dropped connection): hand the same jobs back instead of
-  -- claiming new ones, so no claimed job is orphaned until its lease expires.
-  local claim_key = PREFIX .. 'claim:' .. token
-  local previous = reclaimed_rows(claim_key, token)
-  if #previous > 2 then
-    return previous
+  if opts.retry then
+    local previous = reclaimed_rows(token)
+    if #previous > 2 then
+      return previous
+    end
   end
-
-  local groups = redis.call('HKEYS', LIMITS)
-  local dropped = promote_due(now, limit)
+  local groups = opts.limited and redis.call('HKEYS', LIMITS) or {}
+  local dropped = opts.promote and promote_due(now, limit) or 0
   local out = {0, -1}
   local ids = {}
   local blocked_wait = -1
@@ -479,11 +490,13 @@ local function claim_ready(token, lease, limit, count, now)
       dropped = dropped + 1
     end
   end
+  if #ids == 0 and not (opts.promote and opts.limited) then
+    out = claim_ready(token, lease, limit, count, now, {promote = true, limited = true})
+    out[1] = out[1] + dropped
+    return out
+  end
   out[1] = dropped
-  if #ids > 0 then
-    redis.call('RPUSH', claim_key, unpack(ids))
-    redis.call('PEXPIRE', claim_key, lease)
-  else
+  if #ids == 0 then
     local nxt = redis.call('ZRANGE', SCHEDULED, 0, 0, 'WITHSCORES')
     if #nxt > 0 then
       out[2] = math.max(0, tonumber(nxt[2]) - now)
@@ -493,4 +506,9 @@ local function claim_ready(token, lease, limit, count, now)
     end
   end
   return out
+end
+
+-- The claim options of a dequeue or chained claim from its ARGV flags ('1' = on).
+local function claim_opts(promote, limited, retry)
+  return {promote = promote == '1', limited = limited == '1', retry = retry == '1'}
 end

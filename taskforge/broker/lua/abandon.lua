@@ -11,7 +11,6 @@ if not claim_guard(jk, token) then
   return 0
 end
 leave_running(id, jk)
-release_claim(token)
 redis.call('HSET', jk, 'failure', 'aborted', 'error', 'Aborted: stopped while running by JobHandle.abort()')
 finish(id, jk, 'cancelled', now_ms(), tonumber(ARGV[4]))
 return 1

@@ -5,6 +5,9 @@
 -- ARGV[3] lease_ms
 -- ARGV[4] promote_limit   at most this many due jobs promoted per call
 -- ARGV[5] count
+-- ARGV[6] promote         '1': promote due scheduled jobs first (else only when nothing is ready)
+-- ARGV[7] limited         '1': the queue has limited tasks, look at their pending sets too
+-- ARGV[8] retry           '1': a re-send after an error; hand back this token's jobs if its reply was lost
 -- Returns {dropped, wait_ms, then per claimed job 9 values:
 --   id, task, payload, attempts, max_attempts, timeout, priority, inherit,
 --   damage ('', or 'state <value>' / 'attempts <value>': that field of the
@@ -14,4 +17,5 @@
 -- Promotion is bounded per call so a million due jobs never stall Redis; the
 -- claim is recorded in `running` in the same step as the pop, so a worker
 -- dying between the two cannot lose the job.
-return claim_ready(ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+return claim_ready(ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), nil,
+  claim_opts(ARGV[6], ARGV[7], ARGV[8]))

@@ -2,13 +2,15 @@
 -- KEYS[1] pending         the queue's pending set (routes the call to the queue's slot)
 -- ARGV[1] prefix          the queue's key prefix
 -- ARGV[2] max_size        (0 = unbounded)
--- ARGV[3..] jobs          pairs: a JSON array of the job's plain fields, and its msgpack
+-- ARGV[3] resend          '1': a re-send after an error (or ids the caller chose): an id
+--                         already stored is left alone
+-- ARGV[4..] jobs          pairs: a JSON array of the job's plain fields, and its msgpack
 --                         payload (kept apart: Lua cannot read msgpack, and JSON cannot carry bytes)
 -- The JSON array: [id, task, priority, max_attempts, timeout_ms,
 --   due_ms     ('' = none; an absolute time chosen by the producer)
 --   delay_ms   (relative, resolved against the server clock here)
 --   inherit    ('1': sent by name; the worker's task definition supplies
---               max_attempts and timeout)
+--               max_attempts and timeout, and limits a worker registered apply)
 --   limits     ('' or "rate:period_ms:concurrency": the job waits in its
 --               task's own pending set, see _lib.lua)
 --   unique     ('' or the lock key: while a job holding it is unfinished,
@@ -20,17 +22,30 @@
 -- or {'FULL', size}.
 -- The max_size check and the inserts run in one script, so concurrent
 -- producers can never overshoot the bound between a check and a write.
+--
+-- Damage (a fixed key of the wrong type, a junk or exhausted seq) must stop
+-- the call before anything is stored: Redis does not undo the writes a
+-- script made before a command failed.  The plain call (one job, no lock, no
+-- tick, not a re-send) gets that from its write order: the seq and the
+-- queue's set come first, and a failure there leaves only a spent sequence
+-- number; the client names the damage (broker/damage.py).  Other calls
+-- read every fixed key they may write first.
 local max_size = tonumber(ARGV[2])
-local n = (#ARGV - 2) / 2
--- Every fixed key this call may write is read first, so a damaged queue
--- fails here, before anything is stored (see need_zsets in _lib.lua).
-local limited = {}
-for _, group in ipairs(redis.call('HKEYS', LIMITS)) do
-  limited[group] = true
+local resend = ARGV[3] == '1'
+local n = (#ARGV - 3) / 2
+local jobs = {}
+local plain = n == 1 and not resend
+for i = 1, n do
+  local f = cjson.decode(ARGV[2 + 2 * i])
+  jobs[i] = f
+  plain = plain and f[10] == '' and f[12] == ''
 end
-redis.call('ZCARD', PENDING)
-redis.call('ZCARD', SCHEDULED)
-need_seq()
+if not plain then
+  redis.call('ZCARD', PENDING)
+  redis.call('ZCARD', SCHEDULED)
+  need_seq()
+  need_limits()
+end
 if max_size > 0 then
   local size = unfinished_count()
   if size + n > max_size then
@@ -46,18 +61,29 @@ local function unfinished(id)
   return state and state ~= 'succeeded' and state ~= 'dead' and state ~= 'cancelled'
 end
 
--- Inline rather than through make_pending: this is the hottest script, and
--- every redis.call saved here is saved once per job enqueued.
+-- Does this job wait in its task's own pending set?  Its own limits say so
+-- (and are published for the claim); a job sent by name asks the limits a
+-- worker registered for its task.  A plain job's producer knows its task
+-- has none: no lookup.
+local function limited(f)
+  if f[9] ~= '' then
+    redis.call('HSET', LIMITS, f[2], f[9])
+    return true
+  end
+  return f[8] == '1' and redis.call('HEXISTS', LIMITS, f[2]) == 1
+end
 
+-- Inline rather than through make_pending: this is the hottest script, and
+-- every redis.call saved here is saved once per job enqueued.  The set is
+-- written before the job's hash: the first write that can fail comes first.
 local function store(f, payload, id, jk)
-  local task = f[2]
   local due = 0
   if f[6] ~= '' then
     due = tonumber(f[6])
   elseif tonumber(f[7]) > 0 then
     due = now + tonumber(f[7])
   end
-  local fields = {'id', id, 'task', task, 'payload', payload, 'priority', f[3], 'max_attempts', f[4],
+  local fields = {'id', id, 'task', f[2], 'payload', payload, 'priority', f[3], 'max_attempts', f[4],
     'timeout', f[5], 'attempts', 0, 'created_at', now, 'token', ''}
   local function add(name, value)
     fields[#fields + 1] = name
@@ -66,44 +92,44 @@ local function store(f, payload, id, jk)
   if f[8] == '1' then
     add('inherit', '1')
   end
-  if f[9] ~= '' then
-    redis.call('HSET', LIMITS, task, f[9])
-    limited[task] = true
+  local grouped = limited(f)
+  if grouped then
+    add('group', f[2])
   end
-  -- Limits registered by a worker apply to jobs sent by name too.
-  if limited[task] then
-    add('group', task)
+  if due > now then
+    redis.call('ZADD', SCHEDULED, due, id)
+    add('state', 'scheduled')
+    add('scheduled_at', due)
+  else
+    local seq = next_seq(1)
+    if seq >= BAND - 1000000 then
+      error('taskforge: ' .. SEQ .. ' is exhausted')
+    end
+    redis.call('ZADD', grouped and group_pending(f[2]) or PENDING, pending_score(f[3], seq), id)
+    add('state', 'pending')
+    add('seq', seq)
   end
   if f[10] ~= '' then
     redis.call('SET', f[10], id, 'PX', tonumber(f[11]))
     add('unique', f[10])
   end
-  if due > now then
-    add('state', 'scheduled')
-    add('scheduled_at', due)
-    redis.call('HSET', jk, unpack(fields))
-    redis.call('ZADD', SCHEDULED, due, id)
-  else
-    local seq = next_seq(1)
-    add('state', 'pending')
-    add('seq', seq)
-    redis.call('HSET', jk, unpack(fields))
-    redis.call('ZADD', limited[task] and group_pending(task) or PENDING, pending_score(f[3], seq), id)
-  end
+  redis.call('HSET', jk, unpack(fields))
   woken = woken + 1
 end
 
-for i = 0, n - 1 do
-  local f = cjson.decode(ARGV[3 + 2 * i])
-  local payload = ARGV[4 + 2 * i]
+for i = 1, n do
+  local f = jobs[i]
+  local payload = ARGV[3 + 2 * i]
   local id = f[1]
   local jk = job_key(id)
   local lock, tick = f[10], f[12]
   local holder = lock ~= '' and redis.call('GET', lock)
-  if redis.call('EXISTS', jk) == 1 then
+  if not plain and redis.call('EXISTS', jk) == 1 then
     -- A client that lost the reply re-sends this script with the same ids:
     -- jobs already stored are left alone, so a retry never resets a job that
-    -- has since run, or revives one that finished.
+    -- has since run, or revives one that finished.  (Fresh ids are random,
+    -- so only a re-send can meet one already stored: the plain call, never
+    -- a re-send, skips the look.)
     out[#out + 1] = id
   elseif holder and holder ~= id and unfinished(holder) then
     out[#out + 1] = holder

@@ -23,7 +23,6 @@ if delay >= 0 and attempts < max_attempts then
   local due = now + delay
   need_zsets(SCHEDULED)
   leave_running(id, jk, f[5])
-  release_claim(token)
   redis.call('HSET', jk, 'state', 'retrying', 'token', '', 'failure', ARGV[8], 'error', ARGV[4],
     'traceback', ARGV[5], 'scheduled_at', due)
   redis.call('ZADD', SCHEDULED, due, id)
@@ -32,6 +31,5 @@ if delay >= 0 and attempts < max_attempts then
   return 1
 end
 bury(id, jk, now, ARGV[8], ARGV[4], ARGV[5], tonumber(ARGV[7]))
-release_claim(token)
 count_outcome('failed', now)
 return 2

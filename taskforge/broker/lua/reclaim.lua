@@ -27,7 +27,6 @@ for _, id in ipairs(expired) do
   else
     leave_running(id, jk)
     local f = redis.call('HMGET', jk, 'token', 'attempts', 'max_attempts', 'abort')
-    release_claim(f[1])
     local raw = f[2]
     local attempts = tonumber(raw or 0)
     local max_attempts = tonumber(f[3]) or 1

@@ -8,10 +8,15 @@
 -- ARGV[6] next_token      (optional, with the next two: the token of a claim of the next job)
 -- ARGV[7] lease_ms
 -- ARGV[8] promote_limit
+-- ARGV[9] promote         (the claim's flags, as dequeue.lua documents them)
+-- ARGV[10] limited
+-- ARGV[11] retry
 -- Returns 1, or 0 when the claim is no longer ours (the lease expired and the
 -- job was reclaimed): fencing, so a late worker never overwrites the outcome
 -- of the attempt that replaced it. With a next token: {1 or 0, then what
 -- dequeue returns}, so a busy worker pays one round trip per job, not two.
+-- Successes are counted per minute by the client (broker/stats.py), not
+-- here: a command fewer per job.
 -- The claim runs whatever the fencing said: a retry of this call after a lost
 -- reply is fenced (the job already succeeded) yet must get its claim back.
 -- A damaged queue (see need_zsets) fails the claim, not the success already
@@ -24,15 +29,14 @@ local now = now_ms()
 local ours, f = claim_guard(jk, token, 'group', 'unique', 'waiting')
 if ours then
   leave_running(id, jk, f[3])
-  release_claim(token)
   finish(id, jk, 'succeeded', now, tonumber(ARGV[5]), {'result', ARGV[4]}, {f[4], f[5]})
-  count_outcome('succeeded', now)
   ok = 1
 end
 if not ARGV[6] or ARGV[6] == '' then
   return ok
 end
-local claimed, out = pcall(claim_ready, ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), 1, now)
+local claimed, out = pcall(claim_ready, ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), 1, now,
+  claim_opts(ARGV[9], ARGV[10], ARGV[11]))
 if not claimed then
   if ok == 0 then
     error(out)

@@ -1,0 +1,122 @@
+"""The plain claim pays only for what it uses; the rare paths still work when they happen.
+
+A lost reply (the script ran, the client never read its answer) is simulated
+by dropping the reply of a real script run (``lost_reply.lose_reply``); the
+client's next call with the same token carries the retry flag and must get
+the very same jobs back, on memory:// and on a real Redis.
+"""
+
+from __future__ import annotations
+
+from taskforge import JobState, Priority, TaskForge
+from taskforge.broker import calls, connection
+from taskforge.broker.keys import QueueKeys
+
+from .lost_reply import lose_reply
+
+LEASE = 30_000
+Q = QueueKeys("default")
+
+
+def test_a_lost_dequeue_reply_hands_back_the_same_jobs(app: TaskForge) -> None:
+    @app.task
+    def job(n):
+        return n
+
+    handles = [job.delay(n) for n in range(4)]
+    lost = lose_reply(app.broker, lambda: app.broker.dequeue("default", LEASE, 2, token="t1"))
+    assert [row.id.decode() for row in lost.rows] == [h.id for h in handles[:2]]
+    again, _ = app.broker.dequeue("default", LEASE, 2, token="t1")  # the re-send, with the retry flag
+    assert [(c.id, c.attempts) for c in again] == [(h.id, 1) for h in handles[:2]]
+    assert app.broker.counts("default")["pending"] == 2  # nothing more was claimed
+    for claim in again:
+        assert app.broker.succeed("default", claim.id, "t1", b"\xc0")
+    nxt, _ = app.broker.dequeue("default", LEASE, 2, token="t1")  # answered: a fresh claim now
+    assert [c.id for c in nxt] == [h.id for h in handles[2:]]
+
+
+def test_the_same_jobs_come_back_in_their_order_in_line(app: TaskForge) -> None:
+    @app.task(priority=Priority.LOW)
+    def later(n):
+        return n
+
+    @app.task(priority=Priority.HIGH)
+    def urgent(n):
+        return n
+
+    line = [later.delay(0), urgent.delay(1), later.delay(2), urgent.delay(3)]
+    lost = lose_reply(app.broker, lambda: app.broker.dequeue("default", LEASE, 3, token="t2"))
+    again, _ = app.broker.dequeue("default", LEASE, 3, token="t2")
+    assert [c.id for c in again] == [row.id.decode() for row in lost.rows]
+    assert [c.id for c in again] == [line[1].id, line[3].id, line[0].id]
+
+
+def test_a_lost_reply_of_a_chained_claim_hands_back_the_next_job(app: TaskForge) -> None:
+    @app.task
+    def job(n):
+        return n
+
+    first, second = job.delay(1), job.delay(2)
+    [claim], _ = app.broker.dequeue("default", LEASE)
+
+    def chained() -> object:
+        return app.broker.succeed_and_claim("default", claim.id, claim.token, b"\xc0", LEASE, "next")
+
+    lose_reply(app.broker, chained)
+    assert first.status() is JobState.SUCCEEDED
+    _, (claims, _) = app.broker.succeed_and_claim("default", claim.id, claim.token, b"\xc0", LEASE, "next")
+    assert [c.id for c in claims] == [second.id]
+    assert app.broker.counts("default")["running"] == 1
+
+
+def test_a_claim_re_sent_by_the_client_library_hands_back_both_sends(app: TaskForge) -> None:
+    """redis-py re-sends a command after a connection error, without the retry flag."""
+
+    @app.task
+    def job(n):
+        return n
+
+    handles = [job.delay(n) for n in range(3)]
+    real = app.broker.scripts.run
+    sends: list[object] = []
+
+    def sent_twice(call):  # the first reply lost on the way, the command sent again
+        if not sends:
+            sends.append(real(call))
+            connection._resends.count = connection.resends() + 1
+        return real(call)
+
+    app.broker.scripts.run = sent_twice  # type: ignore[method-assign]
+    try:
+        claims, _ = app.broker.dequeue("default", LEASE, token="t3")
+    finally:
+        del app.broker.scripts.run
+    assert [c.id for c in claims] == [h.id for h in handles[:2]]  # none left orphaned until its lease ends
+
+
+def test_an_enqueue_re_sent_after_a_lost_reply_changes_nothing(app: TaskForge) -> None:
+    from taskforge.broker.queue import NewJob
+
+    job = NewJob(id="fixed-id", task="t", payload=b"\x92\x90\x80", priority=1, max_attempts=3)
+    app.broker.enqueue("default", [job])
+    [claim], _ = app.broker.dequeue("default", LEASE)
+    app.broker.succeed("default", claim.id, claim.token, b"\xc0")
+    app.broker.scripts.run(calls.enqueue(Q, max_size=0, resend=True, jobs=[job]))  # the re-send
+    assert app.job("fixed-id").status() is JobState.SUCCEEDED
+    assert app.broker.counts("default")["pending"] == 0
+
+
+def test_a_claim_that_skipped_promotion_and_limits_still_finds_them_before_idling(app: TaskForge) -> None:
+    """A client whose flags are stale (no limits known, promotion not due) never idles past ready work."""
+    producer = TaskForge("producer", broker=app.broker.url) if app.broker.url != "memory://" else app
+
+    @producer.task(name="limited", concurrency=1)
+    def limited() -> None: ...
+
+    app.broker.promote_every_s = 3600
+    app.broker.dequeue("default", LEASE)  # promotes once, and learns "no limits"
+    held = limited.delay()
+    if producer is app:  # one client: make it forget what its own enqueue taught it
+        app.broker._limited["default"] = (False, float("inf"))
+    claims, _ = app.broker.dequeue("default", LEASE)
+    assert [c.id for c in claims] == [held.id]
