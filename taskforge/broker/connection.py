@@ -36,6 +36,22 @@ def resends() -> int:
     return int(getattr(_resends, "count", 0))
 
 
+@contextmanager
+def sent_once() -> Iterator[None]:
+    """Commands on this thread are sent at most once: a connection error is raised, not retried.
+
+    For a write that is not idempotent as sent (a plain enqueue skips the
+    "is this id stored already?" check): the caller retries it itself, marked
+    as a re-send, instead of redis-py sending the same arguments again.
+    """
+    before = getattr(_resends, "once", False)
+    _resends.once = True
+    try:
+        yield
+    finally:
+        _resends.once = before
+
+
 class CountingRetry(Retry):
     """redis-py's retry, counting each failed try on the calling thread.
 
@@ -46,6 +62,14 @@ class CountingRetry(Retry):
     """
 
     def call_with_retry(self, do: Any, fail: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(_resends, "once", False):
+            # Inside sent_once(): a failed command is not re-sent behind the caller's back.
+            try:
+                return do()
+            except self._supported_errors as error:
+                fail(error, 1) if kwargs.get("with_failure_count") else fail(error)
+                raise
+
         def counted(*failure: Any) -> Any:
             _resends.count = resends() + 1
             return fail(*failure)

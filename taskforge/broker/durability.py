@@ -55,23 +55,27 @@ class Durability:
             )
         return reply
 
-    def _through_failover(self, call: Callable[[], Any]) -> Any:
-        """``call()``, retried for up to ``failover_retry_s`` while the broker is unavailable.
+    def _through_failover(self, call: Callable[[], Any], tries: int = 1) -> Any:
+        """``call()``, retried for up to ``failover_retry_s`` while the broker is unavailable,
+        and at least ``tries`` times in all.
 
-        Safe for enqueue: the script stores nothing for an id it already
-        holds, so a retry after a lost reply never makes a second job.
+        Safe for enqueue: every try after the first checks whether the id is
+        stored already, so a retry after a lost reply never makes a second job.
         """
         deadline = time.monotonic() + self.failover_retry_s
         pause = 0.05
+        failed = 0
         while True:
             try:
                 return call()
             except BrokerUnavailable as exc:
-                if time.monotonic() + pause > deadline:
+                failed += 1
+                if failed >= tries and time.monotonic() + pause > deadline:
                     if self.failover_retry_s:
                         raise BrokerUnavailable(f"{exc} (retried for {self.failover_retry_s:.0f} s)") from None
                     raise
-                log.warning("%s; retrying in %.2f s (a failover may be under way)", exc, pause)
+                level = logging.WARNING if self.failover_retry_s else logging.DEBUG
+                log.log(level, "%s; retrying in %.2f s (a failover may be under way)", exc, pause)
                 time.sleep(pause)
                 pause = min(pause * 2, 1.0)
 

@@ -20,7 +20,7 @@ from ..job import FailureKind
 from . import calls
 from .claims import ClaimVetting
 from .compat import block_timeout, wait_for_list
-from .connection import broker_errors, resends
+from .connection import broker_errors, resends, sent_once
 from .durability import FAILOVER_RETRY_S, Durability
 from .hints import PROMOTE_LIMIT, ClaimHints
 from .inspection import PRIORITY_BAND, Inspection
@@ -98,10 +98,18 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection):
         if any(job.limits for job in jobs):
             self.knows_limits(queue)
         q = QueueKeys(queue)
-        sends = [calls.enqueue(q, max_size=max_size, resend=resend, jobs=jobs) for resend in (False, True)]
-        tries = iter(sends)
-        # The first try may be plain; every later one (after an error) is a re-send.
-        reply: list[str] | EnqueueRefused = self._through_failover(lambda: self._enqueue_once(next(tries, sends[1])))
+        # The first try may be plain (no "is this id stored already?" check), and is then
+        # sent once only; every later one, after an error, is a re-send that checks. A
+        # cluster client re-sends on its own, so there every try checks.
+        plain, checked = (calls.enqueue(q, max_size=max_size, resend=r, jobs=jobs) for r in (self.cluster, True))
+        tries = iter([plain])
+
+        def attempt() -> list[str] | EnqueueRefused:
+            with sent_once():  # a failed try comes back here, to be re-sent as a checked one
+                return self._enqueue_once(next(tries, checked))
+
+        # Three tries at least, as redis-py's own retry of a command used to give.
+        reply: list[str] | EnqueueRefused = self._through_failover(attempt, tries=3)
         if not isinstance(reply, EnqueueRefused):
             return reply
         raise QueueFull(
@@ -379,7 +387,12 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection):
         removed = 0
         with self.guard(queue):
             batch: list[bytes] = []
-            where = {"target_nodes": self.client.get_node_from_key(QueueKeys(queue).pending)} if self.cluster else {}
+            client = self.client
+            where = (
+                {"target_nodes": client.get_node_from_key(QueueKeys(queue).pending)}
+                if isinstance(client, redis.RedisCluster)
+                else {}
+            )
             for key in self.client.scan_iter(match=pattern, count=500, **where):
                 batch.append(key)
                 if len(batch) >= 500:

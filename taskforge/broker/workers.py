@@ -20,6 +20,8 @@ import redis
 
 from . import keys
 
+Client = redis.Redis | redis.RedisCluster  # what broker.connection.connect() returns
+
 Field = str | int  # what a worker's hash holds: text, JSON text and numbers
 
 # A zset entry older than this belongs to a worker long gone: its hash has
@@ -27,7 +29,7 @@ Field = str | int  # what a worker's hash holds: text, JSON text and numbers
 STALE_AFTER_MS = 60_000
 
 
-def beat(client: redis.Redis, worker_id: str, fields: Mapping[str, Field], ttl_ms: int, now_ms: int) -> None:
+def beat(client: Client, worker_id: str, fields: Mapping[str, Field], ttl_ms: int, now_ms: int) -> None:
     """Write one worker's description and keep it alive for ``ttl_ms`` more."""
     key = keys.worker_key(worker_id)
     pipe = client.pipeline(transaction=False)
@@ -38,7 +40,7 @@ def beat(client: redis.Redis, worker_id: str, fields: Mapping[str, Field], ttl_m
     pipe.execute()
 
 
-def remove(client: redis.Redis, worker_id: str) -> None:
+def remove(client: Client, worker_id: str) -> None:
     """A worker that stops cleanly leaves the listing at once, not when its hash expires."""
     pipe = client.pipeline(transaction=False)
     pipe.delete(keys.worker_key(worker_id))
@@ -46,7 +48,7 @@ def remove(client: redis.Redis, worker_id: str) -> None:
     pipe.execute()
 
 
-def live_workers(client: redis.Redis) -> list[dict[str, Any]]:
+def live_workers(client: Client) -> list[dict[str, Any]]:
     """Every worker whose heartbeat has not expired, oldest first."""
     ids = cast(list[bytes], client.zrange(keys.WORKERS, 0, -1))
     if not ids:

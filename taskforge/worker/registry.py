@@ -14,16 +14,15 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-import redis
-
 from ..broker import workers
+from ..broker.workers import Client
 
 if TYPE_CHECKING:
     from .pool import Running
 
 
 class WorkerRegistry:
-    def __init__(self, client: redis.Redis, queues: list[str], concurrency: int, ttl: float) -> None:
+    def __init__(self, client: Client, queues: list[str], concurrency: int, ttl: float) -> None:
         self.client = client
         self.id = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(2).hex()}"
         self.ttl_ms = int(ttl * 1000)

@@ -120,3 +120,56 @@ def test_a_claim_that_skipped_promotion_and_limits_still_finds_them_before_idlin
         app.broker._limited["default"] = (False, float("inf"))
     claims, _ = app.broker.dequeue("default", LEASE)
     assert [c.id for c in claims] == [held.id]
+
+
+def test_a_plain_enqueue_is_never_re_sent_by_the_client_library() -> None:
+    """redis-py re-sends a command whose connection failed; a plain enqueue (no id check) must not be."""
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    retry = connection.CountingRetry(NoBackoff(), 2)
+    sent: list[int] = []
+
+    def send() -> str:
+        sent.append(1)
+        raise RedisConnectionError("reply lost")
+
+    for guarded, expected in ((True, 1), (False, 3)):
+        sent.clear()
+        try:
+            if guarded:
+                with connection.sent_once():
+                    retry.call_with_retry(send, lambda error: None)
+            else:
+                retry.call_with_retry(send, lambda error: None)
+        except RedisConnectionError:
+            pass
+        assert len(sent) == expected, (guarded, sent)
+
+
+def test_an_enqueue_whose_reply_is_lost_is_re_sent_checked_and_stored_once(app: TaskForge, monkeypatch) -> None:
+    """The broker's own retry after a lost enqueue reply re-sends with the id check: one job, not two."""
+    from taskforge.errors import BrokerUnavailable
+
+    @app.task
+    def job(n):
+        return n
+
+    real = type(app.broker)._enqueue_once
+    tries: list[object] = []
+
+    def lose_first_reply(self, call):
+        reply = real(self, call)
+        tries.append(call)
+        if len(tries) == 1:
+            # Someone already claimed and finished it while the reply was lost.
+            [claim], _ = self.dequeue("default", LEASE)
+            self.succeed("default", claim.id, claim.token, b"\xc0")
+            raise BrokerUnavailable("the reply was lost")
+        return reply
+
+    monkeypatch.setattr(type(app.broker), "_enqueue_once", lose_first_reply)
+    handle = job.delay(1)
+    assert len(tries) == 2
+    assert handle.status() is JobState.SUCCEEDED  # not stored again as a new pending job
+    assert app.broker.counts("default")["pending"] == 0
