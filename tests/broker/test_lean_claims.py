@@ -173,3 +173,20 @@ def test_an_enqueue_whose_reply_is_lost_is_re_sent_checked_and_stored_once(app: 
     assert len(tries) == 2
     assert handle.status() is JobState.SUCCEEDED  # not stored again as a new pending job
     assert app.broker.counts("default")["pending"] == 0
+
+
+def test_counted_successes_are_written_within_a_second_with_no_further_run(app: TaskForge) -> None:
+    """A child that goes on to a long job after a success still gets its count written (by a timer)."""
+    import time
+
+    app.broker.flush_outcomes()
+    app.broker.count_success("default")
+    deadline = time.monotonic() + 10
+    written = 0
+    while time.monotonic() < deadline and not written:
+        time.sleep(0.1)
+        written = sum(
+            int(app.broker.client.hget(key, "succeeded") or 0)
+            for key in app.broker.client.scan_iter(match="taskforge:{default}:stats:*")
+        )
+    assert written == 1

@@ -43,6 +43,7 @@ def test_every_page_and_action_in_a_real_browser(
     assert [h.result(timeout=30) for h in added] == [i + 1 for i in range(8)]
     assert final(doomed) is JobState.DEAD
     wait_for(lambda: slow.status() is JobState.RUNNING, 30, "the slow job to start")
+    wait_for(lambda: succeeded_counted(producer) == 8, 10, "the worker to write its success counts (each second)")
     board = start_dashboard()
     context = chromium.new_context(timezone_id="Asia/Tokyo", viewport={"width": 1280, "height": 720})
     page = context.new_page()
@@ -142,3 +143,9 @@ def test_auth_guards_the_browser_too(chromium, start_dashboard, redis_url: str) 
     assert page.locator("h1").first.inner_text() == "Queues"
     assert page.evaluate("getComputedStyle(document.querySelector('header')).display") == "flex"  # CSS loaded
     allowed.close()
+
+
+def succeeded_counted(app: TaskForge) -> int:
+    """Successes the worker has written to the per-minute counters so far."""
+    client = app.broker.client
+    return sum(int(client.hget(key, "succeeded") or 0) for key in client.scan_iter(match="taskforge:{default}:stats:*"))
