@@ -24,6 +24,7 @@ import time
 import traceback
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
+from typing import Any
 
 import redis
 
@@ -43,7 +44,12 @@ def priority_band(score: float) -> int:
     return int(score // PRIORITY_BAND)
 
 
-IDLE_BLOCK = 1.0  # longest block on the wake list; also the watchdog heartbeat period
+# Longest block on the wake list: one waiter per child blocks this long when
+# nothing is scheduled, so an idle child costs 2 commands per IDLE_BLOCK. It
+# stays under the client's socket timeout (10 s), and a stopping supervisor
+# wakes its idle children at once (see ``Supervisor.wake_children``).
+IDLE_BLOCK = 5.0
+LANE_WAIT = 0.5  # a lane waiting on its child's waiter looks at the stop flag this often (no Redis)
 OUTAGE_BACKOFF_CAP = 5.0
 PR_SET_PDEATHSIG = 1
 EXIT_RECYCLE = 3  # "replace me": max jobs reached; distinct from 0, "no work left" in burst mode
@@ -65,27 +71,40 @@ class ChildConfig:
     threads: int = 1  # lanes: jobs this child runs at once, one per thread
 
 
-def die_with_parent(parent: int) -> None:
+def die_with_parent(supervisor: int) -> None:
     """Make sure a child never outlives its supervisor (no orphans after a SIGKILL).
 
     Linux kills us when the parent dies; elsewhere a thread notices the
-    parent change and exits.
+    parent change and exits. The parent is the supervisor, or the fork
+    server it started, which exits as soon as the supervisor is gone; the
+    thread also watches the supervisor itself.
     """
+    parent = os.getppid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         pass
-    if os.getppid() != parent:  # died before prctl took effect
+    if parent == 1 or os.getppid() != parent or not alive(supervisor):  # died before prctl took effect
         os._exit(1)
 
     def watch() -> None:
         while True:
             time.sleep(1.0)
-            if os.getppid() != parent:
+            if os.getppid() != parent or not alive(supervisor):
                 os._exit(1)
 
     threading.Thread(target=watch, name="taskforge-parent-watch", daemon=True).start()
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class Child:
@@ -106,6 +125,12 @@ class Child:
         self.last_alive = 0.0
         self.done = 0
         self.lock = threading.Lock()  # the pipe and the job count, shared by the lanes
+        # One lane at a time waits on Redis for the whole child; the others wait
+        # here, for its word that work arrived (``hand_on``) or for its place.
+        self.idle = threading.Condition(threading.Lock())
+        self.waiter: Lane | None = None
+        self.wakeups = 0
+        self.resting = 0  # lanes waiting on the condition
 
     def request_stop(self, *_: object) -> None:
         self.stopping = True
@@ -119,6 +144,43 @@ class Child:
         if now - self.last_alive >= IDLE_BLOCK / 2:
             self.last_alive = now
             self.send(Heartbeat())
+
+    def hand_on(self) -> None:
+        """A lane found work: there may be more, so one lane waiting locally tries a claim too.
+
+        Lanes join one by one, each only once it is free (no prefetch): the
+        one woken claims, and hands on again only if it found a job.
+        """
+        with self.idle:
+            if self.resting:
+                self.wakeups = 1
+                self.idle.notify()
+
+    def take_waiting(self, lane: Lane) -> bool:
+        """Become this child's one waiter on Redis; False when woken to claim instead, or stopping.
+
+        A lane that is not the waiter blocks on a local condition, so an idle
+        child makes the same few Redis calls whatever its ``--threads``.
+        """
+        with self.idle:
+            self.resting += 1
+            try:
+                while not lane.stopping:
+                    if self.wakeups:
+                        self.wakeups -= 1
+                        return False
+                    if self.waiter is None:
+                        self.waiter = lane
+                        return True
+                    self.idle.wait(LANE_WAIT)
+                return False
+            finally:
+                self.resting -= 1
+
+    def leave_waiting(self) -> None:
+        with self.idle:
+            self.waiter = None
+            self.idle.notify()  # a lane waiting locally takes the place, if this one goes to run a job
 
     def count_job(self) -> bool:
         """Count one job taken; True when it is the last this child may take."""
@@ -226,11 +288,19 @@ class Lane:
         return replace(claim, max_attempts=opts.max_attempts, timeout=opts.timeout, inherit=False)
 
     def idle(self, wait: float | None) -> tuple[list[Claim], float | None] | None:
-        """Wait for work; with one queue, also claim what woke us in the same round trip."""
-        self.child.alive()
+        """Wait for work, as the child's one waiter or behind it; with one queue, the waiter
+        also claims what woke it in the same round trip."""
         if wait == 0:
             return None
-        timeout = IDLE_BLOCK if wait is None else min(wait, IDLE_BLOCK)
+        if not self.child.take_waiting(self):
+            return None
+        try:
+            return self.wait_for_work(IDLE_BLOCK if wait is None else min(wait, IDLE_BLOCK))
+        finally:
+            self.child.leave_waiting()
+
+    def wait_for_work(self, timeout: float) -> tuple[list[Claim], float | None] | None:
+        self.child.alive()
         if not self.queues:  # every queue quarantined: nothing to wait on but a signal
             time.sleep(timeout)
             return None
@@ -275,6 +345,7 @@ class Lane:
         outage = 0.05
         following: tuple[list[Claim], float | None] | None = None
         while not self.stopping:
+            chained = following is not None
             try:
                 if following is None:
                     claims, wait = self.claim()
@@ -299,7 +370,11 @@ class Lane:
                 if self.config.burst and wait != 0:
                     return 0
                 following = self.idle(wait)
+                if following is not None and following[0]:
+                    self.child.hand_on()
                 continue
+            if not chained:
+                self.child.hand_on()
             for claim in claims:
                 last = self.child.count_job()
                 following = self.execute(claim, chain=not last)
@@ -342,24 +417,27 @@ class Lane:
             self.child.send(JobFinished(self.index, outcome.state, outcome.duration))
         if outcome.next is not None:
             self.tokens[claim.queue] = new_token()
-        attempt = f"{claim.attempts}/{claim.max_attempts}"
-        level, text = outcome_line(
-            claim.task, claim.id, attempt, outcome.state, outcome.duration, outcome.error, outcome.retry_in
-        )
-        log.log(level, "%s", text)
+        if outcome.state != "succeeded" or log.isEnabledFor(logging.INFO):  # no line built for nobody
+            attempt = f"{claim.attempts}/{claim.max_attempts}"
+            level, text = outcome_line(
+                claim.task, claim.id, attempt, outcome.state, outcome.duration, outcome.error, outcome.retry_in
+            )
+            log.log(level, "%s", text)
         if outcome.next is None or not outcome.next[0]:
             self.child.send(LaneIdle(self.index))
             self.child.last_alive = time.monotonic()
         return outcome.next
 
 
-def child_main(config: ChildConfig, pipe: Connection) -> None:
-    """Entry point of a spawned child process."""
+def child_main(config: ChildConfig, pipe: Connection, stop_flag: Any = None) -> None:
+    """Entry point of a child process; ``stop_flag.value`` true: the supervisor asked us to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the supervisor decides
     die_with_parent(config.supervisor_pid or os.getppid())
     configure_logging(config.log_level, f"child {config.index} pid {os.getpid()}")
     child = Child(config, pipe)
     signal.signal(signal.SIGTERM, child.request_stop)
+    if stop_flag is not None and stop_flag.value:  # a SIGTERM sent before the handler above was lost
+        child.request_stop()
     code = child.run()
     pipe.close()
     sys.exit(code)

@@ -1,8 +1,11 @@
 """The supervisor's children: spawn, listen, reap, respawn, and kill when a job must stop.
 
-Children are started with ``spawn``, not ``fork``: each imports the app
+Children are forked from a fork server where the platform has one, else
+spawned; never forked from the supervisor itself: each imports the app
 afresh (as SPEC says), and none inherits the supervisor's Redis sockets,
-threads or held locks, the classic source of forked-worker deadlocks.
+threads or held locks, the classic source of forked-worker deadlocks. The
+fork server has taskforge and redis-py imported already (``preload.py``),
+and is started before the supervisor loads the app, so the two overlap.
 
 The pool knows which job each lane of each child runs, from the children's
 messages, because everything the supervisor does from outside depends on
@@ -15,12 +18,14 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
+from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
@@ -91,6 +96,24 @@ class ChildSlot:
         signal_child(self, signal.SIGKILL)
 
 
+def children_context() -> ForkServerContext | SpawnContext:
+    """The fork server where the platform has one (Linux, macOS), else spawn."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["taskforge.worker.preload"])
+    return ctx
+
+
+def warm_up() -> None:
+    """Start the fork server now: its imports run while the caller loads the app and meets Redis.
+
+    Not waited for: the first child forked waits for it, by then mostly ready.
+    """
+    if children_context().get_start_method() == "forkserver":
+        multiprocessing.forkserver.ensure_running()
+
+
 Died = tuple[Running, int | None]  # a job whose child ended, and the child's exit code
 
 
@@ -120,7 +143,9 @@ class Pool:
         self.spec = app_spec
         self.options = options
         self.metrics = metrics
-        self.ctx = multiprocessing.get_context("spawn")
+        self.ctx = children_context()
+        # Set before the children are sent SIGTERM: one may get it before its handler is in place.
+        self.stop_flag = self.ctx.RawValue("b", 0)
         self.children: dict[int, ChildSlot] = {}
         self.respawn_at: dict[int, float] = {}
         self.crash_streak: dict[int, int] = {}
@@ -150,7 +175,8 @@ class Pool:
             report_outcomes=self.metrics is not None,
             threads=options.threads,
         )
-        process = self.ctx.Process(target=child_main, args=(config, writer), name=f"taskforge-child-{index}")
+        name = f"taskforge-child-{index}"
+        process = self.ctx.Process(target=child_main, args=(config, writer, self.stop_flag), name=name)
         process.start()
         writer.close()
         self.children[index] = ChildSlot(index, process, reader)
@@ -280,6 +306,7 @@ class Pool:
     def stop(self) -> None:
         """Ask every child to finish its job and take no other (SIGTERM); none is started again."""
         self.stopping = True
+        self.stop_flag.value = 1
         for slot in self.children.values():
             signal_child(slot, signal.SIGTERM)
 
