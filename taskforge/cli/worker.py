@@ -12,7 +12,7 @@ import click
 
 from ..app import TaskForge
 from ..broker.keys import validate_queue_name
-from ..worker.pool import warm_up
+from ..worker.startup import warm_up
 from ..worker.supervisor import Supervisor, WorkerOptions
 from .common import USAGE, cli_errors, fail, open_app, refuse_memory
 

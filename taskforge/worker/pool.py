@@ -17,21 +17,19 @@ talks to Redis: what a dead child held is handed back to be recorded.
 from __future__ import annotations
 
 import logging
-import multiprocessing
-import multiprocessing.forkserver
 import os
 import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
 from .child import EXIT_RECYCLE, ChildConfig, child_main
 from .messages import Heartbeat, JobFinished, JobStarted, LaneIdle, Message, Recycling
 from .options import WorkerOptions
+from .startup import children_context
 
 if TYPE_CHECKING:
     from ..metrics import WorkerMetrics
@@ -94,24 +92,6 @@ class ChildSlot:
         if target is not None:
             self.kill_target = target
         signal_child(self, signal.SIGKILL)
-
-
-def children_context() -> ForkServerContext | SpawnContext:
-    """The fork server where the platform has one (Linux, macOS), else spawn."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["taskforge.worker.preload"])
-    return ctx
-
-
-def warm_up() -> None:
-    """Start the fork server now: its imports run while the caller loads the app and meets Redis.
-
-    Not waited for: the first child forked waits for it, by then mostly ready.
-    """
-    if children_context().get_start_method() == "forkserver":
-        multiprocessing.forkserver.ensure_running()
 
 
 Died = tuple[Running, int | None]  # a job whose child ended, and the child's exit code
