@@ -12,7 +12,6 @@ import click
 
 from ..app import TaskForge
 from ..broker.keys import validate_queue_name
-from ..worker.startup import warm_up
 from ..worker.supervisor import Supervisor, WorkerOptions
 from .common import USAGE, cli_errors, fail, open_app, refuse_memory
 
@@ -117,7 +116,6 @@ def worker(
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s [supervisor pid %(process)d] %(message)s",
     )
-    warm_up()  # the children's fork server imports while this process loads the app
     the_app = open_app(app)
     refuse_memory(the_app, app, "a worker here would never see a job another process sends")
     try:

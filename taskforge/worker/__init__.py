@@ -3,7 +3,6 @@
 Split by responsibility, so each part can be read (and changed) alone:
 
 * ``supervisor.py``: the main loop, signals and shutdown, wiring the parts below;
-* ``startup.py``, ``preload.py``: the fork server children start from, and what it imports;
 * ``pool.py``: the children, what each lane runs, timeouts, aborts, respawns;
 * ``leases.py``: renewing this worker's claims, reclaiming those of lost workers;
 * ``outcomes.py``: recording the jobs of a child that died before it could;

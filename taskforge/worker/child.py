@@ -24,7 +24,6 @@ import time
 import traceback
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
-from typing import Any
 
 import redis
 
@@ -71,40 +70,27 @@ class ChildConfig:
     threads: int = 1  # lanes: jobs this child runs at once, one per thread
 
 
-def die_with_parent(supervisor: int) -> None:
+def die_with_parent(parent: int) -> None:
     """Make sure a child never outlives its supervisor (no orphans after a SIGKILL).
 
     Linux kills us when the parent dies; elsewhere a thread notices the
-    parent change and exits. The parent is the supervisor, or the fork
-    server it started, which exits as soon as the supervisor is gone; the
-    thread also watches the supervisor itself.
+    parent change and exits.
     """
-    parent = os.getppid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         pass
-    if parent == 1 or os.getppid() != parent or not alive(supervisor):  # died before prctl took effect
+    if os.getppid() != parent:  # died before prctl took effect
         os._exit(1)
 
     def watch() -> None:
         while True:
             time.sleep(1.0)
-            if os.getppid() != parent or not alive(supervisor):
+            if os.getppid() != parent:
                 os._exit(1)
 
     threading.Thread(target=watch, name="taskforge-parent-watch", daemon=True).start()
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Child:
@@ -429,15 +415,13 @@ class Lane:
         return outcome.next
 
 
-def child_main(config: ChildConfig, pipe: Connection, stop_flag: Any = None) -> None:
-    """Entry point of a child process; ``stop_flag.value`` true: the supervisor asked us to stop."""
+def child_main(config: ChildConfig, pipe: Connection) -> None:
+    """Entry point of a spawned child process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the supervisor decides
     die_with_parent(config.supervisor_pid or os.getppid())
     configure_logging(config.log_level, f"child {config.index} pid {os.getpid()}")
     child = Child(config, pipe)
     signal.signal(signal.SIGTERM, child.request_stop)
-    if stop_flag is not None and stop_flag.value:  # a SIGTERM sent before the handler above was lost
-        child.request_stop()
     code = child.run()
     pipe.close()
     sys.exit(code)

@@ -1,11 +1,8 @@
 """The supervisor's children: spawn, listen, reap, respawn, and kill when a job must stop.
 
-Children are forked from a fork server where the platform has one, else
-spawned; never forked from the supervisor itself: each imports the app
+Children are started with ``spawn``, not ``fork``: each imports the app
 afresh (as SPEC says), and none inherits the supervisor's Redis sockets,
-threads or held locks, the classic source of forked-worker deadlocks. The
-fork server has taskforge and redis-py imported already (``preload.py``),
-and is started before the supervisor loads the app, so the two overlap.
+threads or held locks, the classic source of forked-worker deadlocks.
 
 The pool knows which job each lane of each child runs, from the children's
 messages, because everything the supervisor does from outside depends on
@@ -17,6 +14,7 @@ talks to Redis: what a dead child held is handed back to be recorded.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import signal
 import time
@@ -29,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 from .child import EXIT_RECYCLE, ChildConfig, child_main
 from .messages import Heartbeat, JobFinished, JobStarted, LaneIdle, Message, Recycling
 from .options import WorkerOptions
-from .startup import children_context
 
 if TYPE_CHECKING:
     from ..metrics import WorkerMetrics
@@ -123,9 +120,7 @@ class Pool:
         self.spec = app_spec
         self.options = options
         self.metrics = metrics
-        self.ctx = children_context()
-        # Set before the children are sent SIGTERM: one may get it before its handler is in place.
-        self.stop_flag = self.ctx.RawValue("b", 0)
+        self.ctx = multiprocessing.get_context("spawn")
         self.children: dict[int, ChildSlot] = {}
         self.respawn_at: dict[int, float] = {}
         self.crash_streak: dict[int, int] = {}
@@ -155,8 +150,7 @@ class Pool:
             report_outcomes=self.metrics is not None,
             threads=options.threads,
         )
-        name = f"taskforge-child-{index}"
-        process = self.ctx.Process(target=child_main, args=(config, writer, self.stop_flag), name=name)
+        process = self.ctx.Process(target=child_main, args=(config, writer), name=f"taskforge-child-{index}")
         process.start()
         writer.close()
         self.children[index] = ChildSlot(index, process, reader)
@@ -286,7 +280,6 @@ class Pool:
     def stop(self) -> None:
         """Ask every child to finish its job and take no other (SIGTERM); none is started again."""
         self.stopping = True
-        self.stop_flag.value = 1
         for slot in self.children.values():
             signal_child(slot, signal.SIGTERM)
 
