@@ -43,7 +43,12 @@ def priority_band(score: float) -> int:
     return int(score // PRIORITY_BAND)
 
 
-IDLE_BLOCK = 1.0  # longest block on the wake list; also the watchdog heartbeat period
+# Longest block on the wake list: one waiter per child blocks this long when
+# nothing is scheduled, so an idle child costs 2 commands per IDLE_BLOCK. It
+# stays under the client's socket timeout (10 s), and a stopping supervisor
+# wakes its idle children at once (see ``Supervisor.wake_children``).
+IDLE_BLOCK = 5.0
+LANE_WAIT = 0.5  # a lane waiting on its child's waiter looks at the stop flag this often (no Redis)
 OUTAGE_BACKOFF_CAP = 5.0
 PR_SET_PDEATHSIG = 1
 EXIT_RECYCLE = 3  # "replace me": max jobs reached; distinct from 0, "no work left" in burst mode
@@ -106,6 +111,12 @@ class Child:
         self.last_alive = 0.0
         self.done = 0
         self.lock = threading.Lock()  # the pipe and the job count, shared by the lanes
+        # One lane at a time waits on Redis for the whole child; the others wait
+        # here, for its word that work arrived (``hand_on``) or for its place.
+        self.idle = threading.Condition(threading.Lock())
+        self.waiter: Lane | None = None
+        self.wakeups = 0
+        self.resting = 0  # lanes waiting on the condition
 
     def request_stop(self, *_: object) -> None:
         self.stopping = True
@@ -119,6 +130,43 @@ class Child:
         if now - self.last_alive >= IDLE_BLOCK / 2:
             self.last_alive = now
             self.send(Heartbeat())
+
+    def hand_on(self) -> None:
+        """A lane found work: there may be more, so one lane waiting locally tries a claim too.
+
+        Lanes join one by one, each only once it is free (no prefetch): the
+        one woken claims, and hands on again only if it found a job.
+        """
+        with self.idle:
+            if self.resting:
+                self.wakeups = 1
+                self.idle.notify()
+
+    def take_waiting(self, lane: Lane) -> bool:
+        """Become this child's one waiter on Redis; False when woken to claim instead, or stopping.
+
+        A lane that is not the waiter blocks on a local condition, so an idle
+        child makes the same few Redis calls whatever its ``--threads``.
+        """
+        with self.idle:
+            self.resting += 1
+            try:
+                while not lane.stopping:
+                    if self.wakeups:
+                        self.wakeups -= 1
+                        return False
+                    if self.waiter is None:
+                        self.waiter = lane
+                        return True
+                    self.idle.wait(LANE_WAIT)
+                return False
+            finally:
+                self.resting -= 1
+
+    def leave_waiting(self) -> None:
+        with self.idle:
+            self.waiter = None
+            self.idle.notify()  # a lane waiting locally takes the place, if this one goes to run a job
 
     def count_job(self) -> bool:
         """Count one job taken; True when it is the last this child may take."""
@@ -226,11 +274,19 @@ class Lane:
         return replace(claim, max_attempts=opts.max_attempts, timeout=opts.timeout, inherit=False)
 
     def idle(self, wait: float | None) -> tuple[list[Claim], float | None] | None:
-        """Wait for work; with one queue, also claim what woke us in the same round trip."""
-        self.child.alive()
+        """Wait for work, as the child's one waiter or behind it; with one queue, the waiter
+        also claims what woke it in the same round trip."""
         if wait == 0:
             return None
-        timeout = IDLE_BLOCK if wait is None else min(wait, IDLE_BLOCK)
+        if not self.child.take_waiting(self):
+            return None
+        try:
+            return self.wait_for_work(IDLE_BLOCK if wait is None else min(wait, IDLE_BLOCK))
+        finally:
+            self.child.leave_waiting()
+
+    def wait_for_work(self, timeout: float) -> tuple[list[Claim], float | None] | None:
+        self.child.alive()
         if not self.queues:  # every queue quarantined: nothing to wait on but a signal
             time.sleep(timeout)
             return None
@@ -275,6 +331,7 @@ class Lane:
         outage = 0.05
         following: tuple[list[Claim], float | None] | None = None
         while not self.stopping:
+            chained = following is not None
             try:
                 if following is None:
                     claims, wait = self.claim()
@@ -299,7 +356,11 @@ class Lane:
                 if self.config.burst and wait != 0:
                     return 0
                 following = self.idle(wait)
+                if following is not None and following[0]:
+                    self.child.hand_on()
                 continue
+            if not chained:
+                self.child.hand_on()
             for claim in claims:
                 last = self.child.count_job()
                 following = self.execute(claim, chain=not last)
@@ -342,11 +403,12 @@ class Lane:
             self.child.send(JobFinished(self.index, outcome.state, outcome.duration))
         if outcome.next is not None:
             self.tokens[claim.queue] = new_token()
-        attempt = f"{claim.attempts}/{claim.max_attempts}"
-        level, text = outcome_line(
-            claim.task, claim.id, attempt, outcome.state, outcome.duration, outcome.error, outcome.retry_in
-        )
-        log.log(level, "%s", text)
+        if outcome.state != "succeeded" or log.isEnabledFor(logging.INFO):  # no line built for nobody
+            attempt = f"{claim.attempts}/{claim.max_attempts}"
+            level, text = outcome_line(
+                claim.task, claim.id, attempt, outcome.state, outcome.duration, outcome.error, outcome.retry_in
+            )
+            log.log(level, "%s", text)
         if outcome.next is None or not outcome.next[0]:
             self.child.send(LaneIdle(self.index))
             self.child.last_alive = time.monotonic()

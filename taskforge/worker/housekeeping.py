@@ -28,6 +28,12 @@ log = logging.getLogger("taskforge.worker")
 RECLAIM_EVERY = 1.0
 HEARTBEAT_EVERY = 2.0  # how fresh `taskforge status` is about workers
 RENEW_RETRY = 0.5
+# An idle worker has nothing to renew and nothing new to say, so it reclaims
+# and beats less often: with one waiter per child, a whole idle worker sends
+# about 1.5 commands/s. A dead worker's jobs still come back within a lease
+# and a few seconds, and the listing's entry lives 10 x HEARTBEAT_EVERY.
+IDLE_RECLAIM_EVERY = 5.0
+IDLE_HEARTBEAT_EVERY = 6.0
 
 Duty = Callable[[], object]
 
@@ -56,6 +62,7 @@ class Housekeeping:
         renew_every: float,
         damage: DamageLog,
         outage: Outage,
+        idle: Callable[[], bool] = lambda: False,
     ) -> None:
         self.renew = renew
         self.reclaim = reclaim
@@ -64,6 +71,7 @@ class Housekeeping:
         self.renew_every = renew_every
         self.damage = damage
         self.outage = outage
+        self.idle = idle  # no job held: the slow rates apply
         self.next_renew = self.next_beat = self.next_reclaim = 0.0
 
     def start(self, now: float) -> None:
@@ -80,12 +88,13 @@ class Housekeeping:
             self.next_renew = now + (self.renew_every if renewed else RENEW_RETRY)
             if not renewed:
                 self.next_reclaim = max(self.next_reclaim, self.next_renew)
+        idle = self.idle()
         if now >= self.next_reclaim:
             self.run(self.reclaim)
-            self.next_reclaim = now + RECLAIM_EVERY
+            self.next_reclaim = now + (IDLE_RECLAIM_EVERY if idle else RECLAIM_EVERY)
         if now >= self.next_beat:
             self.run(self.beat)
-            self.next_beat = now + HEARTBEAT_EVERY
+            self.next_beat = now + (IDLE_HEARTBEAT_EVERY if idle else HEARTBEAT_EVERY)
         # During an outage the scheduler would warn on every tick; it catches
         # up with the latest tick once the reclaim or the heartbeat gets through.
         if self.scheduler is not None and not stopping and not self.outage.down:

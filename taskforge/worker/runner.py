@@ -203,7 +203,7 @@ def run_claim(
             context, claim, info, (f"SerializationError: {exc}", "", None), started, outage, FailureKind.SERIALIZATION
         )
     outcome = succeeded(context, claim, result, duration, chain, outage)
-    if outcome.state == "succeeded":
+    if outcome.state == "succeeded" and hooks.handlers["job_succeeded"]:  # no JobInfo copy for nobody
         hooks.emit("job_succeeded", replace(info, state=JobState.SUCCEEDED, result=value), result=value)
     return outcome
 

@@ -53,6 +53,7 @@ class Supervisor:
         self.app_spec = app_spec
         self.options = options
         self.stop_deadline = 0.0
+        self.seen_done = 0
         self.pool = Pool(app_spec, options, metrics)
         self.outcomes = PendingOutcomes(app, metrics)
         self.damage = DamageLog()
@@ -69,7 +70,9 @@ class Supervisor:
             renew_every(options.visibility_timeout),
             self.damage,
             Outage(app.url),
+            idle=self.idle,
         )
+        self.woken = False  # idle children woken once a stop began
 
     @property
     def stopping(self) -> bool:
@@ -96,6 +99,25 @@ class Supervisor:
     def held(self) -> list[Running]:
         """Every claim this worker must keep alive: running jobs and outcomes not yet recorded."""
         return [*self.pool.running(), *self.outcomes.held()]
+
+    def idle(self) -> bool:
+        """No job held and none finished since the last heartbeat: the housekeeping may slow down."""
+        done, self.seen_done = self.seen_done, self.pool.jobs_done
+        return done == self.seen_done and not any(self.pool.running()) and not self.outcomes
+
+    def wake_children(self) -> None:
+        """A stop began: wake this worker's idle children from their long block on the wake list.
+
+        Only a hint (another worker may take a token first; then the child
+        sees the stop when its block times out), and harmless to others: a
+        woken waiter claims nothing it would not have claimed anyway.
+        """
+        tokens = ["1"] * len(self.pool.children)
+        if tokens:
+            pipe = self.app.broker.client.pipeline(transaction=False)
+            for key in self.app.broker.wake_keys(self.options.queues):
+                pipe.lpush(key, *tokens)
+            pipe.execute()
 
     def renew_leases(self) -> None:
         self.leases.renew(self.held(), self.pool.stop_aborted)
@@ -154,6 +176,9 @@ class Supervisor:
 
     def shutdown_step(self, now: float) -> None:
         """Past the grace period: kill what still runs, and stop retrying writes (leases expire instead)."""
+        if not self.woken:  # here, not in the signal handler: it may interrupt a Redis call of this thread
+            self.woken = True
+            self.housekeeping.run(self.wake_children, proves=False)
         if now >= self.stop_deadline:
             self.pool.kill_all()
         if self.outcomes and time.monotonic() >= self.stop_deadline:
