@@ -183,3 +183,13 @@ def test_a_producer_never_loads_the_worker_until_it_drains() -> None:
     done = subprocess.run([sys.executable, "-c", PRODUCER], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["[]", "True"], done.stdout
+
+
+def test_no_module_of_the_package_is_over_400_lines() -> None:
+    """The project's own size guide: a module that grows past it is split by responsibility."""
+    long = {
+        str(path.relative_to(PACKAGE)): n
+        for path in PACKAGE.rglob("*.py")
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > 400
+    }
+    assert not long, f"split these by responsibility: {long}"

@@ -19,6 +19,7 @@ from ..errors import QueueFull
 from ..job import FailureKind
 from . import calls
 from .claims import ClaimVetting
+from .cleanup import Cleanup
 from .compat import block_timeout, wait_for_list
 from .connection import broker_errors, resends, sent_once
 from .durability import FAILOVER_RETRY_S, Durability
@@ -60,7 +61,7 @@ def priority_of_score(score: float) -> int:
     return 3 - int(score // PRIORITY_BAND)
 
 
-class Broker(ClaimHints, ClaimVetting, Durability, Inspection):
+class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup):
     """One app's view of Redis: its client, its scripts, its retention settings.
 
     Methods take the queue name, so one broker serves every queue of the app.
@@ -380,24 +381,3 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection):
                 else:
                     pipe.hdel(key, task)
             pipe.execute()
-
-    def clear(self, queue: str) -> int:
-        """Delete every key of ``queue`` (SCAN + UNLINK: never blocks Redis on a big queue)."""
-        pattern = QueueKeys(queue).prefix.replace("[", "\\[").replace("?", "\\?").replace("*", "\\*") + "*"
-        removed = 0
-        with self.guard(queue):
-            batch: list[bytes] = []
-            client = self.client
-            where = (
-                {"target_nodes": client.get_node_from_key(QueueKeys(queue).pending)}
-                if isinstance(client, redis.RedisCluster)
-                else {}
-            )
-            for key in self.client.scan_iter(match=pattern, count=500, **where):
-                batch.append(key)
-                if len(batch) >= 500:
-                    removed += self.client.unlink(*batch)
-                    batch = []
-            if batch:
-                removed += self.client.unlink(*batch)
-        return removed

@@ -1,12 +1,12 @@
-"""The loop in a child process: take a job, run it, record it, tell the supervisor.
+"""A worker child process: its lanes (``lane.py``) take jobs, run them, record them, tell the supervisor.
 
 A child claims a job only when it is free to run it (no prefetch), so a
 high-priority job that arrives is never stuck behind jobs reserved earlier.
 It reports every claim to its supervisor, which renews the lease from
 outside: a task holding the GIL for an hour cannot starve its own heartbeat.
 
-With ``--threads N`` a child runs N lanes, each a thread with this same loop
-and its own claim tokens: while one lane waits on Redis or on the network,
+With ``--threads N`` a child runs N lanes, each a thread with the loop of
+``lane.py`` and its own claim tokens: while one lane waits on Redis or on the network,
 the others run, which is what I/O-bound tasks need. Every message to the
 supervisor names its lane.
 """
@@ -22,36 +22,17 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
-import redis
-
-from ..broker.queue import PRIORITY_BAND, Claim, new_token
-from ..errors import BrokerUnavailable, CorruptQueue
 from ..logs import configure_logging
-from .joblog import outcome_line
-from .messages import Heartbeat, JobFinished, JobStarted, LaneIdle, Message, Recycling
-from .outage import OUTAGE_ERRORS, Outage
-from .runner import AppContext, Chain, record, run_claim
+from .lane import EXIT_RECYCLE, IDLE_BLOCK, LANE_WAIT, Lane
+from .messages import Heartbeat, Message, Recycling
+from .outage import Outage
+from .runner import AppContext
 
 log = logging.getLogger("taskforge.worker")
-
-
-def priority_band(score: float) -> int:
-    """0 for the highest priority: lower is better, as in the pending zset."""
-    return int(score // PRIORITY_BAND)
-
-
-# Longest block on the wake list: one waiter per child blocks this long when
-# nothing is scheduled, so an idle child costs 2 commands per IDLE_BLOCK. It
-# stays under the client's socket timeout (10 s), and a stopping supervisor
-# wakes its idle children at once (see ``Supervisor.wake_children``).
-IDLE_BLOCK = 5.0
-LANE_WAIT = 0.5  # a lane waiting on its child's waiter looks at the stop flag this often (no Redis)
-OUTAGE_BACKOFF_CAP = 5.0
 PR_SET_PDEATHSIG = 1
-EXIT_RECYCLE = 3  # "replace me": max jobs reached; distinct from 0, "no work left" in burst mode
 
 
 @dataclass(frozen=True)
@@ -208,211 +189,6 @@ class Child:
             while thread.is_alive():  # a timed join keeps the main thread free for SIGTERM
                 thread.join(timeout=0.5)
         return EXIT_RECYCLE if EXIT_RECYCLE in codes else 0
-
-
-class Lane:
-    """One job at a time: claim, run, record, tell the supervisor. A child has one lane per thread."""
-
-    def __init__(self, child: Child, index: int) -> None:
-        self.child = child
-        self.index = index
-        self.config = child.config
-        self.context = child.context
-        self.broker = child.broker
-        self.queues = child.queues
-        self.next_queue = 0
-        self.tokens: dict[str, str] = {}
-
-    @property
-    def stopping(self) -> bool:
-        return self.child.stopping or self.child.recycling
-
-    def dequeue(self, queue: str) -> tuple[list[Claim], float | None]:
-        """One dequeue with this queue's current token; a fresh token only once Redis answered.
-
-        The token is kept before the call, so a call whose reply was lost is
-        retried with the same token and gets back the job it claimed.
-        """
-        token = self.tokens.setdefault(queue, new_token())
-        claims, wait = self.broker.dequeue(queue, self.config.lease_ms, token=token)
-        self.tokens[queue] = new_token()
-        return claims, wait
-
-    def claim(self) -> tuple[list[Claim], float | None]:
-        """Claim the best ready job across this child's queues.
-
-        One queue: dequeue it. Several: peek at every queue's head in one
-        round trip and claim from the highest priority; queues whose heads
-        tie take turns (round-robin), so none starves another of its level.
-        """
-        if not self.queues:
-            return [], None
-        if len(self.queues) == 1:
-            return self.dequeue(self.queues[0])
-        heads = self.broker.peek(self.queues)
-        ready = [(score, i) for i, (score, _) in enumerate(heads) if score is not None]
-        waits = [wait for _, wait in heads if wait is not None]
-        soonest = min(waits) if waits else None
-        if not ready:
-            return [], soonest
-        best = min(priority_band(score) for score, _ in ready)
-        n = len(self.queues)
-        tied = sorted((i - self.next_queue) % n for score, i in ready if priority_band(score) == best)
-        index = (self.next_queue + tied[0]) % n
-        self.next_queue = (index + 1) % n
-        claims, wait = self.dequeue(self.queues[index])
-        return claims, (0.0 if not claims else wait)
-
-    def adopt(self, claim: Claim) -> Claim:
-        """A job sent by name takes max_attempts and timeout from this worker's task."""
-        task = self.context.tasks.get(claim.task)
-        if not claim.inherit or task is None:
-            return claim
-        opts = task.options
-        args = (claim.queue, claim.id, claim.token, opts.max_attempts, opts.timeout)
-        record(self.broker.adopt, *args, outage=self.child.outage)
-        return replace(claim, max_attempts=opts.max_attempts, timeout=opts.timeout, inherit=False)
-
-    def idle(self, wait: float | None) -> tuple[list[Claim], float | None] | None:
-        """Wait for work, as the child's one waiter or behind it; with one queue, the waiter
-        also claims what woke it in the same round trip."""
-        if wait == 0:
-            return None
-        if not self.child.take_waiting(self):
-            return None
-        try:
-            return self.wait_for_work(IDLE_BLOCK if wait is None else min(wait, IDLE_BLOCK))
-        finally:
-            self.child.leave_waiting()
-
-    def wait_for_work(self, timeout: float) -> tuple[list[Claim], float | None] | None:
-        self.child.alive()
-        if not self.queues:  # every queue quarantined: nothing to wait on but a signal
-            time.sleep(timeout)
-            return None
-        try:
-            if len(self.queues) == 1 and self.broker.pipelined_wait:
-                queue = self.queues[0]
-                token = self.tokens.setdefault(queue, new_token())
-                woken = self.broker.wait_and_dequeue(queue, timeout, self.config.lease_ms, token)
-                self.tokens[queue] = new_token()
-                self.child.outage.answered()
-                return woken
-            self.broker.wait_for_work(self.queues, timeout)
-            self.child.outage.answered()
-        except OUTAGE_ERRORS as exc:
-            self.child.outage.failed(exc)  # the next claim meets the outage again, and backs off
-        except CorruptQueue as exc:
-            self.quarantine(exc)
-        except redis.RedisError as exc:  # never spin on an error we cannot name
-            log.warning("child %d: waiting for work failed: %s", self.config.index, exc)
-            time.sleep(timeout)
-        return None
-
-    def quarantine(self, exc: CorruptQueue) -> None:
-        """Stop claiming from the damaged queues (said once, clearly) and keep serving the others.
-
-        A damaged queue cannot be served safely: its scripts refuse to run
-        before writing anything. Looping on it would only fill the log.
-        """
-        damaged = [q for q in self.queues if q in exc.queues] or list(self.queues)
-        self.queues = [q for q in self.queues if q not in damaged]
-        self.next_queue = 0
-        rest = f"serving {', '.join(self.queues)}" if self.queues else "no queue left to serve"
-        log.error(
-            "child %d: %s; stops claiming from %s until the worker restarts (%s)",
-            self.config.index,
-            exc,
-            ", ".join(damaged),
-            rest,
-        )
-
-    def run(self) -> int:
-        outage = 0.05
-        following: tuple[list[Claim], float | None] | None = None
-        while not self.stopping:
-            chained = following is not None
-            try:
-                if following is None:
-                    claims, wait = self.claim()
-                    self.child.outage.answered()
-                else:
-                    claims, wait = following
-                following = None
-                outage = 0.05
-            except CorruptQueue as exc:
-                self.quarantine(exc)
-                claims, wait = [], (0.0 if self.queues else None)
-            except (BrokerUnavailable, redis.RedisError, redis.exceptions.RedisClusterException) as exc:
-                if isinstance(exc, OUTAGE_ERRORS):
-                    self.child.outage.failed(exc)
-                else:
-                    log.warning("child %d: %s; retrying in %.1f s", self.config.index, exc, outage)
-                self.child.alive()
-                time.sleep(outage)
-                outage = min(outage * 2, OUTAGE_BACKOFF_CAP)
-                continue
-            if not claims:
-                if self.config.burst and wait != 0:
-                    return 0
-                following = self.idle(wait)
-                if following is not None and following[0]:
-                    self.child.hand_on()
-                continue
-            if not chained:
-                self.child.hand_on()
-            for claim in claims:
-                last = self.child.count_job()
-                following = self.execute(claim, chain=not last)
-        if following is not None:
-            self.give_back(following[0])
-            # The job whose start the supervisor saw last has been recorded:
-            # without this it would take our exit for a crash during that job.
-            self.child.send(LaneIdle(self.index))
-        return EXIT_RECYCLE if self.child.recycling else 0
-
-    def give_back(self, claims: list[Claim]) -> None:
-        """Jobs claimed in the very call that recorded the last one, as a shutdown began."""
-        for claim in claims:
-            record(self.broker.requeue, claim.queue, claim.id, claim.token, outage=self.child.outage)
-
-    def execute(self, claim: Claim, chain: bool) -> tuple[list[Claim], float | None] | None:
-        """Run one job; with ``chain``, also claim this child's next job in the same call."""
-        claim = self.adopt(claim)
-        # JobStarted also tells the supervisor the previous job is over: one message per job.
-        self.child.send(
-            JobStarted(
-                self.index,
-                claim.id,
-                claim.token,
-                claim.queue,
-                claim.task,
-                claim.attempts,
-                claim.timeout,
-                claim.max_attempts,
-            )
-        )
-
-        def link() -> Chain | None:
-            if not chain or self.stopping or len(self.queues) != 1:
-                return None
-            return Chain(self.config.lease_ms, self.tokens.get(claim.queue) or new_token())
-
-        outcome = run_claim(self.context, claim, link, self.child.outage)
-        if self.config.report_outcomes:
-            self.child.send(JobFinished(self.index, outcome.state, outcome.duration))
-        if outcome.next is not None:
-            self.tokens[claim.queue] = new_token()
-        if outcome.state != "succeeded" or log.isEnabledFor(logging.INFO):  # no line built for nobody
-            attempt = f"{claim.attempts}/{claim.max_attempts}"
-            level, text = outcome_line(
-                claim.task, claim.id, attempt, outcome.state, outcome.duration, outcome.error, outcome.retry_in
-            )
-            log.log(level, "%s", text)
-        if outcome.next is None or not outcome.next[0]:
-            self.child.send(LaneIdle(self.index))
-            self.child.last_alive = time.monotonic()
-        return outcome.next
 
 
 def child_main(config: ChildConfig, pipe: Connection) -> None:

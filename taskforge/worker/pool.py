@@ -24,7 +24,8 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
-from .child import EXIT_RECYCLE, ChildConfig, child_main
+from .child import ChildConfig, child_main
+from .lane import EXIT_RECYCLE
 from .messages import Heartbeat, JobFinished, JobStarted, LaneIdle, Message, Recycling
 from .options import WorkerOptions
 

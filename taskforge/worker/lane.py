@@ -1,0 +1,269 @@
+"""One lane of a worker child: the loop that claims a job, runs it, records it.
+
+A child runs one lane per ``--threads``; each lane has its own claim tokens,
+and only one lane per child waits on Redis at a time (``Child.take_waiting``),
+so an idle child costs the same few commands whatever its lanes. Kept apart
+from ``child.py``, which owns what lanes share: the pipe to the supervisor,
+the stop flag, the waiter's place and the job count.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import redis
+
+from ..broker.queue import PRIORITY_BAND, Claim, new_token
+from ..errors import BrokerUnavailable, CorruptQueue
+from .joblog import outcome_line
+from .messages import JobFinished, JobStarted, LaneIdle
+from .outage import OUTAGE_ERRORS
+from .runner import Chain, record, run_claim
+
+if TYPE_CHECKING:
+    from .child import Child
+
+log = logging.getLogger("taskforge.worker")
+
+
+def priority_band(score: float) -> int:
+    """0 for the highest priority: lower is better, as in the pending zset."""
+    return int(score // PRIORITY_BAND)
+
+
+# Longest block on the wake list: one waiter per child blocks this long when
+# nothing is scheduled, so an idle child costs 2 commands per IDLE_BLOCK. It
+# stays under the client's socket timeout (10 s), and a stopping supervisor
+# wakes its idle children at once (see ``Supervisor.wake_children``).
+IDLE_BLOCK = 5.0
+LANE_WAIT = 0.5  # a lane waiting on its child's waiter looks at the stop flag this often (no Redis)
+OUTAGE_BACKOFF_CAP = 5.0
+EXIT_RECYCLE = 3  # "replace me": max jobs reached; distinct from 0, "no work left" in burst mode
+
+
+class Lane:
+    """One job at a time: claim, run, record, tell the supervisor. A child has one lane per thread."""
+
+    def __init__(self, child: Child, index: int) -> None:
+        self.child = child
+        self.index = index
+        self.config = child.config
+        self.context = child.context
+        self.broker = child.broker
+        self.queues = child.queues
+        self.next_queue = 0
+        self.tokens: dict[str, str] = {}
+        # Woken as the child's waiter with a job: the place is given up (and a sibling
+        # told there may be more) once that job has started, so they never delay it.
+        self.woke_with_job = False
+
+    @property
+    def stopping(self) -> bool:
+        return self.child.stopping or self.child.recycling
+
+    def dequeue(self, queue: str) -> tuple[list[Claim], float | None]:
+        """One dequeue with this queue's current token; a fresh token only once Redis answered.
+
+        The token is kept before the call, so a call whose reply was lost is
+        retried with the same token and gets back the job it claimed.
+        """
+        token = self.tokens.setdefault(queue, new_token())
+        claims, wait = self.broker.dequeue(queue, self.config.lease_ms, token=token)
+        self.tokens[queue] = new_token()
+        return claims, wait
+
+    def claim(self) -> tuple[list[Claim], float | None]:
+        """Claim the best ready job across this child's queues.
+
+        One queue: dequeue it. Several: peek at every queue's head in one
+        round trip and claim from the highest priority; queues whose heads
+        tie take turns (round-robin), so none starves another of its level.
+        """
+        if not self.queues:
+            return [], None
+        if len(self.queues) == 1:
+            return self.dequeue(self.queues[0])
+        heads = self.broker.peek(self.queues)
+        ready = [(score, i) for i, (score, _) in enumerate(heads) if score is not None]
+        waits = [wait for _, wait in heads if wait is not None]
+        soonest = min(waits) if waits else None
+        if not ready:
+            return [], soonest
+        best = min(priority_band(score) for score, _ in ready)
+        n = len(self.queues)
+        tied = sorted((i - self.next_queue) % n for score, i in ready if priority_band(score) == best)
+        index = (self.next_queue + tied[0]) % n
+        self.next_queue = (index + 1) % n
+        claims, wait = self.dequeue(self.queues[index])
+        return claims, (0.0 if not claims else wait)
+
+    def adopt(self, claim: Claim) -> Claim:
+        """A job sent by name takes max_attempts and timeout from this worker's task."""
+        task = self.context.tasks.get(claim.task)
+        if not claim.inherit or task is None:
+            return claim
+        opts = task.options
+        args = (claim.queue, claim.id, claim.token, opts.max_attempts, opts.timeout)
+        record(self.broker.adopt, *args, outage=self.child.outage)
+        return replace(claim, max_attempts=opts.max_attempts, timeout=opts.timeout, inherit=False)
+
+    def idle(self, wait: float | None) -> tuple[list[Claim], float | None] | None:
+        """Wait for work, as the child's one waiter or behind it; with one queue, the waiter
+        also claims what woke it in the same round trip."""
+        if wait == 0:
+            return None
+        if not self.child.take_waiting(self):
+            return None
+        woken = None
+        try:
+            woken = self.wait_for_work(IDLE_BLOCK if wait is None else min(wait, IDLE_BLOCK))
+            return woken
+        finally:
+            if woken is not None and woken[0]:
+                self.woke_with_job = True  # execute() hands on, right after the job starts
+            else:
+                self.child.leave_waiting()
+
+    def hand_on_after_start(self) -> None:
+        """Give up the waiter's place and wake a sibling, now that the job this lane woke with started.
+
+        Done before, the siblings woken would take the GIL from the job just
+        as it starts (half a millisecond of W3 latency with eight lanes).
+        """
+        if self.woke_with_job:
+            self.woke_with_job = False
+            self.child.leave_waiting()
+            self.child.hand_on()
+
+    def wait_for_work(self, timeout: float) -> tuple[list[Claim], float | None] | None:
+        self.child.alive()
+        if not self.queues:  # every queue quarantined: nothing to wait on but a signal
+            time.sleep(timeout)
+            return None
+        try:
+            if len(self.queues) == 1 and self.broker.pipelined_wait:
+                queue = self.queues[0]
+                token = self.tokens.setdefault(queue, new_token())
+                woken = self.broker.wait_and_dequeue(queue, timeout, self.config.lease_ms, token)
+                self.tokens[queue] = new_token()
+                self.child.outage.answered()
+                return woken
+            self.broker.wait_for_work(self.queues, timeout)
+            self.child.outage.answered()
+        except OUTAGE_ERRORS as exc:
+            self.child.outage.failed(exc)  # the next claim meets the outage again, and backs off
+        except CorruptQueue as exc:
+            self.quarantine(exc)
+        except redis.RedisError as exc:  # never spin on an error we cannot name
+            log.warning("child %d: waiting for work failed: %s", self.config.index, exc)
+            time.sleep(timeout)
+        return None
+
+    def quarantine(self, exc: CorruptQueue) -> None:
+        """Stop claiming from the damaged queues (said once, clearly) and keep serving the others.
+
+        A damaged queue cannot be served safely: its scripts refuse to run
+        before writing anything. Looping on it would only fill the log.
+        """
+        damaged = [q for q in self.queues if q in exc.queues] or list(self.queues)
+        self.queues = [q for q in self.queues if q not in damaged]
+        self.next_queue = 0
+        rest = f"serving {', '.join(self.queues)}" if self.queues else "no queue left to serve"
+        log.error(
+            "child %d: %s; stops claiming from %s until the worker restarts (%s)",
+            self.config.index,
+            exc,
+            ", ".join(damaged),
+            rest,
+        )
+
+    def run(self) -> int:
+        outage = 0.05
+        following: tuple[list[Claim], float | None] | None = None
+        while not self.stopping:
+            chained = following is not None
+            try:
+                if following is None:
+                    claims, wait = self.claim()
+                    self.child.outage.answered()
+                else:
+                    claims, wait = following
+                following = None
+                outage = 0.05
+            except CorruptQueue as exc:
+                self.quarantine(exc)
+                claims, wait = [], (0.0 if self.queues else None)
+            except (BrokerUnavailable, redis.RedisError, redis.exceptions.RedisClusterException) as exc:
+                if isinstance(exc, OUTAGE_ERRORS):
+                    self.child.outage.failed(exc)
+                else:
+                    log.warning("child %d: %s; retrying in %.1f s", self.config.index, exc, outage)
+                self.child.alive()
+                time.sleep(outage)
+                outage = min(outage * 2, OUTAGE_BACKOFF_CAP)
+                continue
+            if not claims:
+                if self.config.burst and wait != 0:
+                    return 0
+                following = self.idle(wait)
+                continue
+            if not chained:
+                self.child.hand_on()
+            for claim in claims:
+                last = self.child.count_job()
+                following = self.execute(claim, chain=not last)
+        if following is not None:
+            self.give_back(following[0])
+            # The job whose start the supervisor saw last has been recorded:
+            # without this it would take our exit for a crash during that job.
+            self.child.send(LaneIdle(self.index))
+        return EXIT_RECYCLE if self.child.recycling else 0
+
+    def give_back(self, claims: list[Claim]) -> None:
+        """Jobs claimed in the very call that recorded the last one, as a shutdown began."""
+        for claim in claims:
+            record(self.broker.requeue, claim.queue, claim.id, claim.token, outage=self.child.outage)
+
+    def execute(self, claim: Claim, chain: bool) -> tuple[list[Claim], float | None] | None:
+        """Run one job; with ``chain``, also claim this child's next job in the same call."""
+        try:
+            claim = self.adopt(claim)
+            # JobStarted also tells the supervisor the previous job is over: one message per job.
+            self.child.send(
+                JobStarted(
+                    self.index,
+                    claim.id,
+                    claim.token,
+                    claim.queue,
+                    claim.task,
+                    claim.attempts,
+                    claim.timeout,
+                    claim.max_attempts,
+                )
+            )
+        finally:
+            self.hand_on_after_start()
+
+        def link() -> Chain | None:
+            if not chain or self.stopping or len(self.queues) != 1:
+                return None
+            return Chain(self.config.lease_ms, self.tokens.get(claim.queue) or new_token())
+
+        outcome = run_claim(self.context, claim, link, self.child.outage)
+        if self.config.report_outcomes:
+            self.child.send(JobFinished(self.index, outcome.state, outcome.duration))
+        if outcome.next is not None:
+            self.tokens[claim.queue] = new_token()
+        if outcome.state != "succeeded" or log.isEnabledFor(logging.INFO):  # no line built for nobody
+            attempt = f"{claim.attempts}/{claim.max_attempts}"
+            level, text = outcome_line(
+                claim.task, claim.id, attempt, outcome.state, outcome.duration, outcome.error, outcome.retry_in
+            )
+            log.log(level, "%s", text)
+        if outcome.next is None or not outcome.next[0]:
+            self.child.send(LaneIdle(self.index))
+            self.child.last_alive = time.monotonic()
+        return outcome.next
