@@ -37,7 +37,7 @@ from .calls import ClaimFlags
 from .connection import resends
 from .keys import QueueKeys
 from .replies import ClaimReply
-from .stats import FLUSH_EVERY_S, STATS_TTL_MS, OutcomeCounts
+from .stats import STATS_TTL_MS, OutcomeCounts
 
 log = logging.getLogger("taskforge.broker")
 
@@ -62,7 +62,6 @@ class ClaimHints:
         self._promoted: dict[str, float] = {}
         self._limited: dict[str, tuple[bool, float]] = {}
         self.outcomes = OutcomeCounts()
-        self._flush_timer: threading.Timer | None = None
         self.promote_every_s = PROMOTE_EVERY_S  # 0: every claim promotes (what a model of the queue expects)
 
     def claim_flags(self, queue: str, token: str) -> ClaimFlags:
@@ -120,26 +119,16 @@ class ClaimHints:
         return has
 
     def count_success(self, queue: str) -> None:
+        """Count one success; written with the others at most about once a second.
+
+        A busy client writes here; an idle one writes before it waits; a
+        worker child also runs ``keep_flushing`` so that counts never wait on
+        a long job. No timer is started here: a thread that outlived its
+        broker would write into whatever the database holds by then.
+        """
         self.outcomes.count(queue, "succeeded")
         if self.outcomes.due():
             self.flush_outcomes()
-        else:
-            self._flush_soon()
-
-    def _flush_soon(self) -> None:
-        """Make sure counted runs are written within about a second even if no other run ends:
-        a child that goes on to a job of an hour would otherwise hold its counts for that hour."""
-        with self._hints_lock:
-            if self._flush_timer is not None:
-                return
-            timer = self._flush_timer = threading.Timer(FLUSH_EVERY_S, self._timed_flush)
-        timer.daemon = True
-        timer.start()
-
-    def _timed_flush(self) -> None:
-        with self._hints_lock:
-            self._flush_timer = None
-        self.flush_outcomes()
 
     def flush_outcomes(self) -> None:
         """Write the counted runs: one pipeline, HINCRBY and PEXPIRE per queue and minute.

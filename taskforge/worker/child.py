@@ -24,12 +24,17 @@ import time
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
 
+from ..broker.stats import FLUSH_EVERY_S
 from ..logs import configure_logging
 from .lane import EXIT_RECYCLE, IDLE_BLOCK, LANE_WAIT, Lane
 from .messages import Heartbeat, Message, Recycling
 from .outage import Outage
 from .runner import AppContext
+
+if TYPE_CHECKING:
+    from ..broker.queue import Broker
 
 log = logging.getLogger("taskforge.worker")
 PR_SET_PDEATHSIG = 1
@@ -74,6 +79,25 @@ def die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="taskforge-parent-watch", daemon=True).start()
 
 
+def keep_counts_written(broker: Broker, stop: threading.Event) -> threading.Thread:
+    """Write the success counts ``broker`` holds about once a second, until ``stop`` is set.
+
+    A lane writes them itself when they are due or when it goes idle; this
+    thread covers the lane that goes straight on to a job of an hour, whose
+    counts the dashboard would otherwise miss for that hour. It belongs to the
+    child process, and dies with it.
+    """
+
+    def write() -> None:
+        while not stop.wait(FLUSH_EVERY_S / 2):
+            if broker.outcomes.due():
+                broker.flush_outcomes()
+
+    thread = threading.Thread(target=write, name="taskforge-counts", daemon=True)
+    thread.start()
+    return thread
+
+
 class Child:
     """What a child's lanes share: the run context, its broker, the pipe, the stop flag and the job count."""
 
@@ -87,6 +111,7 @@ class Child:
         # The app is read once: the lanes need only what running a job needs.
         self.context = AppContext.of(load_app(config.app_spec))
         self.broker = self.context.broker
+        self.counts_written = threading.Event()  # set at exit, after the last flush
         self.outage = Outage(self.broker.url)  # one per process: the lanes share what they say about Redis
         self.queues = list(config.queues)
         self.last_alive = 0.0
@@ -163,6 +188,7 @@ class Child:
         return recycling
 
     def run(self) -> int:
+        keep_counts_written(self.broker, self.counts_written)
         lanes = [Lane(self, index) for index in range(max(1, self.config.threads))]
         if len(lanes) == 1:
             return lanes[0].run()
@@ -199,6 +225,7 @@ def child_main(config: ChildConfig, pipe: Connection) -> None:
     child = Child(config, pipe)
     signal.signal(signal.SIGTERM, child.request_stop)
     code = child.run()
+    child.counts_written.set()
     child.broker.flush_outcomes()  # successes are counted by the broker and written in batches
     pipe.close()
     sys.exit(code)

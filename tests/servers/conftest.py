@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
+from tests.conftest import skip_or_fail
 from tests.security.conftest import processes  # noqa: F401  (the fixture: a private process table)
 from tests.security.procs import PrivateRedis, Processes
 
@@ -18,7 +19,7 @@ ADMIN_PASSWORD = "matrix-admin"
 def server(request: pytest.FixtureRequest) -> PrivateRedis:
     """A password-protected server of each kind (the admin password is ``ADMIN_PASSWORD``)."""
     if request.param == "none":
-        pytest.skip("no redis-server or bundled server found")
+        skip_or_fail("no redis-server or bundled server found")
     table: Processes = request.getfixturevalue("processes")
     srv = PrivateRedis(table, "--requirepass", ADMIN_PASSWORD, binary=SERVERS[request.param])
     return srv.start(lambda: redis.Redis(port=srv.port, password=ADMIN_PASSWORD).ping())
