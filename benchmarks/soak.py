@@ -144,22 +144,8 @@ class Soak:
         if binary is None:
             raise SystemExit("soak: no redis-server on PATH; pass --redis URL")
         port = free_port()
-        self.start(
-            [
-                binary,
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.tmp),
-            ],
-            "redis.log",
-        )
+        no_disk = ["--save", "", "--appendonly", "no"]  # a throw-away server: nothing written to disk
+        self.start([binary, "--port", str(port), "--bind", "127.0.0.1", *no_disk, "--dir", str(self.tmp)], "redis.log")
         self.url = f"redis://127.0.0.1:{port}/0"
         self.client = redis.Redis.from_url(self.url)
         wait_until(self.ping, 15, "the private redis-server")

@@ -486,15 +486,7 @@ def test_all_is_sorted_complete_and_real() -> None:
     public = {n for n in vars(taskforge) if not n.startswith("_")}
     modules = {n for n in public if type(getattr(taskforge, n)).__name__ == "module"}
     assert public - modules <= set(names), f"public but not in __all__: {public - modules - set(names)}"
-    for name in (
-        "QueueFull",
-        "SerializationError",
-        "UnknownTask",
-        "TaskFailed",
-        "JobNotFound",
-        "BrokerUnavailable",
-        "ConfigurationError",
-        "CorruptQueue",
-    ):
+    errors = "QueueFull SerializationError UnknownTask TaskFailed JobNotFound BrokerUnavailable ConfigurationError"
+    for name in [*errors.split(), "CorruptQueue"]:
         assert issubclass(getattr(taskforge, name), taskforge.TaskforgeError)
         assert getattr(taskforge.errors, name) is getattr(taskforge, name)

@@ -21,24 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgpack import ExtType, Timestamp
 
+from taskforge import serialization as wire
 from taskforge.errors import CorruptPayload, SerializationError, TaskforgeError
-from taskforge.serialization import (
-    EXT_DATE,
-    EXT_DATETIME,
-    EXT_DECIMAL,
-    EXT_FROZENSET,
-    EXT_SET,
-    EXT_TIME,
-    EXT_TIMEDELTA,
-    EXT_TUPLE,
-    EXT_UUID,
-    MAX_DEPTH,
-    dumps,
-    dumps_call,
-    dumps_result,
-    loads,
-    loads_call,
-)
+from taskforge.serialization import dumps, dumps_call, dumps_result, loads, loads_call
 from tests.conftest import skip_or_fail
 
 UTC = dt.timezone.utc
@@ -281,7 +266,7 @@ def test_decimals_do_not_depend_on_the_threads_decimal_context() -> None:
         value = decimal.Decimal("-1.23456789E+20")
         assert_same(value, loads(dumps(value)))
         with pytest.raises(CorruptPayload):  # would quietly be NaN without the check
-            loads(msgpack.packb(ExtType(EXT_DECIMAL, b"1E+9999999999999999999999")))
+            loads(msgpack.packb(ExtType(wire.EXT_DECIMAL, b"1E+9999999999999999999999")))
 
 
 # ---------------------------------------------------------------- the documented wire format
@@ -303,25 +288,25 @@ def packed_ext(code: int, data: Any) -> bytes:
 WIRE: dict[str, tuple[Any, bytes]] = {
     "job": (None, bytes.fromhex("92 92 01 a1 61 81 a2 74 6f a5 78 40 79 2e 7a")),
     "tuple": ((1, 2), bytes.fromhex("c7 03 01 92 01 02")),
-    "set": ({"a"}, packed_ext(EXT_SET, ["a"])),
-    "frozenset": (frozenset(), packed_ext(EXT_FROZENSET, [])),
+    "set": ({"a"}, packed_ext(wire.EXT_SET, ["a"])),
+    "frozenset": (frozenset(), packed_ext(wire.EXT_FROZENSET, [])),
     "naive datetime": (
         dt.datetime(2024, 1, 2, 3, 4, 5, 6),
-        packed_ext(EXT_DATETIME, [2024, 1, 2, 3, 4, 5, 6, 0, None]),
+        packed_ext(wire.EXT_DATETIME, [2024, 1, 2, 3, 4, 5, 6, 0, None]),
     ),
     "aware datetime": (
         dt.datetime(2024, 1, 2, fold=1, tzinfo=NEPAL),
-        packed_ext(EXT_DATETIME, [2024, 1, 2, 0, 0, 0, 0, 1, 20_700_000_000]),
+        packed_ext(wire.EXT_DATETIME, [2024, 1, 2, 0, 0, 0, 0, 1, 20_700_000_000]),
     ),
     "date": (dt.date(2024, 1, 2), bytes.fromhex("c7 06 05 93 cd 07 e8 01 02")),
     "time": (
         dt.time(1, 2, 3, 4, tzinfo=SUB_MINUTE),
-        packed_ext(EXT_TIME, [1, 2, 3, 4, 0, -12_307_000_123]),
+        packed_ext(wire.EXT_TIME, [1, 2, 3, 4, 0, -12_307_000_123]),
     ),
-    "timedelta": (dt.timedelta(microseconds=-1), packed_ext(EXT_TIMEDELTA, [-1, 86399, 999999])),
-    "UUID": (uuid.UUID(int=1), packed_ext(EXT_UUID, bytes(15) + b"\x01")),
-    "Decimal": (decimal.Decimal("-1.50E+3"), packed_ext(EXT_DECIMAL, b"-1.50E+3")),
-    "tuple nesting": (((1,),), packed_ext(EXT_TUPLE, [ExtType(EXT_TUPLE, msgpack.packb([1]))])),
+    "timedelta": (dt.timedelta(microseconds=-1), packed_ext(wire.EXT_TIMEDELTA, [-1, 86399, 999999])),
+    "UUID": (uuid.UUID(int=1), packed_ext(wire.EXT_UUID, bytes(15) + b"\x01")),
+    "Decimal": (decimal.Decimal("-1.50E+3"), packed_ext(wire.EXT_DECIMAL, b"-1.50E+3")),
+    "tuple nesting": (((1,),), packed_ext(wire.EXT_TUPLE, [ExtType(wire.EXT_TUPLE, msgpack.packb([1]))])),
     "dict with an int key": ({1: None}, b"\x81\x01\xc0"),
 }
 
@@ -335,7 +320,7 @@ def test_the_bytes_are_the_documented_ones(value: Any, wire: bytes) -> None:
 
 
 def test_a_lowercase_exponent_is_read() -> None:
-    assert_same(decimal.Decimal("1.5E+3"), loads(ext(EXT_DECIMAL, b"1.5e+3")))
+    assert_same(decimal.Decimal("1.5E+3"), loads(ext(wire.EXT_DECIMAL, b"1.5e+3")))
 
 
 # ---------------------------------------------------------------- properties
@@ -418,7 +403,7 @@ def test_random_bytes_as_a_job_raise_only_corrupt_payload(data: bytes) -> None:
     assert_only_supported([args, kwargs])
 
 
-EXT_FIELDS = st.lists(
+wire.EXT_FIELDS = st.lists(
     st.one_of(st.none(), st.booleans(), st.integers(-2, 2100), INT64, st.floats(), st.text(max_size=3)),
     max_size=10,
 )
@@ -426,8 +411,8 @@ EXT_FIELDS = st.lists(
 
 @settings(max_examples=500)
 @given(
-    st.integers(min_value=-128, max_value=127) | st.sampled_from(range(EXT_TUPLE, EXT_DECIMAL + 1)),
-    st.one_of(st.binary(max_size=24), EXT_FIELDS.map(msgpack.packb), VALUES.map(dumps)),
+    st.integers(min_value=-128, max_value=127) | st.sampled_from(range(wire.EXT_TUPLE, wire.EXT_DECIMAL + 1)),
+    st.one_of(st.binary(max_size=24), wire.EXT_FIELDS.map(msgpack.packb), VALUES.map(dumps)),
 )
 def test_any_ext_code_and_data_raise_only_corrupt_payload(code: int, data: bytes) -> None:
     try:
@@ -460,12 +445,12 @@ def test_damaged_payloads_raise_only_corrupt_payload(value: Any, data: st.DataOb
 def deep_tuple_payload(depth: int) -> bytes:
     data = msgpack.packb(1)
     for _ in range(depth):
-        data = msgpack.packb(ExtType(EXT_TUPLE, b"\x91" + data))
+        data = msgpack.packb(ExtType(wire.EXT_TUPLE, b"\x91" + data))
     return data
 
 
 def datetime_ext(*fields: Any) -> bytes:
-    return ext(EXT_DATETIME, list(fields))
+    return ext(wire.EXT_DATETIME, list(fields))
 
 
 CORRUPT: dict[str, bytes] = {
@@ -481,20 +466,20 @@ CORRUPT: dict[str, bytes] = {
     "negative ext code": ext(-5, b"x"),
     "msgpack timestamp": msgpack.packb(Timestamp(0, 0)),
     "timestamp deep in a list": msgpack.packb([1, [{"k": Timestamp(5, 0)}]]),
-    "timestamp in a tuple": ext(EXT_TUPLE, [Timestamp(1, 0)]),
+    "timestamp in a tuple": ext(wire.EXT_TUPLE, [Timestamp(1, 0)]),
     "timestamp as a map key": msgpack.packb({Timestamp(1, 0): 1}),
     "timestamp of a bad length": b"\xd5\xff\x00\x00",
     "map with an array key": b"\x81\x91\x01\x02",
     "map with a map key": b"\x81\x80\x01",
     "array nested 2000 deep": b"\x91" * 2000 + b"\xc0",
-    "tuples nested past MAX_DEPTH": deep_tuple_payload(MAX_DEPTH + 3),
+    "tuples nested past wire.MAX_DEPTH": deep_tuple_payload(wire.MAX_DEPTH + 3),
     "tuples nested 5000 deep": deep_tuple_payload(5000),
-    "tuple ext of a non-array": ext(EXT_TUPLE, 5),
-    "tuple ext with trailing bytes": ext(EXT_TUPLE, msgpack.packb([1]) + b"\x00"),
-    "tuple ext truncated": ext(EXT_TUPLE, b"\x92\x01"),
-    "tuple ext empty": ext(EXT_TUPLE, b""),
-    "set ext with an unhashable item": ext(EXT_SET, [[1]]),
-    "frozenset ext of a map": ext(EXT_FROZENSET, {1: 2}),
+    "tuple ext of a non-array": ext(wire.EXT_TUPLE, 5),
+    "tuple ext with trailing bytes": ext(wire.EXT_TUPLE, msgpack.packb([1]) + b"\x00"),
+    "tuple ext truncated": ext(wire.EXT_TUPLE, b"\x92\x01"),
+    "tuple ext empty": ext(wire.EXT_TUPLE, b""),
+    "set ext with an unhashable item": ext(wire.EXT_SET, [[1]]),
+    "frozenset ext of a map": ext(wire.EXT_FROZENSET, {1: 2}),
     "datetime ext with 8 fields": datetime_ext(2024, 1, 2, 3, 4, 5, 6, 0),
     "datetime ext with a bool field": datetime_ext(2024, True, 2, 3, 4, 5, 6, 0, None),
     "datetime ext with a float field": datetime_ext(2024.0, 1, 2, 3, 4, 5, 6, 0, None),
@@ -502,20 +487,20 @@ CORRUPT: dict[str, bytes] = {
     "datetime ext with fold 2": datetime_ext(2024, 1, 2, 3, 4, 5, 6, 2, None),
     "datetime ext with a 24 h offset": datetime_ext(2024, 1, 2, 3, 4, 5, 6, 0, 86_400_000_000),
     "datetime ext with a str offset": datetime_ext(2024, 1, 2, 3, 4, 5, 6, 0, "+05:45"),
-    "datetime ext of raw bytes": ext(EXT_DATETIME, b"\x00\x01"),
-    "date ext with 2 fields": ext(EXT_DATE, [2024, 1]),
-    "date ext with day 0": ext(EXT_DATE, [2024, 1, 0]),
-    "time ext with hour 24": ext(EXT_TIME, [24, 0, 0, 0, 0, None]),
-    "timedelta ext too big": ext(EXT_TIMEDELTA, [1_000_000_000, 0, 0]),
-    "timedelta ext with a float": ext(EXT_TIMEDELTA, [1.5, 0, 0]),
-    "UUID ext of 15 bytes": ext(EXT_UUID, bytes(15)),
-    "UUID ext of 17 bytes": ext(EXT_UUID, bytes(17)),
-    "Decimal ext of text": ext(EXT_DECIMAL, b"abc"),
-    "Decimal ext of non-ASCII digits": ext(EXT_DECIMAL, "١٢".encode()),
-    "Decimal ext with spaces": ext(EXT_DECIMAL, b" 1 "),
-    "Decimal ext with underscores": ext(EXT_DECIMAL, b"1_000"),
-    "Decimal ext with a too big exponent": ext(EXT_DECIMAL, b"1E+9999999999999999999999"),
-    "Decimal ext empty": ext(EXT_DECIMAL, b""),
+    "datetime ext of raw bytes": ext(wire.EXT_DATETIME, b"\x00\x01"),
+    "date ext with 2 fields": ext(wire.EXT_DATE, [2024, 1]),
+    "date ext with day 0": ext(wire.EXT_DATE, [2024, 1, 0]),
+    "time ext with hour 24": ext(wire.EXT_TIME, [24, 0, 0, 0, 0, None]),
+    "timedelta ext too big": ext(wire.EXT_TIMEDELTA, [1_000_000_000, 0, 0]),
+    "timedelta ext with a float": ext(wire.EXT_TIMEDELTA, [1.5, 0, 0]),
+    "UUID ext of 15 bytes": ext(wire.EXT_UUID, bytes(15)),
+    "UUID ext of 17 bytes": ext(wire.EXT_UUID, bytes(17)),
+    "Decimal ext of text": ext(wire.EXT_DECIMAL, b"abc"),
+    "Decimal ext of non-ASCII digits": ext(wire.EXT_DECIMAL, "١٢".encode()),
+    "Decimal ext with spaces": ext(wire.EXT_DECIMAL, b" 1 "),
+    "Decimal ext with underscores": ext(wire.EXT_DECIMAL, b"1_000"),
+    "Decimal ext with a too big exponent": ext(wire.EXT_DECIMAL, b"1E+9999999999999999999999"),
+    "Decimal ext empty": ext(wire.EXT_DECIMAL, b""),
 }
 
 
@@ -582,7 +567,7 @@ UNSUPPORTED: dict[str, tuple[Any, str]] = {
     "complex": (1 + 2j, "complex"),
     "bytearray": (bytearray(b"x"), "bytes(...)"),
     "memoryview": (memoryview(b"x"), "memoryview"),
-    "msgpack ExtType": (ExtType(EXT_TUPLE, b"\x90"), "raw msgpack object"),
+    "msgpack ExtType": (ExtType(wire.EXT_TUPLE, b"\x90"), "raw msgpack object"),
     "msgpack Timestamp": (Timestamp(0, 0), "raw msgpack object"),
     "set with an unsupported item": ({Plain()}, "Plain"),
     "set with an IntEnum": ({Color.RED}, "Color"),
@@ -595,8 +580,8 @@ UNSUPPORTED: dict[str, tuple[Any, str]] = {
     "Ellipsis": (..., "ellipsis"),
     "lone surrogate": ("\ud800", "UTF-8"),
     "lone surrogate inside": (["ok", {"k": "\udcff"}], "UTF-8"),
-    "lists too deep": (nested(MAX_DEPTH + 1, lambda x: [x]), "deep"),
-    "tuples too deep": (nested(MAX_DEPTH + 1, lambda x: (x,)), "deep"),
+    "lists too deep": (nested(wire.MAX_DEPTH + 1, lambda x: [x]), "deep"),
+    "tuples too deep": (nested(wire.MAX_DEPTH + 1, lambda x: (x,)), "deep"),
     "a list that contains itself": (self_containing_list(), "contains itself"),
 }
 
@@ -664,7 +649,7 @@ def test_a_failure_leaves_nothing_behind() -> None:
         with pytest.raises(SerializationError):
             dumps((1, (2, frozenset({3, Plain()}))))
         with pytest.raises(CorruptPayload):
-            loads(ext(EXT_TUPLE, [ExtType(EXT_TUPLE, b"\x92\x01")]))
+            loads(ext(wire.EXT_TUPLE, [ExtType(wire.EXT_TUPLE, b"\x92\x01")]))
         assert_same(value, loads(dumps(value)))
 
 
@@ -683,9 +668,9 @@ WRAPPERS: dict[str, Callable[[Any], Any]] = {
 @pytest.mark.parametrize("wrap", WRAPPERS.values(), ids=WRAPPERS.keys())
 def test_nesting_up_to_max_depth_round_trips(wrap: Callable[[Any], Any]) -> None:
     leaf = dt.datetime(2024, 1, 1, tzinfo=NEPAL)  # an ext inside the innermost container
-    assert_same(nested(MAX_DEPTH, wrap, leaf), loads(dumps(nested(MAX_DEPTH, wrap, leaf))))
-    with pytest.raises(SerializationError, match=f"more than {MAX_DEPTH} deep"):
-        dumps(nested(MAX_DEPTH + 1, wrap, leaf))
+    assert_same(nested(wire.MAX_DEPTH, wrap, leaf), loads(dumps(nested(wire.MAX_DEPTH, wrap, leaf))))
+    with pytest.raises(SerializationError, match=f"more than {wire.MAX_DEPTH} deep"):
+        dumps(nested(wire.MAX_DEPTH + 1, wrap, leaf))
 
 
 def run_in_thread(stack_size: int, work: Callable[[], Any]) -> Any:
@@ -700,7 +685,7 @@ def run_in_thread(stack_size: int, work: Callable[[], Any]) -> Any:
 
 def test_deep_ext_nesting_is_safe_on_a_small_thread_stack() -> None:
     """msgpack.unpackb took 40-65 KiB of C stack a level here, and segfaulted."""
-    value = nested(MAX_DEPTH, lambda x: (x,), dt.date(2020, 1, 1))
+    value = nested(wire.MAX_DEPTH, lambda x: (x,), dt.date(2020, 1, 1))
     assert_same(value, run_in_thread(256 * 1024, lambda: loads(dumps(value))))
 
     def crafted() -> None:

@@ -43,32 +43,25 @@ class Worker:
         log = self.log_path.open("ab")
         self.started_at = time.time()
         try:
+
+            def spawn(group: int) -> subprocess.Popen[bytes]:
+                return subprocess.Popen(
+                    self.argv,
+                    cwd=self.cwd,
+                    env=self.env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    process_group=group,
+                )
+
             # A new process group (not a new session: copies must be able to join it).
-            first = subprocess.Popen(
-                self.argv,
-                cwd=self.cwd,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                process_group=0,
-            )
+            first = spawn(0)
             self.procs.append(first)
             self.pgid = first.pid
             LIVE[self.pgid] = self
             self._record()
-            for _ in range(self.copies - 1):
-                self.procs.append(
-                    subprocess.Popen(
-                        self.argv,
-                        cwd=self.cwd,
-                        env=self.env,
-                        stdin=subprocess.DEVNULL,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        process_group=self.pgid,
-                    )
-                )
+            self.procs.extend(spawn(self.pgid) for _ in range(self.copies - 1))
         finally:
             log.close()
         return self.started_at

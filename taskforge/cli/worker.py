@@ -6,7 +6,8 @@ import logging
 import os
 import signal
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -19,6 +20,13 @@ if TYPE_CHECKING:
     from ..metrics import WorkerMetrics
 
 LOG_LEVELS = ["debug", "info", "warning", "error"]
+GRACE_HELP = "Seconds running jobs get to finish on SIGTERM/SIGINT."
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _defaulted(*decls: str, kind: click.ParamType[Any], default: float, help: str) -> Callable[[F], F]:
+    """An option with a shown default: the worker's numbers say what they are when omitted."""
+    return click.option(*decls, type=kind, default=default, show_default=True, help=help)
 
 
 def _stop_before_start(_signum: int, _frame: object) -> None:
@@ -31,12 +39,11 @@ def _stop_before_start(_signum: int, _frame: object) -> None:
 @click.option(
     "-c", "--concurrency", type=click.IntRange(min=1), default=None, help="Child processes (default: CPU count)."
 )
-@click.option(
+@_defaulted(
     "-t",
     "--threads",
-    type=click.IntRange(min=1, max=256),
+    kind=click.IntRange(min=1, max=256),
     default=1,
-    show_default=True,
     help="Threads per child, each running one job at a time: more jobs in flight for I/O-bound tasks.",
 )
 @click.option(
@@ -47,26 +54,18 @@ def _stop_before_start(_signum: int, _frame: object) -> None:
     help="Queue to serve; repeat for several (default: every queue of the app's tasks).",
 )
 @click.option("--burst", is_flag=True, help="Exit once no job is ready.")
-@click.option(
+@_defaulted(
     "--visibility-timeout",
-    type=click.FloatRange(min=0.5),
+    kind=click.FloatRange(min=0.5),
     default=60.0,
-    show_default=True,
     help="Seconds a claim lasts unless renewed; the supervisor renews every third of it.",
 )
-@click.option(
-    "--grace",
-    type=click.FloatRange(min=0),
-    default=30.0,
-    show_default=True,
-    help="Seconds running jobs get to finish on SIGTERM/SIGINT.",
-)
+@_defaulted("--grace", kind=click.FloatRange(min=0), default=30.0, help=GRACE_HELP)
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="info", show_default=True)
-@click.option(
+@_defaulted(
     "--max-jobs-per-child",
-    type=click.IntRange(min=0),
+    kind=click.IntRange(min=0),
     default=0,
-    show_default=True,
     help="Replace a child after this many jobs (0: never), for memory hygiene.",
 )
 @click.option("--no-periodic", is_flag=True, help="Do not enqueue the app's periodic tasks from this worker.")

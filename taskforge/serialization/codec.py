@@ -15,23 +15,7 @@ import msgpack
 from msgpack import ExtType, Timestamp
 
 from ..errors import CorruptPayload
-from .format import (
-    _CONTAINERS,
-    _DECODE_WALK_STOPS,
-    _ENCODE_WALK_STOPS,
-    _PACKED_WITHOUT_DEFAULT,
-    EXT_DATE,
-    EXT_DATETIME,
-    EXT_DECIMAL,
-    EXT_FROZENSET,
-    EXT_SET,
-    EXT_TIME,
-    EXT_TIMEDELTA,
-    EXT_TUPLE,
-    EXT_UUID,
-    MAX_DEPTH,
-    MAX_PAYLOAD,
-)
+from . import format as fmt
 from .messages import _shape, _short_repr, _Unsupported, _why_corrupt
 
 _MICROSECOND: Final = timedelta(microseconds=1)
@@ -41,7 +25,7 @@ _DECIMAL_TEXT: Final = re.compile(
 _KEEP_CODEC_BELOW: Final = 1 << 20  # payload bytes; see _ThreadCodecs
 _IDLE_CODECS_PER_THREAD: Final = 4
 # One level for the payload, one per container, one for a leaf ext's own fields.
-_MAX_DECODE_DEPTH: Final = MAX_DEPTH + 2
+_MAX_DECODE_DEPTH: Final = fmt.MAX_DEPTH + 2
 
 
 class _ThreadCodecs(threading.local):
@@ -92,14 +76,14 @@ def _check_tree(*roots: Collection[object]) -> None:
     stack: list[tuple[Collection[Any], int]] = [(items, 0) for items in roots]
     while stack:
         items, depth = stack.pop()
-        if _ENCODE_WALK_STOPS.isdisjoint(map(type, items)):
+        if fmt._ENCODE_WALK_STOPS.isdisjoint(map(type, items)):
             continue
         for item in items:
             kind = type(item)
-            if kind in _PACKED_WITHOUT_DEFAULT:
+            if kind in fmt._PACKED_WITHOUT_DEFAULT:
                 raise _Unsupported("type", item)
-            if kind in _CONTAINERS:
-                if depth >= MAX_DEPTH:
+            if kind in fmt._CONTAINERS:
+                if depth >= fmt.MAX_DEPTH:
                     raise _Unsupported("depth", item)
                 stack.append((item, depth + 1))
                 if kind is dict:
@@ -125,21 +109,21 @@ def _encode_items(code: int) -> Callable[[Any], ExtType]:
 
 
 _ENCODERS: Final[MappingProxyType[type, Callable[[Any], ExtType]]] = MappingProxyType({
-    tuple: _encode_items(EXT_TUPLE),
-    set: _encode_items(EXT_SET),
-    frozenset: _encode_items(EXT_FROZENSET),
-    datetime: lambda v: ExtType(EXT_DATETIME, _pack([
+    tuple: _encode_items(fmt.EXT_TUPLE),
+    set: _encode_items(fmt.EXT_SET),
+    frozenset: _encode_items(fmt.EXT_FROZENSET),
+    datetime: lambda v: ExtType(fmt.EXT_DATETIME, _pack([
         v.year, v.month, v.day, v.hour, v.minute, v.second, v.microsecond, v.fold, _offset(v)
     ])),
-    date: lambda v: ExtType(EXT_DATE, _pack([v.year, v.month, v.day])),
-    time: lambda v: ExtType(EXT_TIME, _pack([
+    date: lambda v: ExtType(fmt.EXT_DATE, _pack([v.year, v.month, v.day])),
+    time: lambda v: ExtType(fmt.EXT_TIME, _pack([
         v.hour, v.minute, v.second, v.microsecond, v.fold, _offset(v)
     ])),
-    timedelta: lambda v: ExtType(EXT_TIMEDELTA, _pack([v.days, v.seconds, v.microseconds])),
-    uuid.UUID: lambda v: ExtType(EXT_UUID, v.bytes),
+    timedelta: lambda v: ExtType(fmt.EXT_TIMEDELTA, _pack([v.days, v.seconds, v.microseconds])),
+    uuid.UUID: lambda v: ExtType(fmt.EXT_UUID, v.bytes),
     # str() follows the thread's decimal context only in the case of "E", which
     # decoding ignores.
-    decimal.Decimal: lambda v: ExtType(EXT_DECIMAL, str(v).encode("ascii")),
+    decimal.Decimal: lambda v: ExtType(fmt.EXT_DECIMAL, str(v).encode("ascii")),
 })  # fmt: skip
 
 
@@ -147,7 +131,7 @@ def _unpack(data: bytes) -> object:
     codecs = _CODECS
     depth = codecs.depth
     if depth[0] >= _MAX_DECODE_DEPTH:
-        raise CorruptPayload(f"ext values nested more than {MAX_DEPTH} deep")
+        raise CorruptPayload(f"ext values nested more than {fmt.MAX_DEPTH} deep")
     idle = codecs.unpackers
     unpacker = idle.pop() if idle else _new_unpacker()
     start = unpacker.tell()
@@ -172,7 +156,7 @@ def _new_unpacker() -> msgpack.Unpacker:
         strict_map_key=False,
         use_list=True,
         timestamp=0,
-        max_buffer_size=MAX_PAYLOAD,
+        max_buffer_size=fmt.MAX_PAYLOAD,
         read_size=16 * 1024,
     )
 
@@ -232,15 +216,15 @@ def _decode_decimal(data: bytes) -> decimal.Decimal:
 
 
 _DECODERS: Final[MappingProxyType[int, tuple[str, Callable[[bytes], object]]]] = MappingProxyType({
-    EXT_TUPLE: ("tuple", lambda data: tuple(_items(data))),
-    EXT_SET: ("set", lambda data: set(_items(data))),
-    EXT_FROZENSET: ("frozenset", lambda data: frozenset(_items(data))),
-    EXT_DATETIME: ("datetime", _decode_datetime),
-    EXT_DATE: ("date", lambda data: date(*_fields(data, 3))),
-    EXT_TIME: ("time", _decode_time),
-    EXT_TIMEDELTA: ("timedelta", lambda data: timedelta(*_fields(data, 3))),
-    EXT_UUID: ("UUID", lambda data: uuid.UUID(bytes=data)),
-    EXT_DECIMAL: ("Decimal", _decode_decimal),
+    fmt.EXT_TUPLE: ("tuple", lambda data: tuple(_items(data))),
+    fmt.EXT_SET: ("set", lambda data: set(_items(data))),
+    fmt.EXT_FROZENSET: ("frozenset", lambda data: frozenset(_items(data))),
+    fmt.EXT_DATETIME: ("datetime", _decode_datetime),
+    fmt.EXT_DATE: ("date", lambda data: date(*_fields(data, 3))),
+    fmt.EXT_TIME: ("time", _decode_time),
+    fmt.EXT_TIMEDELTA: ("timedelta", lambda data: timedelta(*_fields(data, 3))),
+    fmt.EXT_UUID: ("UUID", lambda data: uuid.UUID(bytes=data)),
+    fmt.EXT_DECIMAL: ("Decimal", _decode_decimal),
 })  # fmt: skip
 
 
@@ -249,13 +233,13 @@ def _refuse_timestamps(value: object) -> None:
     stack: list[Collection[Any]] = [(value,)]  # Any: as in _check_tree
     while stack:
         items = stack.pop()
-        if _DECODE_WALK_STOPS.isdisjoint(map(type, items)):
+        if fmt._DECODE_WALK_STOPS.isdisjoint(map(type, items)):
             continue
         for item in items:
             kind = type(item)
             if kind is Timestamp:
                 raise CorruptPayload("ext -1 (a msgpack timestamp) is not in the taskforge format")
-            if kind in _CONTAINERS:
+            if kind in fmt._CONTAINERS:
                 stack.append(item)
                 if kind is dict:
                     stack.append(item.values())

@@ -59,7 +59,7 @@ class Leases:
         """
         by_queue: dict[str, list[tuple[str, str]]] = {}
         for running in held:
-            by_queue.setdefault(running.queue, []).append((running.job_id, running.token))
+            by_queue.setdefault(running.job.queue, []).append((running.job.job_id, running.job.token))
         lost_now: set[LostClaim] = set()
         for queue, claims in by_queue.items():
             try:

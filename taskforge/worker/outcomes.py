@@ -73,7 +73,7 @@ class PendingOutcomes:
             except (CorruptQueue, redis.RedisError) as exc:
                 log.error(
                     "cannot record the outcome of %s (%s); its lease will expire and it will be reclaimed",
-                    running.job_id,
+                    running.job.job_id,
                     exc,
                 )
         self.unsettled = still
@@ -81,15 +81,15 @@ class PendingOutcomes:
     def record(self, running: Running, code: int | None) -> None:
         broker = self.app.broker
         if running.give_back:
-            broker.requeue(running.queue, running.job_id, running.token)
-            log.info("%s %s went back to its queue unrun", running.task, running.job_id)
+            broker.requeue(running.job.queue, running.job.job_id, running.job.token)
+            log.info("%s %s went back to its queue unrun", running.job.task, running.job.job_id)
             return
         if running.aborted:
-            broker.abandon(running.queue, running.job_id, running.token)
-            log.info("%s %s aborted: its child was stopped", running.task, running.job_id)
+            broker.abandon(running.job.queue, running.job.job_id, running.job.token)
+            log.info("%s %s aborted: its child was stopped", running.job.task, running.job.job_id)
             return
         if running.timed_out:
-            error = f"TimeoutError: the job ran longer than its timeout of {running.timeout:g} s and was killed"
+            error = f"TimeoutError: the job ran longer than its timeout of {running.job.timeout:g} s and was killed"
             kind = FailureKind.TIMEOUT
         else:
             error = f"WorkerCrashed: the child process running this job {describe_exit(code)}"
@@ -98,15 +98,16 @@ class PendingOutcomes:
 
     def fail(self, running: Running, error: str, kind: FailureKind) -> None:
         """The attempt counts: retry or dead, then the same metrics and hooks as a failure in the child."""
-        delay = retry_delay(self.app, running.task, running.attempts)
-        state = self.app.broker.fail(running.queue, running.job_id, running.token, error, "", delay, kind)
+        job = running.job
+        delay = retry_delay(self.app, job.task, job.attempts)
+        state = self.app.broker.fail(job.queue, job.job_id, job.token, error, "", delay, kind)
         duration = time.monotonic() - running.started
         if self.metrics is not None:
-            self.metrics.finished(running.queue, running.task, state, duration)
-        attempt = f"{running.attempts}/{running.max_attempts}" if running.max_attempts else str(running.attempts)
-        level, text = outcome_line(running.task, running.job_id, attempt, state, duration, error, delay)
+            self.metrics.finished(job.queue, job.task, state, duration)
+        attempt = f"{job.attempts}/{job.max_attempts}" if job.max_attempts else str(job.attempts)
+        level, text = outcome_line(job.task, job.job_id, attempt, state, duration, error, delay)
         log.log(level, "%s", text)
         if self.app.hooks.handlers["job_failed"] or self.app.hooks.handlers["job_dead"]:
             with contextlib.suppress(TaskforgeError):
-                info = JobHandle(self.app, running.job_id, running.queue).info()
+                info = JobHandle(self.app, job.job_id, job.queue).info()
                 notify_failure(self.app, info, state, error, kind=kind)

@@ -55,22 +55,16 @@ SHORT_LIFE = 5.0
 class Running:
     """A job one lane of a child runs, and what the supervisor decided about it."""
 
-    job_id: str
-    token: str
-    queue: str
-    task: str
-    attempts: int
-    timeout: float | None
-    max_attempts: int = 0
+    job: JobStarted  # what the lane said of the job: id, claim token, queue, task, attempt, timeout
     started: float = field(default_factory=time.monotonic)
     timed_out: bool = False
     give_back: bool = False
     aborted: bool = False
 
-    @classmethod
-    def of(cls, message: JobStarted) -> Running:
-        m = message
-        return cls(m.job_id, m.token, m.queue, m.task, m.attempts, m.timeout, m.max_attempts)
+    def overdue(self, now: float) -> bool:
+        """Past its timeout and not yet killed for it."""
+        timeout = self.job.timeout
+        return bool(timeout) and not self.timed_out and now - self.started > (timeout or 0)
 
 
 @dataclass
@@ -187,15 +181,15 @@ class Pool:
         match message:
             case JobStarted(lane=lane):
                 self.lane_done(slot, lane)
-                running = slot.lanes[lane] = Running.of(message)
+                running = slot.lanes[lane] = Running(message)
                 if self.metrics is not None:
-                    self.metrics.started(running.queue, running.task)
+                    self.metrics.started(running.job.queue, running.job.task)
             case LaneIdle(lane=lane):
                 self.lane_done(slot, lane)
             case JobFinished(lane=lane, state=state, duration=duration):
                 done = slot.lanes.get(lane)
                 if self.metrics is not None and done is not None:
-                    self.metrics.finished(done.queue, done.task, state, duration)
+                    self.metrics.finished(done.job.queue, done.job.task, state, duration)
             case Recycling():
                 slot.recycling = True
             case Heartbeat():
@@ -260,11 +254,13 @@ class Pool:
         """Kill the children running a job past its timeout, or whose loop went silent."""
         for slot in self.children.values():
             self.read_messages(slot)  # the job may have just ended, and another started
-            late = [r for r in slot.lanes.values() if r.timeout and not r.timed_out and now - r.started > r.timeout]
+            late = [
+                r for r in slot.lanes.values() if r.job.timeout and not r.timed_out and now - r.started > r.job.timeout
+            ]
             for running in late:
                 running.timed_out = True
             if late:
-                slot.kill(late[0].job_id)
+                slot.kill(late[0].job.job_id)
             elif not slot.lanes and not slot.killed and now - slot.last_seen > WATCHDOG_SILENCE:
                 log.warning("child %d silent for %.0f s; replacing it", slot.index, now - slot.last_seen)
                 slot.kill()
@@ -272,11 +268,11 @@ class Pool:
     def stop_aborted(self, job_ids: set[str]) -> None:
         """Kill the children running jobs someone aborted (the lease renewal brought the news)."""
         for slot in self.children.values():
-            hit = [r for r in slot.lanes.values() if r.job_id in job_ids]
+            hit = [r for r in slot.lanes.values() if r.job.job_id in job_ids]
             if hit and not slot.killed:
                 for running in hit:
                     running.aborted = True
-                slot.kill(hit[0].job_id)
+                slot.kill(hit[0].job.job_id)
 
     def stop(self) -> None:
         """Ask every child to finish its job and take no other (SIGTERM); none is started again."""

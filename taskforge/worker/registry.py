@@ -49,8 +49,8 @@ class WorkerRegistry:
 def describe(job: Running) -> dict[str, Any]:
     """One running job as the listing shows it; its start on the wall clock, from the monotonic one."""
     return {
-        "id": job.job_id,
-        "task": job.task,
-        "queue": job.queue,
+        "id": job.job.job_id,
+        "task": job.job.task,
+        "queue": job.job.queue,
         "started_at": int((time.time() - (time.monotonic() - job.started)) * 1000),
     }

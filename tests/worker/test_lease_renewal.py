@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from taskforge import TaskForge
+from taskforge.worker.messages import JobStarted
 from taskforge.worker.supervisor import Running, Supervisor, WorkerOptions
 
 LOST = "no longer holds its claim"
@@ -33,7 +34,7 @@ def test_a_job_its_own_child_just_recorded_is_not_reported_lost(
 
     first, second = job.delay(), job.delay()
     [claim], _ = app.broker.dequeue("default", 30_000)
-    sup = supervisor_holding(app, Running(claim.id, claim.token, "default", claim.task, 1, None))
+    sup = supervisor_holding(app, Running(JobStarted(0, claim.id, claim.token, "default", claim.task, 1, None)))
     caplog.set_level(logging.WARNING, logger="taskforge.worker")
     # The child failed its job (retrying) but its next message has not arrived yet.
     assert app.broker.fail("default", claim.id, claim.token, "boom", "", 0) == "retrying"
@@ -41,7 +42,7 @@ def test_a_job_its_own_child_just_recorded_is_not_reported_lost(
     # Then it did: it moved on to the next job.
     [nxt], _ = app.broker.dequeue("default", 30_000)
     assert {claim.id, nxt.id} <= {first.id, second.id}
-    sup.pool.children[0].lanes[0] = Running(nxt.id, nxt.token, "default", nxt.task, 1, None)
+    sup.pool.children[0].lanes[0] = Running(JobStarted(0, nxt.id, nxt.token, "default", nxt.task, 1, None))
     sup.renew_leases()
     assert lost_warnings(caplog) == []
 
@@ -59,7 +60,7 @@ def test_a_claim_taken_over_is_reported_from_the_second_renewal(
     assert app.broker.reclaim("default") == ([handle.id], [], 0)
     [new], _ = app.broker.dequeue("default", 30_000)
     assert new.token != old.token
-    sup = supervisor_holding(app, Running(old.id, old.token, "default", old.task, 1, None))
+    sup = supervisor_holding(app, Running(JobStarted(0, old.id, old.token, "default", old.task, 1, None)))
     caplog.set_level(logging.WARNING, logger="taskforge.worker")
     sup.renew_leases()
     assert lost_warnings(caplog) == []

@@ -79,10 +79,10 @@ def test_the_pool_tracks_each_lane_from_its_messages(pool_and_slot: tuple[Pool, 
     ]:
         pipe.send(message)
     pool.read_messages(slot)
-    assert {lane: r.job_id for lane, r in slot.lanes.items()} == {0: "c"}
-    assert (slot.lanes[0].token, slot.lanes[0].attempts, slot.lanes[0].timeout) == ("tc", 1, None)
+    assert {lane: r.job.job_id for lane, r in slot.lanes.items()} == {0: "c"}
+    assert (slot.lanes[0].job.token, slot.lanes[0].job.attempts, slot.lanes[0].job.timeout) == ("tc", 1, None)
     assert pool.jobs_done == 2
-    assert [r.job_id for r in pool.running()] == ["c"]
+    assert [r.job.job_id for r in pool.running()] == ["c"]
     assert metrics.calls == [
         ("started", "default", "app.add"),
         ("started", "default", "app.send"),

@@ -7,6 +7,7 @@ import time
 
 from taskforge import TaskForge
 from taskforge.broker import keys, workers
+from taskforge.worker.messages import JobStarted
 from taskforge.worker.pool import Running
 from taskforge.worker.registry import WorkerRegistry
 
@@ -14,7 +15,7 @@ from taskforge.worker.registry import WorkerRegistry
 def test_a_heartbeat_lists_the_worker_and_its_jobs_until_it_leaves(app: TaskForge) -> None:
     client = app.broker.client
     registry = WorkerRegistry(client, ["default", "mail"], concurrency=4, ttl=20)
-    job = Running("job-1", "token", "mail", "app.send", 1, None, started=time.monotonic() - 2)
+    job = Running(JobStarted(0, "job-1", "token", "mail", "app.send", 1, None), started=time.monotonic() - 2)
     before = int(time.time() * 1000)
     registry.beat([job], jobs_done=7)
     [listed] = workers.live_workers(client)
