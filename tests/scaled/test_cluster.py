@@ -25,7 +25,7 @@ def test_twenty_queues_over_every_master_run_by_three_workers(cluster, start_wor
     assert len(masters) == 3
     assert {cluster.master_of(QueueKeys(q).pending) for q in QUEUES} == masters
 
-    handles = spread(work, 200)
+    handles = spread(work, 200, pause=0.05)  # long enough that no worker drains them all before the last starts
     dead = doomed.with_options(queue="q07").delay(7)
     work.with_options(queue="q13").apply_in(3600, 13)
     workers = [start_worker(cluster.url, "-c", "2", "--burst") for _ in range(3)]
