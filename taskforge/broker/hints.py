@@ -62,6 +62,9 @@ class ClaimHints:
         self._promoted: dict[str, float] = {}
         self._limited: dict[str, tuple[bool, float]] = {}
         self.outcomes = OutcomeCounts()
+        # False where a thread writes the counts (a worker child's): then going
+        # idle costs no round trip, which a job arriving just then would wait behind.
+        self.flush_on_idle = True
         self.promote_every_s = PROMOTE_EVERY_S  # 0: every claim promotes (what a model of the queue expects)
 
     def claim_flags(self, queue: str, token: str) -> ClaimFlags:
@@ -121,13 +124,18 @@ class ClaimHints:
     def count_success(self, queue: str) -> None:
         """Count one success; written with the others at most about once a second.
 
-        A busy client writes here; an idle one writes before it waits; a
-        worker child also runs ``keep_flushing`` so that counts never wait on
-        a long job. No timer is started here: a thread that outlived its
+        A busy client writes here; an idle one writes before it waits, unless
+        a worker child's ``keep_counts_written`` thread writes them (it also
+        covers a lane that goes straight on to a long job). No timer is started here: a thread that outlived its
         broker would write into whatever the database holds by then.
         """
         self.outcomes.count(queue, "succeeded")
         if self.outcomes.due():
+            self.flush_outcomes()
+
+    def flush_when_idle(self) -> None:
+        """About to wait or found nothing: write the counts now unless a thread writes them."""
+        if self.flush_on_idle or self.outcomes.due():
             self.flush_outcomes()
 
     def flush_outcomes(self) -> None:

@@ -142,7 +142,7 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup):
             reply = self._recovered(q, token, lease_ms, count, flags, sent, reply)
         self.answered(token)
         if not reply.rows:
-            self.flush_outcomes()
+            self.flush_when_idle()
         return self._vetted(queue, token, reply)
 
     def succeed(self, queue: str, job_id: str, token: str, result: bytes) -> bool:
@@ -292,7 +292,7 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup):
         In a cluster, queues in different slots are waited on side by side
         (see ``WakeWaiter``): one BLPOP cannot span slots.
         """
-        self.flush_outcomes()
+        self.flush_when_idle()
         wake = self.wake_keys(queues)
         groups = by_slot(self.client, wake)
         with self.guard(*queues):
@@ -312,7 +312,7 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup):
         with no second call. Same ``token`` contract as ``dequeue``.
         """
         q = QueueKeys(queue)
-        self.flush_outcomes()
+        self.flush_when_idle()
         with self.guard(queue):
             flags = self.claim_flags(queue, token)
             call = self._dequeue_call(q, token, lease_ms, 1, flags)

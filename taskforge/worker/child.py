@@ -93,6 +93,7 @@ def keep_counts_written(broker: Broker, stop: threading.Event) -> threading.Thre
             if broker.outcomes.due():
                 broker.flush_outcomes()
 
+    broker.flush_on_idle = False  # this thread writes them: a lane going idle need not
     thread = threading.Thread(target=write, name="taskforge-counts", daemon=True)
     thread.start()
     return thread

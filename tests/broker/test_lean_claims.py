@@ -195,7 +195,9 @@ def test_a_child_writes_its_counts_while_its_lanes_run_long_jobs(app: TaskForge)
                 for key in app.broker.client.scan_iter(match="taskforge:{long-job}:stats:*")
             )
         assert written == 1
+        assert not app.broker.flush_on_idle  # the thread writes them: a lane going idle need not
     finally:
         stop.set()
         writer.join(5)
+        app.broker.flush_on_idle = True
     assert not writer.is_alive()  # and it stops when told: no write after its broker is gone
