@@ -85,9 +85,6 @@ class ClaimFlags(NamedTuple):
     limited: bool = True  # the queue has limited tasks: their pending sets too
     retry: bool = False  # a re-send after an error: hand back this token's jobs if its reply was lost
 
-    def argv(self) -> list[str]:
-        return [_flag(self.promote), _flag(self.limited), _flag(self.retry)]
-
 
 def dequeue(
     q: QueueKeys,
@@ -100,7 +97,7 @@ def dequeue(
     limited: bool = True,
     retry: bool = False,
 ) -> ScriptCall[replies.ClaimReply]:
-    flags = ClaimFlags(promote, limited, retry).argv()
+    flags = [_flag(promote), _flag(limited), _flag(retry)]
     return ScriptCall("dequeue", q, [token, lease_ms, promote_limit, count, *flags], replies.decode_claims)
 
 
@@ -121,7 +118,7 @@ def succeed(
     """Record a result; with ``next_token``, also claim the next job (``SucceedReply.next``)."""
     args: list[Any] = [job_id, token, result, retention_ms]
     if next_token:
-        args += [next_token, lease_ms, promote_limit, *ClaimFlags(promote, limited, retry).argv()]
+        args += [next_token, lease_ms, promote_limit, _flag(promote), _flag(limited), _flag(retry)]
     return ScriptCall("succeed", q, args, replies.decode_succeed)
 
 

@@ -85,7 +85,14 @@ class ClaimHints:
         q: QueueKeys, token: str, lease_ms: int, count: int, flags: calls.ClaimFlags
     ) -> calls.ScriptCall[ClaimReply]:
         return calls.dequeue(
-            q, token=token, lease_ms=lease_ms, promote_limit=PROMOTE_LIMIT, count=count, **flags._asdict()
+            q,
+            token=token,
+            lease_ms=lease_ms,
+            promote_limit=PROMOTE_LIMIT,
+            count=count,
+            promote=flags.promote,
+            limited=flags.limited,
+            retry=flags.retry,
         )
 
     def _recovered(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, cast
 import redis
 
 from . import keys
-from .connection import broker_errors
+from .connection import OnError, broker_errors
 from .damage import queue_errors
 from .keys import QueueKeys
 
@@ -36,7 +36,7 @@ class Inspection:
 
     def guard(self, *queues: str) -> AbstractContextManager[None]:
         """Redis errors as taskforge errors; damage to these queues' fixed keys as ``CorruptQueue``."""
-        return queue_errors(self.client, self.url, queues)
+        return OnError(queue_errors, self.client, self.url, queues)
 
     def read(self, queue: str, job_id: str) -> dict[bytes, bytes] | None:
         """The raw job hash, or None when there is no such job."""

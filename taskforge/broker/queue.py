@@ -177,7 +177,9 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup):
                 next_token=next_token,
                 lease_ms=lease_ms,
                 promote_limit=PROMOTE_LIMIT,
-                **flags._asdict(),
+                promote=flags.promote,
+                limited=flags.limited,
+                retry=flags.retry,
             )
             sent = resends()
             (done, claimed), acked = self.scripts.write(call)

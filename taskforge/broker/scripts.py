@@ -22,6 +22,7 @@ from redis.cluster import RedisCluster
 
 from .calls import CALLS, ScriptCall
 from .compat import describe_script_denial
+from .connection import OnError
 from .slots import is_cluster, on_master, script_per_node, write_then_wait
 
 T = TypeVar("T")
@@ -147,7 +148,7 @@ class Scripts:
     def _raw(self, call: ScriptCall[Any]) -> Any:
         script = self._scripts[call.name]
         keys, argv = call.keys, call.argv
-        with denials(call.name):
+        with OnError(denials, call.name):
             if self._cluster:
                 return on_master(self._client, keys[0], lambda node: script(keys=keys, args=argv, client=node))
             return script(keys=keys, args=argv)

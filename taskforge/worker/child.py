@@ -130,7 +130,7 @@ class Child:
 
     def send(self, message: Message) -> None:
         with self.lock:
-            self.pipe.send(message)
+            self.pipe.send(message.wire())
 
     def alive(self) -> None:
         now = time.monotonic()

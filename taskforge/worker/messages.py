@@ -6,8 +6,10 @@ replace positional tuples, whose layout lived in two files and was read by
 index; the supervisor now matches on the class (``match message: case
 JobStarted(...)``) and a field added here cannot be read at the wrong place.
 
-One message goes per job, so they are kept cheap: ``__slots__`` and a
-``__reduce__`` that pickles a message as its class and field values only.
+One message goes per job, so they are kept cheap: ``__slots__``, and on
+the pipe a plain tuple, the kind's number then the field values
+(``wire``/``from_wire``): a tuple pickles in under half the time of a class
+instance, and the supervisor gets the class back before it reads anything.
 Nothing waits for them (children talk to Redis themselves): losing the pipe
 only costs the supervisor its view of a child, which its sentinel covers.
 """
@@ -19,15 +21,13 @@ from typing import Any
 
 
 class Message:
-    """Base of every child-to-supervisor message: pickled as (class, field values)."""
+    """Base of every child-to-supervisor message."""
 
     __slots__ = ()
 
-    def __reduce__(self) -> tuple[type[Message], tuple[Any, ...]]:
-        # The default pickling of a frozen slotted dataclass stores a dict of
-        # field names and restores it attribute by attribute: twice the bytes
-        # and time of calling the class again with the values.
-        return type(self), tuple(map(self.__getattribute__, self.__slots__))
+    def wire(self) -> tuple[Any, ...]:
+        """What the child sends: the kind's number, then the field values in order."""
+        return (KIND_NUMBER[type(self)], *map(self.__getattribute__, self.__slots__))
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,3 +72,17 @@ class Recycling(Message):
     Said, not only shown by the exit code: a task may call ``os._exit`` with
     that same code, and that is a crash.
     """
+
+
+KINDS: tuple[type[Message], ...] = (Heartbeat, JobStarted, JobFinished, LaneIdle, Recycling)
+KIND_NUMBER = {kind: number for number, kind in enumerate(KINDS)}
+
+
+def from_wire(raw: object) -> Message | object:
+    """The message ``wire`` made, or ``raw`` itself when it is none (the supervisor logs it)."""
+    if type(raw) is tuple and raw and type(raw[0]) is int and 0 <= raw[0] < len(KINDS):
+        try:
+            return KINDS[raw[0]](*raw[1:])
+        except TypeError:  # the wrong number of fields for its kind
+            return raw
+    return raw

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .child import ChildConfig, child_main
 from .lane import EXIT_RECYCLE
-from .messages import Heartbeat, JobFinished, JobStarted, LaneIdle, Message, Recycling
+from .messages import Heartbeat, JobFinished, JobStarted, LaneIdle, Message, Recycling, from_wire
 from .options import WorkerOptions
 
 if TYPE_CHECKING:
@@ -172,11 +172,11 @@ class Pool:
     def read_messages(self, slot: ChildSlot) -> None:
         try:
             while slot.pipe.poll():
-                self.on_message(slot, slot.pipe.recv())
+                self.on_message(slot, from_wire(slot.pipe.recv()))
         except (EOFError, OSError):
             pass
 
-    def on_message(self, slot: ChildSlot, message: Message) -> None:
+    def on_message(self, slot: ChildSlot, message: Message | object) -> None:
         slot.last_seen = time.monotonic()  # any message, a Heartbeat included, feeds the watchdog
         match message:
             case JobStarted(lane=lane):

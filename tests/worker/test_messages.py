@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from taskforge.worker.messages import Heartbeat, JobFinished, JobStarted, LaneIdle, Message, Recycling
+from taskforge.worker.messages import Heartbeat, JobFinished, JobStarted, LaneIdle, Message, Recycling, from_wire
 from taskforge.worker.options import WorkerOptions
 from taskforge.worker.pool import ChildSlot, Pool
 
@@ -28,8 +28,8 @@ EVERY_KIND = [
 
 
 @pytest.mark.parametrize("message", EVERY_KIND, ids=lambda m: type(m).__name__)
-def test_a_message_comes_out_of_pickle_equal_and_stays_frozen(message: Message) -> None:
-    copy = pickle.loads(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+def test_a_message_comes_off_the_wire_equal_and_stays_frozen(message: Message) -> None:
+    copy = from_wire(pickle.loads(pickle.dumps(message.wire(), protocol=pickle.HIGHEST_PROTOCOL)))
     assert copy == message and type(copy) is type(message)
     assert not hasattr(message, "__dict__")  # slots: one small object per job
     for field in dataclasses.fields(message):  # type: ignore[arg-type]
@@ -37,9 +37,16 @@ def test_a_message_comes_out_of_pickle_equal_and_stays_frozen(message: Message) 
             setattr(message, field.name, None)
 
 
-def test_a_message_pickles_as_its_values_not_its_field_names() -> None:
-    data = pickle.dumps(JobStarted(0, "job-1", "token-1", "default", "app.add", 2, None))
-    assert b"job_id" not in data and b"attempts" not in data
+def test_a_message_travels_as_a_plain_tuple_of_its_values() -> None:
+    wire = JobStarted(0, "job-1", "token-1", "default", "app.add", 2, None).wire()
+    assert type(wire) is tuple and wire[1:] == (0, "job-1", "token-1", "default", "app.add", 2, None, 0)
+    data = pickle.dumps(wire)
+    assert b"job_id" not in data and b"JobStarted" not in data  # no field names, no class to look up
+
+
+@pytest.mark.parametrize("raw", [("start", 0, "a"), (99, 1), (1, "too", "few"), "text", ()])
+def test_what_is_no_message_comes_off_the_wire_as_it_is(raw: object) -> None:
+    assert from_wire(raw) is raw
 
 
 class Recorder:
@@ -77,7 +84,7 @@ def test_the_pool_tracks_each_lane_from_its_messages(pool_and_slot: tuple[Pool, 
         JobFinished(1, "retrying", 1.0),
         LaneIdle(1),  # ends "b"
     ]:
-        pipe.send(message)
+        pipe.send(message.wire())
     pool.read_messages(slot)
     assert {lane: r.job.job_id for lane, r in slot.lanes.items()} == {0: "c"}
     assert (slot.lanes[0].job.token, slot.lanes[0].job.attempts, slot.lanes[0].job.timeout) == ("tc", 1, None)
@@ -97,11 +104,11 @@ def test_recycling_and_heartbeats_change_only_what_they_say(
 ) -> None:
     pool, slot, pipe, metrics = pool_and_slot
     slot.last_seen = 0.0
-    pipe.send(Heartbeat())
+    pipe.send(Heartbeat().wire())
     pool.read_messages(slot)
     assert slot.last_seen > 0.0 and not slot.recycling and not slot.lanes
-    pipe.send(Recycling())
-    pipe.send(LaneIdle(0))  # a lane with no job: nothing ends, nothing counts
+    pipe.send(Recycling().wire())
+    pipe.send(LaneIdle(0).wire())  # a lane with no job: nothing ends, nothing counts
     pool.read_messages(slot)
     assert slot.recycling and pool.jobs_done == 0 and metrics.calls == []
 
@@ -112,7 +119,7 @@ def test_an_unknown_message_is_logged_and_skipped(
     pool, slot, pipe, _ = pool_and_slot
     caplog.set_level(logging.WARNING, logger="taskforge.worker")
     pipe.send(("start", 0, "a"))  # the old tuple form
-    pipe.send(LaneIdle(0))
+    pipe.send(LaneIdle(0).wire())
     pool.read_messages(slot)
     assert "child 0 sent ('start', 0, 'a'), which this supervisor does not know" in caplog.text
     assert not slot.lanes
