@@ -85,6 +85,10 @@ class ClaimFlags(NamedTuple):
     limited: bool = True  # the queue has limited tasks: their pending sets too
     retry: bool = False  # a re-send after an error: hand back this token's jobs if its reply was lost
 
+    def kwargs(self) -> dict[str, bool]:
+        """The flags as the keyword arguments of ``dequeue`` and ``succeed`` (a literal: ``_asdict`` costs more)."""
+        return {"promote": self.promote, "limited": self.limited, "retry": self.retry}
+
 
 def dequeue(
     q: QueueKeys,

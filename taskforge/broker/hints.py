@@ -90,9 +90,7 @@ class ClaimHints:
             lease_ms=lease_ms,
             promote_limit=PROMOTE_LIMIT,
             count=count,
-            promote=flags.promote,
-            limited=flags.limited,
-            retry=flags.retry,
+            **flags.kwargs(),
         )
 
     def _recovered(

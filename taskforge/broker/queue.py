@@ -177,9 +177,7 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup):
                 next_token=next_token,
                 lease_ms=lease_ms,
                 promote_limit=PROMOTE_LIMIT,
-                promote=flags.promote,
-                limited=flags.limited,
-                retry=flags.retry,
+                **flags.kwargs(),
             )
             sent = resends()
             (done, claimed), acked = self.scripts.write(call)
