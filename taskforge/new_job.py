@@ -26,12 +26,14 @@ def build_job(
     due_ms: int | None = None,
     delay_ms: int = 0,
 ) -> NewJob:
-    """The job for ``task(*args, **kwargs)``; SerializationError if it cannot travel or is too big.
+    """The job for ``task(*args, **kwargs)``; TypeError if the task cannot take those arguments,
+    SerializationError if they cannot travel or are too big.
 
     ``due_ms`` is an absolute time on the producer's clock (``apply_at``),
     ``delay_ms`` a delay resolved on Redis's clock (``apply_in``).
     """
-    payload = dumps_call(args, kwargs)
+    payload = dumps_call(args, kwargs)  # first: a key that is no str is a SerializationError, as documented
+    task.check_call(args, kwargs)
     opts = task.options
     unique_digest, lock_ttl_ms = "", 0
     if opts.unique_for is not None:

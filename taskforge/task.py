@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import inspect
 import math
 import numbers
 import re
@@ -163,6 +164,7 @@ class Task(Generic[P, R]):
         self.backoff = backoff_policy(backoff)
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
+        self._signature = _signature_of(func)
 
     def __repr__(self) -> str:
         return f"<Task {self.name} queue={self.options.queue} priority={self.options.priority.name.lower()}>"
@@ -173,6 +175,20 @@ class Task(Generic[P, R]):
     @property
     def queue(self) -> str:
         return self.options.queue
+
+    def check_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """TypeError, before anything is stored, for arguments the function cannot take.
+
+        Otherwise the mistake would surface in a worker, as a TypeError run
+        after run until the job's attempts are spent. (A job sent by name has
+        no function here to check against.)
+        """
+        if self._signature is None:
+            return
+        try:
+            self._signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.name}: {exc}; the job was not queued") from None
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
         """Queue a run of this task now; returns at once with a handle."""
@@ -257,3 +273,11 @@ class Task(Generic[P, R]):
         handle: JobHandle[R] = JobHandle(self.app, job_id, self.queue)
         self.app.enqueued(handle)  # eager mode drains here, when the testing kit installed it
         return handle
+
+
+def _signature_of(func: Callable[..., Any]) -> inspect.Signature | None:
+    """The signature calls are checked against, or None where Python cannot tell (some builtins)."""
+    try:
+        return inspect.signature(func)
+    except (TypeError, ValueError):
+        return None

@@ -106,10 +106,13 @@ def enqueue(
                 f"anyway (a worker that does not know it dead-letters the job)",
                 err=True,
             )
-        if when is not None:
-            handle = task.apply_at(when, *args, **kwargs)
-        elif delay is not None:
-            handle = task.apply_in(delay, *args, **kwargs)
-        else:
-            handle = task.delay(*args, **kwargs)
+        try:
+            if when is not None:
+                handle = task.apply_at(when, *args, **kwargs)
+            elif delay is not None:
+                handle = task.apply_in(delay, *args, **kwargs)
+            else:
+                handle = task.delay(*args, **kwargs)
+        except TypeError as exc:  # --args/--kwargs the task cannot take (Task.check_call): nothing queued
+            fail(str(exc), USAGE)
     click.echo(handle.id)

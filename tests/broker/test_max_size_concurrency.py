@@ -30,7 +30,7 @@ def producer(url: str, barrier: Any, results: Any, index: int, batch: int) -> No
         app = TaskForge(f"producer-{index}", broker=url, max_size=MAX_SIZE)
 
         @app.task(name="bounded.job", queue=QUEUE)
-        def job(n):
+        def job(*n):
             return n
 
         app.broker.ping()  # connect before the start line, so all race on the enqueue itself

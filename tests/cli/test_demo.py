@@ -75,7 +75,9 @@ def test_demo_runs_the_whole_loop_in_time(tmp_path: Path) -> None:
 def test_interrupted_demo_stops_worker_and_broker(tmp_path: Path) -> None:
     proc, log = start_demo(tmp_path)
     try:
-        wait_for(lambda: "jobs finished" in log.read_text(), 20, "the jobs to start running")
+        # As soon as the jobs are queued: the run that follows lasts over 2 s (a job is
+        # scheduled 2 s ahead), a wider window than waiting for the first progress line.
+        wait_for(lambda: "queued " in log.read_text(), 20, "the jobs to be queued")
         proc.send_signal(signal.SIGINT)
         code = proc.wait(20)
     finally:

@@ -35,7 +35,9 @@ def test_priority_by_name_or_number(cli_app: TaskForge, invoke, given: str) -> N
 
 
 def test_in_seconds_schedules(cli_app: TaskForge, invoke) -> None:
-    info = cli_app.job(enqueued(cli_app, invoke("enqueue", "cliapp:app", "cliapp.add", "--in", "30"))).info()
+    info = cli_app.job(
+        enqueued(cli_app, invoke("enqueue", "cliapp:app", "cliapp.add", "--args", "[1, 2]", "--in", "30"))
+    ).info()
     assert info.state is JobState.SCHEDULED
     assert 25 < (info.scheduled_at - info.created_at).total_seconds() <= 30.5
 
@@ -43,10 +45,18 @@ def test_in_seconds_schedules(cli_app: TaskForge, invoke) -> None:
 @pytest.mark.parametrize("suffix, offset", [("Z", timedelta(0)), ("+02:00", timedelta(hours=2)), ("", timedelta(0))])
 def test_at_iso_time_schedules(cli_app: TaskForge, invoke, suffix: str, offset: timedelta) -> None:
     local = (datetime.now(timezone.utc) + offset + timedelta(hours=1)).replace(microsecond=0, tzinfo=None)
-    result = invoke("enqueue", "cliapp:app", "cliapp.add", "--at", local.isoformat() + suffix)
+    result = invoke("enqueue", "cliapp:app", "cliapp.add", "--args", "[1, 2]", "--at", local.isoformat() + suffix)
     info = cli_app.job(enqueued(cli_app, result)).info()
     assert info.state is JobState.SCHEDULED
     assert info.scheduled_at == local.replace(tzinfo=timezone.utc) - offset  # no offset means UTC
+
+
+@pytest.mark.parametrize("given", [[], ["--args", "[1, 2, 3]"], ["--args", "[1]", "--kwargs", '{"z": 1}']])
+def test_arguments_the_task_cannot_take_exit_2_and_queue_nothing(cli_app: TaskForge, invoke, given: list[str]) -> None:
+    result = invoke("enqueue", "cliapp:app", "cliapp.add", *given)
+    assert result.exit_code == 2 and one_line_error(result).startswith("Error: cliapp.add: ")
+    assert "the job was not queued" in one_line_error(result)
+    assert cli_app.broker.counts("default")["pending"] == 0
 
 
 def test_unregistered_task_is_queued_with_a_warning(cli_app: TaskForge, invoke) -> None:
@@ -79,7 +89,7 @@ def test_bad_input_exits_2_with_one_line(cli_app: TaskForge, invoke, args: list[
 
 
 def test_bad_app_exits_2(cli_app: TaskForge, invoke) -> None:
-    result = invoke("enqueue", "cliapp", "cliapp.add")
+    result = invoke("enqueue", "cliapp", "cliapp.add", "--args", "[1, 2]")
     assert result.exit_code == 0  # module alone means attribute app
     result = invoke("enqueue", "not a module", "cliapp.add")
     assert result.exit_code == 2 and "not of the form module:attribute" in one_line_error(result)
