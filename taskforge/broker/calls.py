@@ -68,6 +68,11 @@ def _flag(on: bool) -> str:
     return "1" if on else ""
 
 
+def _claim_flags(promote: bool, limited: bool, retry: bool) -> list[str]:
+    """A claim's flags as the ARGV strings dequeue.lua and succeed.lua read ('1' = on)."""
+    return [_flag(promote), _flag(limited), _flag(retry)]
+
+
 def enqueue(
     q: QueueKeys, *, max_size: int, resend: bool, jobs: Sequence[NewJob]
 ) -> ScriptCall[list[str] | replies.EnqueueRefused]:
@@ -101,8 +106,8 @@ def dequeue(
     limited: bool = True,
     retry: bool = False,
 ) -> ScriptCall[replies.ClaimReply]:
-    flags = [_flag(promote), _flag(limited), _flag(retry)]
-    return ScriptCall("dequeue", q, [token, lease_ms, promote_limit, count, *flags], replies.decode_claims)
+    args = [token, lease_ms, promote_limit, count, *_claim_flags(promote, limited, retry)]
+    return ScriptCall("dequeue", q, args, replies.decode_claims)
 
 
 def succeed(
@@ -122,7 +127,7 @@ def succeed(
     """Record a result; with ``next_token``, also claim the next job (``SucceedReply.next``)."""
     args: list[Any] = [job_id, token, result, retention_ms]
     if next_token:
-        args += [next_token, lease_ms, promote_limit, _flag(promote), _flag(limited), _flag(retry)]
+        args += [next_token, lease_ms, promote_limit, *_claim_flags(promote, limited, retry)]
     return ScriptCall("succeed", q, args, replies.decode_succeed)
 
 

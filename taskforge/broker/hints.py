@@ -131,8 +131,9 @@ class ClaimHints:
 
         A busy client writes here; an idle one writes before it waits, unless
         a worker child's ``keep_counts_written`` thread writes them (it also
-        covers a lane that goes straight on to a long job). No timer is started here: a thread that outlived its
-        broker would write into whatever the database holds by then.
+        covers a lane that goes straight on to a long job). No timer is
+        started here: a thread that outlived its broker would write into
+        whatever the database holds by then.
         """
         self.outcomes.count(queue, "succeeded")
         if self.outcomes.due():

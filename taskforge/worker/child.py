@@ -82,10 +82,10 @@ def die_with_parent(parent: int) -> None:
 def keep_counts_written(broker: Broker, stop: threading.Event) -> threading.Thread:
     """Write the success counts ``broker`` holds about once a second, until ``stop`` is set.
 
-    A lane writes them itself when they are due or when it goes idle; this
-    thread covers the lane that goes straight on to a job of an hour, whose
-    counts the dashboard would otherwise miss for that hour. It belongs to the
-    child process, and dies with it.
+    A lane writes them itself when they are due; this thread writes the rest,
+    so a lane going idle need not spend a round trip on them, and a lane that
+    goes straight on to a job of an hour does not hold its counts for that
+    hour. It belongs to the child process, and dies with it.
     """
 
     def write() -> None:
@@ -112,7 +112,7 @@ class Child:
         # The app is read once: the lanes need only what running a job needs.
         self.context = AppContext.of(load_app(config.app_spec))
         self.broker = self.context.broker
-        self.counts_written = threading.Event()  # set at exit, after the last flush
+        self.counts_written = threading.Event()  # set at exit: the thread stops, the last flush follows
         self.outage = Outage(self.broker.url)  # one per process: the lanes share what they say about Redis
         self.queues = list(config.queues)
         self.last_alive = 0.0

@@ -64,7 +64,7 @@ class Running:
     def overdue(self, now: float) -> bool:
         """Past its timeout and not yet killed for it."""
         timeout = self.job.timeout
-        return bool(timeout) and not self.timed_out and now - self.started > (timeout or 0)
+        return timeout is not None and timeout > 0 and not self.timed_out and now - self.started > timeout
 
 
 @dataclass
@@ -254,9 +254,7 @@ class Pool:
         """Kill the children running a job past its timeout, or whose loop went silent."""
         for slot in self.children.values():
             self.read_messages(slot)  # the job may have just ended, and another started
-            late = [
-                r for r in slot.lanes.values() if r.job.timeout and not r.timed_out and now - r.started > r.job.timeout
-            ]
+            late = [r for r in slot.lanes.values() if r.overdue(now)]
             for running in late:
                 running.timed_out = True
             if late:

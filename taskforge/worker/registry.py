@@ -46,11 +46,12 @@ class WorkerRegistry:
         workers.remove(self.client, self.id)
 
 
-def describe(job: Running) -> dict[str, Any]:
+def describe(running: Running) -> dict[str, Any]:
     """One running job as the listing shows it; its start on the wall clock, from the monotonic one."""
+    job = running.job
     return {
-        "id": job.job.job_id,
-        "task": job.job.task,
-        "queue": job.job.queue,
-        "started_at": int((time.time() - (time.monotonic() - job.started)) * 1000),
+        "id": job.job_id,
+        "task": job.task,
+        "queue": job.queue,
+        "started_at": int((time.time() - (time.monotonic() - running.started)) * 1000),
     }
