@@ -14,6 +14,7 @@ from .errors import (
     TaskFailed,
     TaskforgeError,
     UnknownTask,
+    WorkflowNotFound,
 )
 
 if _typing.TYPE_CHECKING:
@@ -22,6 +23,8 @@ if _typing.TYPE_CHECKING:
     from .handle import JobHandle
     from .job import JobInfo, JobState, Priority
     from .task import Task
+    from .workflows.canvas import Signature, chain, group
+    from .workflows.handle import WorkflowHandle, WorkflowInfo, WorkflowState
 
 # Loaded on first use rather than at import: these pull in redis-py and msgpack
 # (about 0.25 s), and `taskforge worker` must be able to install its SIGTERM
@@ -35,6 +38,12 @@ _LAZY = {
     "JobState": "job",
     "Priority": "job",
     "Task": "task",
+    "Signature": "workflows.canvas",
+    "chain": "workflows.canvas",
+    "group": "workflows.canvas",
+    "WorkflowHandle": "workflows.handle",
+    "WorkflowInfo": "workflows.handle",
+    "WorkflowState": "workflows.handle",
 }
 
 
@@ -43,8 +52,12 @@ def __getattr__(name: str) -> _typing.Any:
     if module is None:
         raise AttributeError(f"module 'taskforge' has no attribute {name!r}")
     from . import app, context, handle, job, task  # one import loads them all anyway
+    from .workflows import canvas
+    from .workflows import handle as workflow_handle
 
-    value = getattr({"app": app, "context": context, "handle": handle, "job": job, "task": task}[module], name)
+    modules = {"app": app, "context": context, "handle": handle, "job": job, "task": task}
+    modules.update({"workflows.canvas": canvas, "workflows.handle": workflow_handle})
+    value = getattr(modules[module], name)
     globals()[name] = value
     return value
 
@@ -68,12 +81,19 @@ __all__ = [
     "QueueFull",
     "Retry",
     "SerializationError",
+    "Signature",
     "Task",
     "TaskFailed",
     "TaskForge",
     "TaskforgeError",
     "UnknownTask",
+    "WorkflowHandle",
+    "WorkflowInfo",
+    "WorkflowNotFound",
+    "WorkflowState",
     "__version__",
+    "chain",
     "current_job",
     "errors",
+    "group",
 ]

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from .broker.connection import connect, redact, resolve_url
 from .broker.queue import Broker
@@ -17,6 +17,9 @@ from .hooks import Event, Hooks, Middleware
 from .job import BackoffPolicy, JobInfo, Priority
 from .periodic import Schedule
 from .task import Task, TaskOptions
+
+if TYPE_CHECKING:
+    from .workflows.handle import WorkflowHandle
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -320,6 +323,14 @@ class TaskForge:
             f"no job {job_id} in any queue ({', '.join(seen)}): it never existed, or it "
             "finished longer ago than the app's retention"
         )
+
+    def workflow(self, workflow_id: str) -> WorkflowHandle[Any]:
+        """A handle for a workflow id received from elsewhere (``WorkflowHandle.id``)."""
+        from .workflows.handle import WorkflowHandle
+
+        if not isinstance(workflow_id, str) or not workflow_id:
+            raise ConfigurationError(f"workflow id {workflow_id!r}: use the id string a WorkflowHandle gave you")
+        return WorkflowHandle(self, workflow_id)
 
     def job(self, job_id: str) -> JobHandle[Any]:
         """A handle for a job id received from elsewhere (another process, a log line)."""

@@ -11,6 +11,7 @@ Catch ``TaskforgeError`` to handle them all::
     ├── UnknownTask                 a job names a task the worker does not know
     ├── TaskFailed                  the job is dead; carries the remote error and traceback
     ├── JobNotFound                 no such job (never existed, or past its retention)
+    │   └── WorkflowNotFound        no such workflow
     ├── BrokerUnavailable           Redis cannot be reached; says which URL and what to do
     ├── AppNotFound                 the CLI's APP names no importable TaskForge app
     ├── BrokerStartError            the development broker cannot listen where asked
@@ -50,6 +51,7 @@ __all__ = [
     "TaskFailed",
     "TaskforgeError",
     "UnknownTask",
+    "WorkflowNotFound",
 ]
 
 
@@ -112,6 +114,10 @@ class JobNotFound(TaskforgeError, LookupError):
     """No job with this id: it never existed or its record has expired."""
 
 
+class WorkflowNotFound(JobNotFound):
+    """No workflow with this id: it never existed or its record has expired."""
+
+
 class BrokerUnavailable(TaskforgeError, ConnectionError):
     """Redis cannot be reached at the configured URL."""
 
@@ -150,14 +156,17 @@ class TaskFailed(TaskforgeError):
         error: str | None,
         traceback: str | None,
         kind: FailureKind | None = None,
+        task: str | None = None,
     ):
         self.job_id = job_id
         self.state = state
         self.error = error
         self.traceback = traceback
         self.kind = kind
+        self.task = task  # the task of the step that ended a workflow; None for a plain job
         detail = error or state
-        super().__init__(f"job {job_id} ended {state}: {detail}")
+        what = f"job {job_id}" if task is None else f"step {task} (job {job_id})"
+        super().__init__(f"{what} ended {state}: {detail}")
 
 
 class Retry(Exception):  # noqa: N818 - the SPEC's name, raised by user code

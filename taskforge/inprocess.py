@@ -29,9 +29,10 @@ def drain(app: TaskForge, *, advance: timedelta | float | None = None, max_jobs:
 
     seconds = advance.total_seconds() if isinstance(advance, timedelta) else advance
     broker = app.broker
-    queues = list(dict.fromkeys([*app.queues(), *broker.queues()]))
     ran: list[JobInfo] = []
     while len(ran) < max_jobs:
+        # Read again each pass: a workflow's next step may be on a queue not seen before.
+        queues = list(dict.fromkeys([*app.queues(), *broker.queues()]))
         claimed = False
         for queue in queues:
             if seconds:

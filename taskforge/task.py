@@ -21,6 +21,7 @@ from .new_job import build_job
 
 if TYPE_CHECKING:
     from .protocols import Producer
+    from .workflows.canvas import Signature
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -189,6 +190,19 @@ class Task(Generic[P, R]):
             self._signature.bind(*args, **kwargs)
         except TypeError as exc:
             raise TypeError(f"{self.name}: {exc}; the job was not queued") from None
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature[R]:
+        """A call of this task not yet sent, for ``chain()`` and ``group()``; in a chain the
+        previous step's result is put before ``args``."""
+        from .workflows.canvas import Signature
+
+        return Signature(self, args, kwargs)
+
+    def si(self, *args: Any, **kwargs: Any) -> Signature[R]:
+        """Like ``s()``, but immutable: the previous step's result is not passed."""
+        from .workflows.canvas import Signature
+
+        return Signature(self, args, kwargs, immutable=True)
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
         """Queue a run of this task now; returns at once with a handle."""

@@ -36,6 +36,13 @@ API_MODULES = [
     "taskforge.serialization.messages",
     "taskforge.task",
     "taskforge.testing",
+    "taskforge.workflows",
+    "taskforge.workflows.canvas",
+    "taskforge.workflows.delivery",
+    "taskforge.workflows.handle",
+    "taskforge.workflows.launch",
+    "taskforge.workflows.plan",
+    "taskforge.workflows.reconcile",
 ]
 WORKER = "taskforge.worker"
 # The one door from the API to the worker's runner, and who may open it (inside a function only, for app).

@@ -17,7 +17,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from ..job import FailureKind
 from . import replies
-from .keys import QueueKeys
+from .keys import QueueKeys, WorkflowKeys
 from .record import NewJob
 
 T = TypeVar("T")
@@ -28,7 +28,7 @@ class ScriptCall(Generic[T]):
 
     __slots__ = ("name", "queue", "args", "decode")
 
-    def __init__(self, name: str, queue: QueueKeys, args: list[Any], decode: Callable[[Any], T]) -> None:
+    def __init__(self, name: str, queue: QueueKeys | WorkflowKeys, args: list[Any], decode: Callable[[Any], T]) -> None:
         self.name = name
         self.queue = queue
         self.args = args
@@ -36,7 +36,7 @@ class ScriptCall(Generic[T]):
 
     @property
     def keys(self) -> list[str]:
-        return [self.queue.pending]
+        return [self.queue.route]
 
     @property
     def argv(self) -> list[Any]:
@@ -60,6 +60,7 @@ def _job_fields(q: QueueKeys, job: NewJob) -> str:
         unique,
         job.lock_ttl_ms,
         tick,
+        job.workflow,
     ]
     return json.dumps(fields, separators=(",", ":"))
 
@@ -205,6 +206,39 @@ def purge(q: QueueKeys, *, which: str, limit: int) -> ScriptCall[int]:
     return ScriptCall("purge", q, [which, limit], int)
 
 
+def cancel_steps(q: QueueKeys, *, workflow: str, retention_ms: int, job_ids: Sequence[str]) -> ScriptCall[int]:
+    return ScriptCall("cancel_steps", q, [workflow, retention_ms, *job_ids], int)
+
+
+def workflow_create(
+    w: WorkflowKeys, *, steps: int, roots: Sequence[int], fields: Sequence[tuple[str, bytes | str]]
+) -> ScriptCall[bool]:
+    """Store a workflow: False when its record exists already (a re-send after a lost reply)."""
+    args: list[Any] = [steps, ",".join(map(str, roots))]
+    for name, value in fields:
+        args += [name, value]
+    return ScriptCall("workflow_create", w, args, bool)
+
+
+def workflow_report(
+    w: WorkflowKeys, *, step: int, state: str, result: bytes, error: str, retention_ms: int
+) -> ScriptCall[replies.WorkflowReply]:
+    args: list[Any] = [step, state, result, error, retention_ms]
+    return ScriptCall("workflow_report", w, args, replies.decode_workflow_report)
+
+
+def workflow_cancel(w: WorkflowKeys, *, retention_ms: int) -> ScriptCall[replies.WorkflowReply]:
+    return ScriptCall("workflow_cancel", w, [retention_ms], replies.decode_workflow_cancel)
+
+
+def workflow_settle(w: WorkflowKeys) -> ScriptCall[bool]:
+    return ScriptCall("workflow_settle", w, [], bool)
+
+
+def workflow_flight(w: WorkflowKeys) -> ScriptCall[replies.WorkflowReply]:
+    return ScriptCall("workflow_flight", w, [], replies.decode_workflow_flight)
+
+
 # Script name -> its typed call: what the header test walks.
 CALLS: dict[str, Callable[..., ScriptCall[Any]]] = {
     "enqueue": enqueue,
@@ -224,4 +258,10 @@ CALLS: dict[str, Callable[..., ScriptCall[Any]]] = {
     "await": await_state,
     "retry_dead": retry_dead,
     "purge": purge,
+    "cancel_steps": cancel_steps,
+    "workflow_create": workflow_create,
+    "workflow_report": workflow_report,
+    "workflow_cancel": workflow_cancel,
+    "workflow_settle": workflow_settle,
+    "workflow_flight": workflow_flight,
 }

@@ -111,4 +111,5 @@ class ClaimVetting:
             timeout=_timeout(row.timeout),
             priority=_int(row.priority, 1),
             inherit=bool(row.inherit),
+            workflow=row.workflow.decode() if row.workflow else "",
         )

@@ -100,3 +100,50 @@ class QueueKeys:
     @property
     def wake(self) -> str:
         return self.prefix + "wake"
+
+    @property
+    def outbox(self) -> str:
+        """Reports of workflow steps that ended here, not yet delivered: job id -> workflow id."""
+        return self.prefix + "outbox"
+
+    @property
+    def route(self) -> str:
+        """The key a script call declares, so a cluster client sends it to this queue's slot."""
+        return self.pending
+
+
+# Workflows span queues, so their keys carry a tag of their own: each
+# workflow's under {wf:<id>}, and the index of all of them under {workflows}.
+WORKFLOW_INDEX = f"{ROOT}:{{workflows}}:"
+WORKFLOW_STATES = ("running", "succeeded", "dead", "cancelled")
+
+
+def workflow_index(state: str) -> str:
+    """Workflow ids by state: running (score: created), the ended ones (score: finished), in ms."""
+    return f"{WORKFLOW_INDEX}{state}"
+
+
+WORKFLOW_LAUNCHING = f"{WORKFLOW_INDEX}launching"  # stored, first steps not yet confirmed sent
+
+
+@dataclass(frozen=True)
+class WorkflowKeys:
+    """The keys of one workflow: its record and the sets that count its steps (lua/_lib.lua)."""
+
+    name: str  # the workflow's id
+
+    @property
+    def prefix(self) -> str:
+        return f"{ROOT}:{{wf:{self.name}}}:"
+
+    @property
+    def record(self) -> str:
+        return self.prefix + "record"
+
+    @property
+    def done(self) -> str:
+        return self.prefix + "done"
+
+    @property
+    def route(self) -> str:
+        return self.record

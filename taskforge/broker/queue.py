@@ -40,6 +40,7 @@ from .replies import (
 from .scaled import is_scaled
 from .scripts import Scripts, denials
 from .slots import WakeWaiter, by_slot, is_cluster
+from .workflows import WorkflowStore
 
 __all__ = [
     "PRIORITY_BAND",
@@ -61,7 +62,7 @@ def priority_of_score(score: float) -> int:
     return 3 - int(score // PRIORITY_BAND)
 
 
-class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup):
+class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, WorkflowStore):
     """One app's view of Redis: its client, its scripts, its retention settings.
 
     Methods take the queue name, so one broker serves every queue of the app.
@@ -90,11 +91,13 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup):
 
     # -- producers -------------------------------------------------------
 
-    def enqueue(self, queue: str, jobs: Sequence[NewJob], max_size: int = 0) -> list[str]:
+    def enqueue(self, queue: str, jobs: Sequence[NewJob], max_size: int = 0, resend: bool = False) -> list[str]:
         """Store ``jobs`` in ``queue``, all or none; raises QueueFull.
 
         Returns, per job, its id, or the id of the unfinished job holding its
         unique lock, or '' for a periodic tick some other worker enqueued.
+        ``resend``: the ids were chosen by the caller (workflow steps), so an
+        id already stored is left alone from the first try on.
         """
         if any(job.limits for job in jobs):
             self.knows_limits(queue)
@@ -102,7 +105,8 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup):
         # The first try may be plain (no "is this id stored already?" check), and is then
         # sent once only; every later one, after an error, is a re-send that checks. A
         # cluster client re-sends on its own, so there every try checks.
-        plain, checked = (calls.enqueue(q, max_size=max_size, resend=r, jobs=jobs) for r in (self.cluster, True))
+        first = self.cluster or resend
+        plain, checked = (calls.enqueue(q, max_size=max_size, resend=r, jobs=jobs) for r in (first, True))
         tries = iter([plain])
 
         def attempt() -> list[str] | EnqueueRefused:

@@ -47,6 +47,7 @@ class Field(str, enum.Enum):
     TRACEBACK = "traceback"
     PROGRESS = "progress"  # 0..1
     PROGRESS_MESSAGE = "progress_message"
+    WORKFLOW = "workflow"  # the id of the workflow this job is a step of
 
     @property
     def key(self) -> bytes:
@@ -78,6 +79,7 @@ class NewJob:
     unique_digest: str = ""  # a unique job: the digest of its task and unique key ('' = not unique)
     lock_ttl_ms: int = 0  # TTL of the unique lock or periodic tick key
     tick_ms: int | None = None  # a periodic tick (ms since the epoch): enqueued once across all workers
+    workflow: str = ""  # the workflow this job is a step of; its id is then fixed by the workflow
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,7 @@ class Claim:
     timeout: float | None
     priority: int
     inherit: bool = False
+    workflow: str = ""  # a workflow step: its outcome is reported to that workflow
 
 
 def new_token() -> str:

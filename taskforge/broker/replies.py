@@ -26,7 +26,7 @@ def decode_enqueue(raw: list[Any]) -> list[str] | EnqueueRefused:
 
 
 class ClaimRow(NamedTuple):
-    """One claimed job as claim_ready (lua/_lib.lua) lays it out: 9 raw values."""
+    """One claimed job as claim_ready (lua/_lib.lua) lays it out: 10 raw values."""
 
     id: bytes
     task: bytes
@@ -36,6 +36,7 @@ class ClaimRow(NamedTuple):
     timeout: bytes
     priority: bytes
     inherit: bytes
+    workflow: bytes  # '' or the id of the workflow the job is a step of
     damage: bytes  # '' or '<field> <value>': that field holds junk
 
 
@@ -154,3 +155,43 @@ def decode_ids(raw: list[Any]) -> list[str]:
 
 def decode_state(raw: Any) -> str | None:
     return raw.decode() if raw else None
+
+
+class StepToSend(NamedTuple):
+    """A workflow step whose turn came: its index, its spec (msgpack) and the results it receives."""
+
+    step: int
+    spec: bytes
+    inputs: list[bytes]
+
+
+class WorkflowReply(NamedTuple):
+    """What a workflow script answers: the workflow's state, steps to send, steps to cancel."""
+
+    state: str  # running, succeeded, dead, cancelled; 'gone' when there is no such workflow
+    ready: list[StepToSend]
+    cancel: list[tuple[int, str]]  # (index, queue) of steps to stop: the workflow ended
+    settle: bool = False  # it ended: once the steps are sent and stopped, settle it (workflow_settle)
+    was_running: bool = False  # workflow_cancel: it was running, and now is cancelled
+
+
+def _ready(raw: list[Any]) -> list[StepToSend]:
+    return [StepToSend(int(entry[0]), entry[1], list(entry[2:])) for entry in raw]
+
+
+def _cancel(raw: list[Any]) -> list[tuple[int, str]]:
+    return [(int(raw[i]), raw[i + 1].decode()) for i in range(0, len(raw), 2)]
+
+
+def decode_workflow_report(raw: list[Any]) -> WorkflowReply:
+    return WorkflowReply(raw[0].decode(), _ready(raw[1]), _cancel(raw[2]), bool(raw[3]))
+
+
+def decode_workflow_cancel(raw: list[Any]) -> WorkflowReply:
+    was = int(raw[0])
+    state = "gone" if was < 0 else "cancelled" if was else "ended"
+    return WorkflowReply(state, [], _cancel(raw[1]), bool(raw[2]), was == 1)
+
+
+def decode_workflow_flight(raw: list[Any]) -> WorkflowReply:
+    return WorkflowReply(raw[0].decode(), _ready(raw[1]), [])

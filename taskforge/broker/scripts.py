@@ -119,7 +119,7 @@ class Scripts:
         if not self.replicated:
             return self.run(call), None
         script = self._scripts[call.name]
-        pending = call.queue.pending
+        pending = call.keys[0]
 
         def write(node: redis.Redis) -> tuple[Any, int]:
             return write_then_wait(node, script, call.keys, call.argv, REPLICA_WAIT_MS)

@@ -203,6 +203,8 @@ def run_claim(
             context, claim, info, (f"SerializationError: {exc}", "", None), started, outage, FailureKind.SERIALIZATION
         )
     outcome = succeeded(context, claim, result, duration, chain, outage)
+    if claim.workflow and outcome.state == "succeeded":
+        report_step(context, claim, "succeeded", result)
     if outcome.state == "succeeded" and hooks.handlers["job_succeeded"]:  # no JobInfo copy for nobody
         hooks.emit("job_succeeded", replace(info, state=JobState.SUCCEEDED, result=value), result=value)
     return outcome
@@ -230,6 +232,13 @@ def succeeded(
     return Outcome("succeeded" if ok else "fenced", duration, next=following)
 
 
+def report_step(context: RunContext, claim: Claim, state: str, result: bytes, error: str = "") -> None:
+    """A workflow step ended: deliver its report now (the reconciler does if this fails)."""
+    from ..workflows.delivery import deliver_quietly
+
+    deliver_quietly(context.broker, claim.queue, claim.id, claim.workflow, state, result, error)
+
+
 Failure = tuple[str, str, float | None]  # error, traceback, seconds before a retry (None: dead at once)
 
 
@@ -246,6 +255,8 @@ def failed(
     error, tb, retry_in = failure
     duration = time.monotonic() - started
     state = record(context.broker.fail, claim.queue, claim.id, claim.token, error, tb, retry_in, kind, outage=outage)
+    if claim.workflow and state == "dead":
+        report_step(context, claim, "dead", b"", error)
     notify_failure(context, info, state, error, tb, kind)
     return Outcome(state, duration, error, retry_in)
 

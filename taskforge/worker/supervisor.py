@@ -27,6 +27,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..periodic import Scheduler
+from ..workflows.reconcile import Reconciler
 from .banner import banner
 from .housekeeping import HEARTBEAT_EVERY, DamageLog, Housekeeping
 from .leases import Leases, renew_every
@@ -73,6 +74,7 @@ class Supervisor:
             idle=self.idle,
         )
         self.woken = False  # idle children woken once a stop began
+        self.reconciler = Reconciler(app.broker, list(options.queues))
 
     @property
     def stopping(self) -> bool:
@@ -123,7 +125,9 @@ class Supervisor:
         self.leases.renew(self.held(), self.pool.stop_aborted)
 
     def reclaim(self) -> None:
+        """Expired claims back in line, then workflow reports and launches a crash left undone."""
         self.leases.reclaim(self.options.queues)
+        self.reconciler.run()
 
     def heartbeat(self) -> None:
         self.registry.beat(self.pool.running(), self.pool.jobs_done)

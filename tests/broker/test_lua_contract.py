@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from taskforge.broker import calls
-from taskforge.broker.keys import QueueKeys
+from taskforge.broker.keys import QueueKeys, WorkflowKeys
 from taskforge.broker.record import NewJob
 from taskforge.broker.scripts import SCRIPT_NAMES, script_source
 from taskforge.job import FailureKind, JobState
@@ -28,6 +28,13 @@ LUA = resources.files("taskforge.broker").joinpath("lua")
 README = Path(__file__).resolve().parents[2] / "taskforge" / "broker" / "lua" / "README.md"
 HEADER = re.compile(r"^-- (KEYS|ARGV)\[(\d+)(\.\.)?\]\s+(\w+)", re.M)
 Q = QueueKeys("contract")
+W = WorkflowKeys("contract")
+WORKFLOW_SCRIPTS = tuple(name for name in SCRIPT_NAMES if name.startswith("workflow_"))
+
+
+def routed_by(name: str) -> QueueKeys | WorkflowKeys:
+    """A queue's scripts run in its slot; a workflow's in the workflow's own."""
+    return W if name in WORKFLOW_SCRIPTS else Q
 
 
 def body(name: str) -> str:
@@ -64,6 +71,10 @@ def sample(param: inspect.Parameter, index: int) -> Any:
         return [("id-1", "token-1")]
     if param.name == "job_ids":
         return ["a", "b"]
+    if param.name == "roots":
+        return [0, 2]
+    if param.name == "fields":
+        return [("spec:0", b"s"), ("queue:0", "q")]
     if kind == "bool":
         return True
     if kind == "FailureKind":
@@ -82,7 +93,8 @@ def sample(param: inspect.Parameter, index: int) -> Any:
 @pytest.mark.parametrize("name", SCRIPT_NAMES)
 def test_the_header_names_the_parameters_of_the_python_call(name: str) -> None:
     keys, argv, tail = header(body(name))
-    assert keys == ["pending"] and argv[:1] == ["prefix"], f"{name}.lua: KEYS[1] pending, ARGV[1] prefix"
+    key = "record" if name in WORKFLOW_SCRIPTS else "pending"
+    assert keys == [key] and argv[:1] == ["prefix"], f"{name}.lua: KEYS[1] {key}, ARGV[1] prefix"
     assert python_params(name) == argv[1:] + ([tail] if tail else []), (
         f"{name}.lua declares ARGV {argv[1:]} (tail {tail}); calls.{calls.CALLS[name].__name__} takes "
         f"{python_params(name)}"
@@ -94,12 +106,14 @@ def test_the_python_call_sends_each_argument_where_the_header_says(name: str) ->
     _, argv, tail = header(body(name))
     params = [p for p in inspect.signature(calls.CALLS[name]).parameters.values() if p.kind is p.KEYWORD_ONLY]
     values = {p.name: sample(p, i) for i, p in enumerate(params)}
-    call = calls.CALLS[name](Q, **values)
-    assert call.name == name and call.keys == [Q.pending] and call.argv[0] == Q.prefix
+    keys = routed_by(name)
+    call = calls.CALLS[name](keys, **values)
+    assert call.name == name and call.keys == [keys.route] and call.argv[0] == keys.prefix
     for position, arg in enumerate(argv[1:]):
         value = values[arg]
         sent = call.args[position] if position < len(call.args) else None
-        assert sent in (value, repr(value)) or (value is True and sent == "1"), (
+        as_list = isinstance(value, list) and sent == ",".join(map(str, value))  # a comma-separated list
+        assert sent in (value, repr(value)) or (value is True and sent == "1") or as_list, (
             f"{name}: ARGV[{position + 2}] should carry {arg}, got {sent!r}"
         )
     if tail:
@@ -134,10 +148,10 @@ STATE_WRITES = (
 )
 
 
-def state_table() -> list[tuple[set[str], str, str]]:
-    """(from states, to state, script) per row of the table in lua/README.md."""
+def state_table(heading: str = "States and transitions") -> list[tuple[set[str], str, str]]:
+    """(from states, to state, script) per row of the table under ``heading`` in lua/README.md."""
     text = README.read_text(encoding="utf-8")
-    section = text.split("## States and transitions", 1)[1].split("\n## ", 1)[0]
+    section = text.split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
     rows = []
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -181,3 +195,32 @@ def test_the_state_write_finder_sees_each_form_of_write() -> None:
     assert state_writes("finish(id, jk, 'cancelled', now_ms(), ttl)") == {"cancelled"}
     with pytest.raises(AssertionError, match="variable"):
         state_writes("redis.call('HSET', jk, 'state', target)")
+
+
+# -- the workflow state table -------------------------------------------------
+
+WORKFLOW_WRITES = (
+    re.compile(r"\bend_workflow\(rk,\s*'(\w+)'"),
+    re.compile(r"\{'state',\s*'(\w+)'"),  # a record's first fields
+)
+
+
+@pytest.mark.parametrize("name", WORKFLOW_SCRIPTS)
+def test_every_workflow_state_a_script_writes_is_a_row_of_its_table_and_back(name: str) -> None:
+    source = body(name)
+    assert not re.findall(r"\bend_workflow\(rk,\s*(?!')(\w+)", source), f"{name}: write a literal state"
+    written = {state for pattern in WORKFLOW_WRITES for state in pattern.findall(source)}
+    in_table = {target for _, target, script in state_table("Workflows") if script == name}
+    assert written == in_table, (
+        f"{name} writes workflow states {sorted(written)}; lua/README.md gives {sorted(in_table)}"
+    )
+
+
+def test_the_workflow_table_names_only_workflow_states() -> None:
+    from taskforge.workflows.handle import WorkflowState
+
+    rows = state_table("Workflows")
+    assert len(rows) >= 5
+    for sources, target, script in rows:
+        assert script in WORKFLOW_SCRIPTS
+        assert sources <= {s.value for s in WorkflowState} | {"(new)"} and target in {s.value for s in WorkflowState}

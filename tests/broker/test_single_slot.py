@@ -19,7 +19,7 @@ from contextlib import contextmanager
 
 import redis
 
-from taskforge import TaskForge
+from taskforge import TaskForge, chain
 from taskforge.broker.keys import QueueKeys
 from taskforge.broker.queue import NewJob
 from taskforge.broker.scripts import SCRIPT_NAMES, script_source
@@ -162,6 +162,11 @@ def every_script(app: TaskForge, queue: str) -> None:
     b.purge(queue, "scheduled")
     b.purge(queue, "dead")
     assert again, "the reclaim path needs a claim whose lease ran out"
+    # The workflow scripts, in the workflow's own slot; cancel_steps in the queue's.
+    flow = chain(plain.s(1), plain.s(), on_failure=plain.si(0)).delay()
+    app.drain()
+    assert flow.result(timeout=5) == 1
+    assert chain(plain.s(1), plain.s()).delay().cancel()
 
 
 def ran_scripts(seen: list[tuple[str, list[bytes]]]) -> list[tuple[str, bytes, list[list[bytes]]]]:

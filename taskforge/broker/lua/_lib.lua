@@ -192,11 +192,11 @@ local function promote_due(now, limit)
 end
 
 -- The end of a job: its final state (plus `extra` field/value pairs) in one
--- HSET.  `meta` is {unique, waiting} when the caller already read those
+-- HSET.  `meta` is {unique, waiting, workflow} when the caller already read those
 -- fields, else nil: every redis.call costs a few microseconds inside Redis,
 -- so the hot path reads each job's fields once.
 local function finish(id, jk, state, now, ttl, extra, meta)
-  meta = meta or redis.call('HMGET', jk, 'unique', 'waiting')
+  meta = meta or redis.call('HMGET', jk, 'unique', 'waiting', 'workflow')
   release_unique(id, meta[1])
   local fields = {'state', state, 'finished_at', now, 'token', ''}
   for _, v in ipairs(extra or {}) do
@@ -206,6 +206,12 @@ local function finish(id, jk, state, now, ttl, extra, meta)
   redis.call('PEXPIRE', jk, ttl)
   if meta[2] then
     notify_done(id, ttl)
+  end
+  if meta[3] then
+    -- A workflow step: leave its report in this queue's outbox, in this slot and
+    -- in this very step, for the worker (or the reconciler) to deliver to the
+    -- workflow's own slot; it is removed only once delivered.
+    redis.call('HSET', PREFIX .. 'outbox', id, meta[3])
   end
 end
 
@@ -342,9 +348,9 @@ local function unfinished_count()
 end
 
 -- The fields a claim hands to the worker, read in one HMGET; claim_row
--- turns them into the 9 values of the reply layout dequeue.lua documents.
+-- turns them into the 10 values of the reply layout dequeue.lua documents.
 local CLAIM_FIELDS = {'state', 'attempts', 'task', 'payload', 'max_attempts', 'timeout', 'priority', 'inherit',
-  'token', 'seq'}
+  'token', 'seq', 'workflow'}
 
 local function claim_row(out, id, f, attempts)
   local damage = ''
@@ -353,7 +359,8 @@ local function claim_row(out, id, f, attempts)
   elseif not attempts then
     damage = 'attempts ' .. tostring(f[2])
   end
-  local values = {id, f[3] or '', f[4] or '', attempts or f[2], f[5] or '', f[6] or '', f[7] or '', f[8] or '', damage}
+  local values = {id, f[3] or '', f[4] or '', attempts or f[2], f[5] or '', f[6] or '', f[7] or '', f[8] or '',
+    f[11] or '', damage}
   for _, v in ipairs(values) do
     out[#out + 1] = v
   end
@@ -511,4 +518,89 @@ end
 -- The claim options of a dequeue or chained claim from its ARGV flags ('1' = on).
 local function claim_opts(promote, limited, retry)
   return {promote = promote == '1', limited = limited == '1', retry = retry == '1'}
+end
+
+-- Workflows.  A workflow's keys share the hash tag {wf:<id>} (ARGV[1] is its
+-- prefix), so its scripts are single-slot wherever its steps' queues live.
+-- The record holds, besides state and times: spec:<i> (msgpack, read only
+-- by the client), queue:<i>, next:<i> (the steps that wait for step i),
+-- input:<i> (the steps whose results step i receives), result:<i>.  Sets:
+-- open (steps not yet reported), flight (steps that may be stored and are
+-- not reported), wait:<j> (the steps j still waits for).
+
+-- Record fields hold long lists (a 10,000-member group); unpack has a limit.
+local CHUNK = 1000
+
+local function split(list)
+  local out = {}
+  for v in string.gmatch(list or '', '[^,]+') do
+    out[#out + 1] = v
+  end
+  return out
+end
+
+local function in_chunks(command, key, values)
+  for i = 1, #values, CHUNK do
+    redis.call(command, key, unpack(values, i, math.min(i + CHUNK - 1, #values)))
+  end
+end
+
+-- What the client needs to send step j: its index, its spec, then the result
+-- of every step listed in its input field, in that order.
+local function launch_entry(rk, j)
+  local entry = {j, redis.call('HGET', rk, 'spec:' .. j) or ''}
+  local inputs = split(redis.call('HGET', rk, 'input:' .. j))
+  for i = 1, #inputs, CHUNK do
+    local fields = {}
+    for k = i, math.min(i + CHUNK - 1, #inputs) do
+      fields[#fields + 1] = 'result:' .. inputs[k]
+    end
+    for _, v in ipairs(redis.call('HMGET', rk, unpack(fields))) do
+      entry[#entry + 1] = v or ''
+    end
+  end
+  return entry
+end
+
+-- A workflow that ended: its steps that may be stored and never reported
+-- (to cancel), its on_failure step when it died, and 1: the client must settle
+-- it once it did both (workflow_settle); nothing after that.
+local function ending(rk, state)
+  if redis.call('HGET', rk, 'settled') then
+    return {}, {}, 0
+  end
+  local ready, cancel = {}, {}
+  local k = redis.call('HGET', rk, 'on_failure')
+  if state == 'dead' and k then
+    ready[1] = launch_entry(rk, k)
+  end
+  for _, j in ipairs(redis.call('SMEMBERS', PREFIX .. 'flight')) do
+    cancel[#cancel + 1] = j
+    cancel[#cancel + 1] = redis.call('HGET', rk, 'queue:' .. j) or ''
+  end
+  return ready, cancel, 1
+end
+
+-- Move a running workflow to its final state, wake whoever waits on it, and
+-- let its keys expire after the retention (an open workflow never expires).
+local function end_workflow(rk, state, ttl, extra)
+  local fields = {'state', state, 'finished_at', now_ms()}
+  for _, v in ipairs(extra or {}) do
+    fields[#fields + 1] = v
+  end
+  redis.call('HSET', rk, unpack(fields))
+  local waits = {}
+  for _, j in ipairs(redis.call('SMEMBERS', PREFIX .. 'open')) do
+    waits[#waits + 1] = PREFIX .. 'wait:' .. j
+  end
+  if #waits > 0 then
+    for i = 1, #waits, CHUNK do
+      redis.call('DEL', unpack(waits, i, math.min(i + CHUNK - 1, #waits)))
+    end
+  end
+  local done = PREFIX .. 'done'
+  redis.call('RPUSH', done, '1')
+  for _, key in ipairs({rk, PREFIX .. 'open', PREFIX .. 'flight', done}) do
+    redis.call('PEXPIRE', key, ttl)
+  end
 end

@@ -17,7 +17,9 @@
 --               the existing job is returned instead of a new one)
 --   lock_ttl_ms (the TTL of the lock or tick key, so a crash never leaves one forever)
 --   tick       ('' or a periodic tick key: SET NX, so each tick of a
---               periodic task is enqueued once however many workers try)]
+--               periodic task is enqueued once however many workers try)
+--   workflow   ('' or the id of the workflow this job is a step of: its
+--               final transition leaves a report in the queue's outbox)]
 -- Returns {'OK', id or existing id or '' (tick already enqueued) per job},
 -- or {'FULL', size}.
 -- The max_size check and the inserts run in one script, so concurrent
@@ -91,6 +93,9 @@ local function store(f, payload, id, jk)
   end
   if f[8] == '1' then
     add('inherit', '1')
+  end
+  if f[13] and f[13] ~= '' then
+    add('workflow', f[13])
   end
   local grouped = limited(f)
   if grouped then

@@ -26,10 +26,10 @@ local id, token = ARGV[2], ARGV[3]
 local jk = job_key(id)
 local ok = 0
 local now = now_ms()
-local ours, f = claim_guard(jk, token, 'group', 'unique', 'waiting')
+local ours, f = claim_guard(jk, token, 'group', 'unique', 'waiting', 'workflow')
 if ours then
   leave_running(id, jk, f[3])
-  finish(id, jk, 'succeeded', now, tonumber(ARGV[5]), {'result', ARGV[4]}, {f[4], f[5]})
+  finish(id, jk, 'succeeded', now, tonumber(ARGV[5]), {'result', ARGV[4]}, {f[4], f[5], f[6]})
   ok = 1
 end
 if not ARGV[6] or ARGV[6] == '' then

@@ -1,0 +1,179 @@
+"""The broker's side of workflows: their scripts, the queues' outboxes and the index of workflows.
+
+A workflow's state lives in Redis under its own hash tag (``WorkflowKeys``),
+so its scripts are single-slot wherever its steps' queues are. A step's final
+transition leaves a report in its own queue's outbox (``lua/_lib.lua``,
+``finish``); ``taskforge.workflows.delivery`` carries it to the workflow and
+sends what may go next. This module only speaks to Redis.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, cast
+
+import redis
+
+from . import calls
+from .compat import wait_for_list
+from .connection import broker_errors
+from .keys import (
+    WORKFLOW_LAUNCHING,
+    WORKFLOW_STATES,
+    QueueKeys,
+    WorkflowKeys,
+    workflow_index,
+)
+from .replies import WorkflowReply
+
+if TYPE_CHECKING:
+    from .scripts import Scripts
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class WorkflowStore:
+    """Mixed into ``Broker``; needs its client, scripts, url, retention and ``guard``."""
+
+    if TYPE_CHECKING:
+        client: Any
+        scripts: Scripts
+        url: str
+        retention_ms: int
+        guard: Callable[..., AbstractContextManager[None]]
+
+    # -- a workflow's own slot -------------------------------------------
+
+    def create_workflow(
+        self, workflow: str, steps: int, roots: Sequence[int], fields: Sequence[tuple[str, bytes | str]]
+    ) -> None:
+        """Store a new workflow; marked as launching until ``workflow_launched`` says its first steps are sent.
+
+        The mark comes first (another slot): a producer that dies between the
+        two leaves a mark the reconciler finds, never a workflow nobody starts.
+        """
+        now = _now_ms()
+        with broker_errors(self.url):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zadd(WORKFLOW_LAUNCHING, {workflow: now})
+            pipe.zadd(workflow_index("running"), {workflow: now})
+            pipe.execute()
+            call = calls.workflow_create(WorkflowKeys(workflow), steps=steps, roots=roots, fields=fields)
+            self.scripts.run(call)
+
+    def workflow_launched(self, workflow: str) -> None:
+        """Its first steps are stored: no longer launching."""
+        with broker_errors(self.url):
+            self.client.zrem(WORKFLOW_LAUNCHING, workflow)
+
+    def report_step(self, workflow: str, step: int, state: str, result: bytes, error: str) -> WorkflowReply:
+        call = calls.workflow_report(
+            WorkflowKeys(workflow),
+            step=step,
+            state=state,
+            result=result,
+            error=error,
+            retention_ms=self.retention_ms,
+        )
+        with broker_errors(self.url):
+            return self.scripts.run(call)
+
+    def cancel_workflow(self, workflow: str) -> WorkflowReply:
+        call = calls.workflow_cancel(WorkflowKeys(workflow), retention_ms=self.retention_ms)
+        with broker_errors(self.url):
+            return self.scripts.run(call)
+
+    def workflow_flight(self, workflow: str) -> WorkflowReply:
+        with broker_errors(self.url):
+            return self.scripts.run(calls.workflow_flight(WorkflowKeys(workflow)))
+
+    def settle_workflow(self, workflow: str, state: str) -> None:
+        """An ended workflow's last steps are stopped: say so, and list it under its final state."""
+        now = _now_ms()
+        with broker_errors(self.url):
+            self.scripts.run(calls.workflow_settle(WorkflowKeys(workflow)))
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zrem(workflow_index("running"), workflow)
+            pipe.zrem(WORKFLOW_LAUNCHING, workflow)
+            if state in WORKFLOW_STATES:
+                ended = workflow_index(state)
+                pipe.zadd(ended, {workflow: now}, nx=True)
+                pipe.zremrangebyscore(ended, "-inf", now - self.retention_ms)
+            pipe.execute()
+
+    def read_workflow(self, workflow: str) -> dict[bytes, bytes] | None:
+        """The raw workflow record, or None when there is none (never was, or expired)."""
+        with broker_errors(self.url):
+            try:
+                fields = cast("dict[bytes, bytes]", self.client.hgetall(WorkflowKeys(workflow).record))
+            except redis.ResponseError:  # not a hash: written by something else
+                return None
+        return fields or None
+
+    def workflow_fields(self, workflow: str, names: Sequence[str]) -> list[bytes | None]:
+        with broker_errors(self.url):
+            return cast("list[bytes | None]", self.client.hmget(WorkflowKeys(workflow).record, list(names)))
+
+    def wait_workflow(self, workflow: str, timeout: float) -> bool:
+        """Block until the workflow's done list exists (it ended); non-destructive, so many may wait."""
+        with broker_errors(self.url):
+            return wait_for_list(self.client, WorkflowKeys(workflow).done, timeout)
+
+    # -- the steps' queues -----------------------------------------------
+
+    def cancel_steps(self, queue: str, workflow: str, job_ids: Sequence[str]) -> int:
+        call = calls.cancel_steps(QueueKeys(queue), workflow=workflow, retention_ms=self.retention_ms, job_ids=job_ids)
+        with self.guard(queue):
+            return self.scripts.run(call)
+
+    def outbox(self, queue: str) -> dict[str, str]:
+        """Reports of steps that ended on ``queue`` and are not delivered yet: job id -> workflow id."""
+        with self.guard(queue):
+            raw = cast("dict[bytes, bytes]", self.client.hgetall(QueueKeys(queue).outbox))
+        return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in raw.items()}
+
+    def delivered(self, queue: str, job_ids: Sequence[str]) -> None:
+        """These reports reached their workflows: drop them from the outbox."""
+        if job_ids:
+            with self.guard(queue):
+                self.client.hdel(QueueKeys(queue).outbox, *job_ids)
+
+    def step_records(self, steps: Sequence[tuple[str, str]]) -> list[dict[bytes, bytes]]:
+        """The raw records of (queue, job id) pairs, in one pipeline ({} for a step not stored)."""
+        with broker_errors(self.url):
+            pipe = self.client.pipeline(transaction=False)
+            for queue, job_id in steps:
+                pipe.hgetall(QueueKeys(queue).job(job_id))
+            replies = pipe.execute(raise_on_error=False)
+        return [r if isinstance(r, dict) else {} for r in replies]
+
+    # -- the index of all workflows ----------------------------------------
+
+    def launching_since(self, before_ms: int, limit: int = 100) -> list[str]:
+        """Workflows marked launching before ``before_ms``: their producer may have died."""
+        with broker_errors(self.url):
+            raw = self.client.zrangebyscore(WORKFLOW_LAUNCHING, "-inf", before_ms, start=0, num=limit)
+        return [w.decode() for w in raw]
+
+    def workflow_counts(self) -> dict[str, int]:
+        """How many workflows are running, and how many ended in each way within the retention."""
+        since = _now_ms() - self.retention_ms
+        with broker_errors(self.url):
+            pipe = self.client.pipeline(transaction=False)
+            for state in WORKFLOW_STATES:
+                if state == "running":
+                    pipe.zcard(workflow_index(state))
+                else:
+                    pipe.zcount(workflow_index(state), since, "+inf")
+            counts = pipe.execute()
+        return dict(zip(WORKFLOW_STATES, (int(c) for c in counts), strict=True))
+
+    def workflow_ids(self, state: str, limit: int = 50) -> list[str]:
+        """The newest workflows in ``state`` (see ``WORKFLOW_STATES``)."""
+        with broker_errors(self.url):
+            raw = self.client.zrevrange(workflow_index(state), 0, limit - 1)
+        return [w.decode() for w in raw]

@@ -1,0 +1,100 @@
+"""``delay()`` of a chain or a group: check every step, store the workflow, send its first steps.
+
+Every step is serialized and checked against its task before anything is
+stored, so a bad argument anywhere stores nothing. The record comes before
+the first steps (a fast first step reports to a workflow that exists), and
+the "launching" mark before the record (``Broker.create_workflow``): a
+producer that dies in between leaves work for the reconciler, never a
+workflow that waits forever.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigurationError, SerializationError
+from ..handle import JobHandle
+from ..new_job import check_size
+from ..serialization import dumps, dumps_call
+from .canvas import Chain, Node, Signature
+from .delivery import send
+from .handle import WorkflowHandle
+from .plan import Plan, Shape, leaves, make_plan
+
+if TYPE_CHECKING:
+    from ..protocols import Producer
+    from ..task import Task
+
+
+def step_spec(signature: Signature[Any], given: Shape | None, where: str) -> bytes:
+    """What the workflow record keeps to send a step later (msgpack; Lua never reads it)."""
+    task: Task[Any, Any] = signature.task
+    args, kwargs = signature.args, signature.kwargs
+    try:
+        payload = dumps_call(args, kwargs)
+    except SerializationError as exc:
+        raise SerializationError(f"{where} ({task.name}): {exc}; nothing was stored") from None
+    try:
+        task.check_call((None, *args) if given is not None else args, kwargs)
+    except TypeError as exc:
+        raise TypeError(f"{where}: {exc}".replace("the job was not", "the workflow was not")) from None
+    check_size(task, payload, "")
+    opts = task.options
+    spec = {
+        "task": task.name,
+        "queue": opts.queue,
+        "priority": int(opts.priority),
+        "max_attempts": opts.max_attempts,
+        "timeout_ms": None if opts.timeout is None else int(opts.timeout * 1000),
+        "limits": opts.limits,
+        "inherit": not task.registered,
+        "call": payload,
+        "input": given,
+    }
+    return dumps(spec)
+
+
+def record_fields(plan: Plan, on_failure: Signature[Any] | None) -> list[tuple[str, bytes | str]]:
+    fields: list[tuple[str, bytes | str]] = [("steps", str(len(plan.steps))), ("shape", dumps(plan.result))]
+    for index, step in enumerate(plan.steps):
+        fields.append((f"spec:{index}", step_spec(step.signature, step.input, f"step {index}")))
+        fields.append((f"queue:{index}", step.signature.task.queue))
+        if step.next:
+            fields.append((f"next:{index}", ",".join(map(str, step.next))))
+        if step.after:
+            fields.append((f"after:{index}", ",".join(map(str, step.after))))
+        if step.input is not None:
+            fields.append((f"input:{index}", ",".join(map(str, leaves(step.input)))))
+    if on_failure is not None:
+        index = len(plan.steps)
+        fields.append((f"spec:{index}", step_spec(on_failure, None, "on_failure")))
+        fields.append((f"queue:{index}", on_failure.task.queue))
+        fields.append(("on_failure", str(index)))
+    return fields
+
+
+def first_signature(node: Node) -> Signature[Any]:
+    if isinstance(node, Signature):
+        return node
+    return first_signature(node.items[0] if isinstance(node, Chain) else node.members[0])
+
+
+def launch(root: Node, on_failure: Signature[Any] | None) -> WorkflowHandle[Any]:
+    app: Producer = first_signature(root).task.app
+    plan = make_plan(root)
+    fields = record_fields(plan, on_failure)
+    brokers = {id(step.signature.task.app.broker) for step in plan.steps}
+    if len(brokers) > 1:
+        raise ConfigurationError("a workflow's steps must all belong to apps on the same Redis")
+    workflow = uuid.uuid4().hex
+    broker = app.broker
+    roots = [i for i, step in enumerate(plan.steps) if not step.after]
+    broker.create_workflow(workflow, len(plan.steps), roots, fields)
+    reply = broker.workflow_flight(workflow)  # the roots' specs, exactly as a worker will read them
+    send(broker, workflow, reply.ready)
+    broker.workflow_launched(workflow)
+    first = plan.steps[roots[0]].signature.task
+    # Eager mode runs the workflow here, when the testing kit installed it.
+    app.enqueued(JobHandle(app, f"{workflow}.{roots[0]}", first.queue))
+    return WorkflowHandle(app, workflow)
