@@ -210,11 +210,9 @@ def cancel_steps(q: QueueKeys, *, workflow: str, retention_ms: int, job_ids: Seq
     return ScriptCall("cancel_steps", q, [workflow, retention_ms, *job_ids], int)
 
 
-def workflow_create(
-    w: WorkflowKeys, *, steps: int, roots: Sequence[int], fields: Sequence[tuple[str, bytes | str]]
-) -> ScriptCall[bool]:
+def workflow_create(w: WorkflowKeys, *, steps: int, fields: Sequence[tuple[str, bytes | str]]) -> ScriptCall[bool]:
     """Store a workflow: False when its record exists already (a re-send after a lost reply)."""
-    args: list[Any] = [steps, ",".join(map(str, roots))]
+    args: list[Any] = [steps]
     for name, value in fields:
         args += [name, value]
     return ScriptCall("workflow_create", w, args, bool)

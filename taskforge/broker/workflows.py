@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import redis
 
@@ -32,6 +32,18 @@ if TYPE_CHECKING:
     from .scripts import Scripts
 
 
+class StepReport(NamedTuple):
+    """A step's final outcome, on its way from its queue's outbox to its workflow."""
+
+    queue: str
+    job_id: str
+    workflow: str
+    step: int
+    state: str  # succeeded, dead or cancelled
+    result: bytes = b""
+    error: str = ""
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -48,9 +60,7 @@ class WorkflowStore:
 
     # -- a workflow's own slot -------------------------------------------
 
-    def create_workflow(
-        self, workflow: str, steps: int, roots: Sequence[int], fields: Sequence[tuple[str, bytes | str]]
-    ) -> None:
+    def create_workflow(self, workflow: str, steps: int, fields: Sequence[tuple[str, bytes | str]]) -> None:
         """Store a new workflow; marked as launching until ``workflow_launched`` says its first steps are sent.
 
         The mark comes first (another slot): a producer that dies between the
@@ -62,7 +72,7 @@ class WorkflowStore:
             pipe.zadd(WORKFLOW_LAUNCHING, {workflow: now})
             pipe.zadd(workflow_index("running"), {workflow: now})
             pipe.execute()
-            call = calls.workflow_create(WorkflowKeys(workflow), steps=steps, roots=roots, fields=fields)
+            call = calls.workflow_create(WorkflowKeys(workflow), steps=steps, fields=fields)
             self.scripts.run(call)
 
     def workflow_launched(self, workflow: str) -> None:
@@ -70,17 +80,21 @@ class WorkflowStore:
         with broker_errors(self.url):
             self.client.zrem(WORKFLOW_LAUNCHING, workflow)
 
-    def report_step(self, workflow: str, step: int, state: str, result: bytes, error: str) -> WorkflowReply:
-        call = calls.workflow_report(
-            WorkflowKeys(workflow),
-            step=step,
-            state=state,
-            result=result,
-            error=error,
-            retention_ms=self.retention_ms,
-        )
+    def report_steps(self, reports: Sequence[StepReport]) -> list[WorkflowReply]:
+        """Deliver steps' reports to their workflows: one pipeline per master, replies in order."""
+        batch = [
+            calls.workflow_report(
+                WorkflowKeys(r.workflow),
+                step=r.step,
+                state=r.state,
+                result=r.result,
+                error=r.error,
+                retention_ms=self.retention_ms,
+            )
+            for r in reports
+        ]
         with broker_errors(self.url):
-            return self.scripts.run(call)
+            return self.scripts.run_each(batch)
 
     def cancel_workflow(self, workflow: str) -> WorkflowReply:
         call = calls.workflow_cancel(WorkflowKeys(workflow), retention_ms=self.retention_ms)
@@ -136,11 +150,18 @@ class WorkflowStore:
             raw = cast("dict[bytes, bytes]", self.client.hgetall(QueueKeys(queue).outbox))
         return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in raw.items()}
 
-    def delivered(self, queue: str, job_ids: Sequence[str]) -> None:
-        """These reports reached their workflows: drop them from the outbox."""
-        if job_ids:
-            with self.guard(queue):
-                self.client.hdel(QueueKeys(queue).outbox, *job_ids)
+    def delivered(self, reports: Sequence[StepReport]) -> None:
+        """These reports reached their workflows: drop them from their outboxes (one pipeline)."""
+        by_queue: dict[str, list[str]] = {}
+        for report in reports:
+            by_queue.setdefault(report.queue, []).append(report.job_id)
+        if not by_queue:
+            return
+        with self.guard(*by_queue):
+            pipe = self.client.pipeline(transaction=False)
+            for queue, ids in by_queue.items():
+                pipe.hdel(QueueKeys(queue).outbox, *ids)
+            pipe.execute()
 
     def step_records(self, steps: Sequence[tuple[str, str]]) -> list[dict[bytes, bytes]]:
         """The raw records of (queue, job id) pairs, in one pipeline ({} for a step not stored)."""

@@ -22,12 +22,13 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING
 
 from ..broker.stats import FLUSH_EVERY_S
 from ..logs import configure_logging
+from ..workflows.delivery import Courier
 from .lane import EXIT_RECYCLE, IDLE_BLOCK, LANE_WAIT, Lane
 from .messages import Heartbeat, Message, Recycling
 from .outage import Outage
@@ -110,7 +111,9 @@ class Child:
         self.stopping = False
         self.recycling = False  # max_jobs reached: lanes finish their job and stop claiming
         # The app is read once: the lanes need only what running a job needs.
-        self.context = AppContext.of(load_app(config.app_spec))
+        context = AppContext.of(load_app(config.app_spec))
+        # Workflow steps' reports go out from a thread of their own, in batches.
+        self.context = replace(context, courier=Courier(context.broker))
         self.broker = self.context.broker
         self.counts_written = threading.Event()  # set at exit: the thread stops, the last flush follows
         self.outage = Outage(self.broker.url)  # one per process: the lanes share what they say about Redis
@@ -175,6 +178,14 @@ class Child:
             self.waiter = None
             self.idle.notify()  # a lane waiting locally takes the place, if this one goes to run a job
 
+    def reports_pending(self) -> bool:
+        """Wait for the workflow reports posted so far to go out; True if there were any."""
+        courier = self.context.courier
+        if courier is None or courier.idle():
+            return False
+        courier.flush()
+        return True
+
     def count_job(self) -> bool:
         """Count one job taken; True when it is the last this child may take."""
         with self.lock:
@@ -226,6 +237,8 @@ def child_main(config: ChildConfig, pipe: Connection) -> None:
     child = Child(config, pipe)
     signal.signal(signal.SIGTERM, child.request_stop)
     code = child.run()
+    if child.context.courier is not None:
+        child.context.courier.flush()  # what is left after that, the reconciler delivers
     child.counts_written.set()
     child.broker.flush_outcomes()  # successes are counted by the broker and written in batches
     pipe.close()

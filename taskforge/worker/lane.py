@@ -207,6 +207,8 @@ class Lane:
                 continue
             if not claims:
                 if self.config.burst and wait != 0:
+                    if self.child.reports_pending():
+                        continue  # a workflow step's report may yet send work: not done until it is out
                     return 0
                 following = self.idle(wait)
                 continue
@@ -257,6 +259,7 @@ class Lane:
             self.child.send(JobFinished(self.index, outcome.state, outcome.duration))
         if outcome.next is not None:
             self.tokens[claim.queue] = new_token()
+
         if outcome.state != "succeeded" or log.isEnabledFor(logging.INFO):  # no line built for nobody
             attempt = f"{claim.attempts}/{claim.max_attempts}"
             level, text = outcome_line(

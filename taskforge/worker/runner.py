@@ -26,6 +26,7 @@ from ..context import enter, leave
 from ..errors import CorruptQueue, Retry, SerializationError, UnknownTask
 from ..job import FailureKind, JobInfo, JobState, Priority
 from ..serialization import dumps_result
+from ..workflows.delivery import Courier, deliver, report_of
 from .outage import OUTAGE_ERRORS, Outage
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ class AppContext:
     hooks: Hooks
     broker: Broker
     max_job_size: int
+    courier: Courier | None = None  # delivers workflow steps' reports in the background
 
     @classmethod
     def of(cls, app: RunContext) -> AppContext:
@@ -233,10 +235,20 @@ def succeeded(
 
 
 def report_step(context: RunContext, claim: Claim, state: str, result: bytes, error: str = "") -> None:
-    """A workflow step ended: deliver its report now (the reconciler does if this fails)."""
-    from ..workflows.delivery import deliver_quietly
+    """A workflow step ended: hand its report to the child's courier, or deliver it now.
 
-    deliver_quietly(context.broker, claim.queue, claim.id, claim.workflow, state, result, error)
+    Delivery never fails the job it follows: a report not delivered stays in
+    the outbox, and the reconciler delivers it.
+    """
+    report = report_of(claim.queue, claim.id, claim.workflow, state, result, error)
+    courier: Courier | None = getattr(context, "courier", None)
+    if courier is not None:
+        courier.post(report)
+        return
+    try:
+        deliver(context.broker, [report])
+    except Exception as exc:
+        log.warning("workflow %s: the report of step %s waits for the reconciler (%s)", claim.workflow, claim.id, exc)
 
 
 Failure = tuple[str, str, float | None]  # error, traceback, seconds before a retry (None: dead at once)

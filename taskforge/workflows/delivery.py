@@ -13,10 +13,14 @@ delivers it again: a workflow may be delayed, never hung, never doubled.
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..broker.record import NewJob
+from ..broker.workflows import StepReport
 from ..serialization import dumps_call, loads, loads_call
 from .plan import fill
 
@@ -84,19 +88,43 @@ def act(broker: Broker, workflow: str, reply: WorkflowReply) -> None:
     """Do what a workflow script answered: send, stop, then settle an ended workflow."""
     if reply.ready:
         send(broker, workflow, reply.ready)
+    ending(broker, workflow, reply)
+
+
+def ending(broker: Broker, workflow: str, reply: WorkflowReply) -> None:
+    """The rare part of an answer: stop the steps of an ended workflow, then settle it."""
     if reply.cancel:
         stop(broker, workflow, reply.cancel)
     if reply.settle:
         broker.settle_workflow(workflow, reply.state)
 
 
-def deliver(broker: Broker, queue: str, job_id: str, workflow: str, state: str, result: bytes, error: str) -> None:
-    """Carry one step's report to its workflow, act on the answer, then drop the report."""
+def deliver(broker: Broker, reports: Sequence[StepReport]) -> None:
+    """Carry reports to their workflows, send what may go next, then drop the reports.
+
+    A batch costs a few round trips whatever its size: the reports go in one
+    pipeline, the steps they free in one enqueue per queue, the drops in one
+    pipeline. Sending comes before dropping: a crash in between leaves the
+    reports for the reconciler, and sending again stores nothing twice.
+    """
+    counted = [r for r in reports if r.step >= 0]
+    replies = broker.report_steps(counted) if counted else []
+    by_queue: dict[str, list[NewJob]] = {}
+    for report, reply in zip(counted, replies, strict=True):
+        for step in reply.ready:
+            queue, job = step_job(report.workflow, step)
+            by_queue.setdefault(queue, []).append(job)
+    for queue, jobs in by_queue.items():
+        broker.enqueue(queue, jobs, resend=True)
+    for report, reply in zip(counted, replies, strict=True):
+        ending(broker, report.workflow, reply)
+    broker.delivered(reports)
+
+
+def report_of(queue: str, job_id: str, workflow: str, state: str, result: bytes = b"", error: str = "") -> StepReport:
+    """A report as the outbox names it; a job id that is no step of ours counts for nothing (step -1)."""
     index = step_index(job_id)
-    if index is not None:
-        reply = broker.report_step(workflow, index, state, result, error)
-        act(broker, workflow, reply)
-    broker.delivered(queue, [job_id])
+    return StepReport(queue, job_id, workflow, -1 if index is None else index, state, result, error)
 
 
 def deliver_from_record(broker: Broker, queue: str, job_id: str, workflow: str) -> None:
@@ -107,17 +135,63 @@ def deliver_from_record(broker: Broker, queue: str, job_id: str, workflow: str) 
     error = (fields.get(b"error") or b"").decode(errors="replace")
     if state not in ENDED:
         if fields:  # retried by `taskforge dead retry`: it will report again when it ends
-            broker.delivered(queue, [job_id])
+            broker.delivered([report_of(queue, job_id, workflow, state)])
             return
         state, error = "dead", "WorkflowStepLost: the step's record expired before its outcome was delivered"
-    deliver(broker, queue, job_id, workflow, state, result, error)
+    deliver(broker, [report_of(queue, job_id, workflow, state, result, error)])
 
 
-def deliver_quietly(
-    broker: Broker, queue: str, job_id: str, workflow: str, state: str, result: bytes, error: str
-) -> None:
-    """What a worker does after a step's final transition: deliver now, or leave it to the reconciler."""
-    try:
-        deliver(broker, queue, job_id, workflow, state, result, error)
-    except Exception as exc:  # never let bookkeeping fail the job it follows
-        log.warning("workflow %s: the report of step %s waits for the reconciler (%s)", workflow, job_id, exc)
+class Courier:
+    """A worker child's reports, delivered by a thread of their own, in batches.
+
+    The lane that ran a step hands its report over and goes on to its next
+    job; while a batch is on its way, the next reports gather, so a busy
+    child pays a few round trips per batch rather than per step, and an idle
+    one delivers at once. A report lost with the process is still in the
+    outbox: the reconciler delivers it.
+    """
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.waiting: deque[StepReport] = deque()
+        self.busy = 0  # reports taken from ``waiting`` and not yet delivered
+        self.cond = threading.Condition()
+        self.thread = threading.Thread(target=self.run, name="taskforge-courier", daemon=True)
+        self.thread.start()
+
+    def post(self, report: StepReport) -> None:
+        with self.cond:
+            self.waiting.append(report)
+            self.cond.notify_all()
+
+    def idle(self) -> bool:
+        with self.cond:
+            return not self.waiting and not self.busy
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every report posted so far was delivered (or tried); True if it was."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while self.waiting or self.busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(left)
+        return True
+
+    def run(self) -> None:
+        while True:
+            with self.cond:
+                while not self.waiting:
+                    self.cond.wait()
+                batch = list(self.waiting)
+                self.waiting.clear()
+                self.busy = len(batch)
+            try:
+                deliver(self.broker, batch)
+            except Exception as exc:  # the reconciler delivers what this could not
+                log.warning("%d workflow reports wait for the reconciler (%s)", len(batch), exc)
+            finally:
+                with self.cond:
+                    self.busy = 0
+                    self.cond.notify_all()

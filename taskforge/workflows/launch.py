@@ -90,7 +90,7 @@ def launch(root: Node, on_failure: Signature[Any] | None) -> WorkflowHandle[Any]
     workflow = uuid.uuid4().hex
     broker = app.broker
     roots = [i for i, step in enumerate(plan.steps) if not step.after]
-    broker.create_workflow(workflow, len(plan.steps), roots, fields)
+    broker.create_workflow(workflow, len(plan.steps), fields)
     reply = broker.workflow_flight(workflow)  # the roots' specs, exactly as a worker will read them
     send(broker, workflow, reply.ready)
     broker.workflow_launched(workflow)

@@ -71,8 +71,6 @@ def sample(param: inspect.Parameter, index: int) -> Any:
         return [("id-1", "token-1")]
     if param.name == "job_ids":
         return ["a", "b"]
-    if param.name == "roots":
-        return [0, 2]
     if param.name == "fields":
         return [("spec:0", b"s"), ("queue:0", "q")]
     if kind == "bool":

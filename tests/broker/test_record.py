@@ -20,7 +20,7 @@ NOT_FIELDS = {
     "limits", "wake",  # key suffixes (the seq key shares its name with the seq field)
     "failed",  # with "succeeded": the fields of a per-minute stats hash
     "string",  # Lua type() name
-    "outbox", "open", "flight", "done",  # key suffixes: a queue's outbox, a workflow's sets and done list
+    "outbox", "open", "done",  # key suffixes: an outbox, a workflow's set and done list (and set 'waiting')
     "gone",  # workflow scripts' reply: no such workflow
     "failed_step", "on_failure", "settled",  # fields of a workflow's record (workflows/handle.py reads them)
 }  # fmt: skip

@@ -525,8 +525,10 @@ end
 -- The record holds, besides state and times: spec:<i> (msgpack, read only
 -- by the client), queue:<i>, next:<i> (the steps that wait for step i),
 -- input:<i> (the steps whose results step i receives), result:<i>.  Sets:
--- open (steps not yet reported), flight (steps that may be stored and are
--- not reported), wait:<j> (the steps j still waits for).
+-- open (steps not yet reported), waiting (steps not yet free to go: some
+-- step before them has not succeeded), wait:<j> (the steps j still waits
+-- for).  The steps in flight (maybe stored, not reported) are open minus
+-- waiting: one SDIFF when a workflow ends, no bookkeeping per step.
 
 -- Record fields hold long lists (a 10,000-member group); unpack has a limit.
 local CHUNK = 1000
@@ -548,8 +550,9 @@ end
 -- What the client needs to send step j: its index, its spec, then the result
 -- of every step listed in its input field, in that order.
 local function launch_entry(rk, j)
-  local entry = {j, redis.call('HGET', rk, 'spec:' .. j) or ''}
-  local inputs = split(redis.call('HGET', rk, 'input:' .. j))
+  local f = redis.call('HMGET', rk, 'spec:' .. j, 'input:' .. j)
+  local entry = {j, f[1] or ''}
+  local inputs = split(f[2])
   for i = 1, #inputs, CHUNK do
     local fields = {}
     for k = i, math.min(i + CHUNK - 1, #inputs) do
@@ -574,7 +577,7 @@ local function ending(rk, state)
   if state == 'dead' and k then
     ready[1] = launch_entry(rk, k)
   end
-  for _, j in ipairs(redis.call('SMEMBERS', PREFIX .. 'flight')) do
+  for _, j in ipairs(redis.call('SDIFF', PREFIX .. 'open', PREFIX .. 'waiting')) do
     cancel[#cancel + 1] = j
     cancel[#cancel + 1] = redis.call('HGET', rk, 'queue:' .. j) or ''
   end
@@ -600,7 +603,7 @@ local function end_workflow(rk, state, ttl, extra)
   end
   local done = PREFIX .. 'done'
   redis.call('RPUSH', done, '1')
-  for _, key in ipairs({rk, PREFIX .. 'open', PREFIX .. 'flight', done}) do
+  for _, key in ipairs({rk, PREFIX .. 'open', PREFIX .. 'waiting', done}) do
     redis.call('PEXPIRE', key, ttl)
   end
 end

@@ -2,7 +2,7 @@
 -- KEYS[1] record          the workflow's record (routes the call to the workflow's slot)
 -- ARGV[1] prefix          the workflow's key prefix
 -- Returns {state ('gone': no such record), ready} with ready as workflow_report
--- answers it: the steps in flight that have not reported.  Sending them
+-- answers it: the steps free to go that have not reported.  Sending them
 -- again is harmless (fixed ids), so the reconciler calls this for a workflow
 -- whose producer never said its first steps were stored.
 local rk = KEYS[1]
@@ -12,7 +12,7 @@ if not state then
 end
 local ready = {}
 if state == 'running' then
-  for _, j in ipairs(redis.call('SMEMBERS', PREFIX .. 'flight')) do
+  for _, j in ipairs(redis.call('SDIFF', PREFIX .. 'open', PREFIX .. 'waiting')) do
     ready[#ready + 1] = launch_entry(rk, j)
   end
 end

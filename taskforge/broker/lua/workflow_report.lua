@@ -17,33 +17,35 @@
 -- crash sends again what the first delivery may not have (the steps' ids are
 -- fixed, and enqueue stores an id once).
 local rk = KEYS[1]
-local state = redis.call('HGET', rk, 'state')
+local i, outcome = ARGV[2], ARGV[3]
+local f = redis.call('HMGET', rk, 'state', 'next:' .. i)
+local state = f[1]
 if not state then
   return {'gone', {}, {}, 0}
 end
-local i, outcome = ARGV[2], ARGV[3]
 local ttl = tonumber(ARGV[6])
-local open, flight = PREFIX .. 'open', PREFIX .. 'flight'
+local open = PREFIX .. 'open'
 local first = redis.call('SREM', open, i) == 1
-if first then
-  redis.call('SREM', flight, i)
-end
 if state == 'running' and outcome == 'succeeded' then
   if first then
     redis.call('HSET', rk, 'result:' .. i, ARGV[4])
   end
   local ready = {}
-  for _, j in ipairs(split(redis.call('HGET', rk, 'next:' .. i))) do
+  for _, j in ipairs(split(f[2])) do
     local wk = PREFIX .. 'wait:' .. j
-    if first then
+    local free
+    if first then  -- j cannot have reported: it never ran while i was open
       redis.call('SREM', wk, i)
+      free = redis.call('SCARD', wk) == 0
+    else  -- a re-delivery: j may go if it is free and has not reported
+      free = redis.call('EXISTS', wk) == 0 and redis.call('SISMEMBER', open, j) == 1
     end
-    if redis.call('EXISTS', wk) == 0 and redis.call('SISMEMBER', open, j) == 1 then
-      redis.call('SADD', flight, j)
+    if free then
+      redis.call('SREM', PREFIX .. 'waiting', j)
       ready[#ready + 1] = launch_entry(rk, j)
     end
   end
-  if first and redis.call('SCARD', open) == 0 then
+  if first and not f[2] and redis.call('SCARD', open) == 0 then
     end_workflow(rk, 'succeeded', ttl)
     return {'succeeded', ready, {}, 1}
   end

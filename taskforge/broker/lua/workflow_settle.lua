@@ -9,5 +9,4 @@ if not state or state == 'running' then
   return 0
 end
 redis.call('HSET', rk, 'settled', '1')
-redis.call('DEL', PREFIX .. 'flight')
 return 1
