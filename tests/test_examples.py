@@ -43,6 +43,18 @@ CASES = {
         ["-c", "2"],
         ["cancelled the one-hour reminder: True cancelled", "reminded ada", "reminded grace"],
     ),
+    "workflows": (
+        EXAMPLES,
+        "workflows:app",
+        "workflows.py",
+        ["-c", "2"],
+        [
+            "summary: report: 360 words, 6 pictures",
+            "steps: fetch=succeeded, count_words=succeeded, count_pictures=succeeded, summarize=succeeded",
+            "workflow dead: workflows.publish failed: RuntimeError: the publishing service is down",
+            "on_failure said: draft.pdf was not published",
+        ],
+    ),
     "priorities": (
         EXAMPLES,
         "priorities:app",
