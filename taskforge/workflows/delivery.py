@@ -31,6 +31,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("taskforge.workflows")
 
 ENDED = ("succeeded", "dead", "cancelled")
+# A busy child's courier waits this long, or for this many reports, before it
+# sends a batch: a few round trips then carry dozens of reports, and the next
+# steps start a few milliseconds later than they could (an idle child's
+# reports go at once).
+LINGER_S = 0.005
+BATCH = 64
 
 
 def step_id(workflow: str, index: int) -> str:
@@ -99,7 +105,7 @@ def ending(broker: Broker, workflow: str, reply: WorkflowReply) -> None:
         broker.settle_workflow(workflow, reply.state)
 
 
-def deliver(broker: Broker, reports: Sequence[StepReport]) -> None:
+def deliver(broker: Broker, reports: Sequence[StepReport], drop: bool = True) -> None:
     """Carry reports to their workflows, send what may go next, then drop the reports.
 
     A batch costs a few round trips whatever its size: the reports go in one
@@ -118,7 +124,8 @@ def deliver(broker: Broker, reports: Sequence[StepReport]) -> None:
         broker.enqueue(queue, jobs, resend=True)
     for report, reply in zip(counted, replies, strict=True):
         ending(broker, report.workflow, reply)
-    broker.delivered(reports)
+    if drop:  # else the caller drops them later (a courier, in its next batch)
+        broker.delivered(reports)
 
 
 def report_of(queue: str, job_id: str, workflow: str, state: str, result: bytes = b"", error: str = "") -> StepReport:
@@ -155,24 +162,35 @@ class Courier:
         self.broker = broker
         self.waiting: deque[StepReport] = deque()
         self.busy = 0  # reports taken from ``waiting`` and not yet delivered
+        self.linger = False  # the latest report's lane went straight on to another job
+        self.dropping: list[StepReport] = []  # delivered by their lane: only their drop is left
         self.cond = threading.Condition()
         self.thread = threading.Thread(target=self.run, name="taskforge-courier", daemon=True)
         self.thread.start()
 
-    def post(self, report: StepReport) -> None:
+    def post(self, report: StepReport, busy: bool = False) -> None:
+        """Hand a report over; ``busy``: its lane already holds its next job, so a batch may
+        wait a moment for more (a lane going idle, or a failure, is delivered at once)."""
         with self.cond:
             self.waiting.append(report)
+            self.linger = busy
+            self.cond.notify_all()
+
+    def drop(self, report: StepReport) -> None:
+        """A report its lane delivered itself: drop it from the outbox with the next batch."""
+        with self.cond:
+            self.dropping.append(report)
             self.cond.notify_all()
 
     def idle(self) -> bool:
         with self.cond:
-            return not self.waiting and not self.busy
+            return not self.waiting and not self.busy and not self.dropping
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every report posted so far was delivered (or tried); True if it was."""
         deadline = time.monotonic() + timeout
         with self.cond:
-            while self.waiting or self.busy:
+            while self.waiting or self.busy or self.dropping:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -182,13 +200,18 @@ class Courier:
     def run(self) -> None:
         while True:
             with self.cond:
-                while not self.waiting:
+                while not self.waiting and not self.dropping:
                     self.cond.wait()
+                deadline = time.monotonic() + LINGER_S
+                while self.linger and len(self.waiting) < BATCH and (left := deadline - time.monotonic()) > 0:
+                    self.cond.wait(left)
                 batch = list(self.waiting)
                 self.waiting.clear()
-                self.busy = len(batch)
+                dropping, self.dropping = self.dropping, []
+                self.busy = len(batch) + len(dropping)
             try:
-                deliver(self.broker, batch)
+                deliver(self.broker, batch, drop=False)
+                self.broker.delivered([*dropping, *batch])
             except Exception as exc:  # the reconciler delivers what this could not
                 log.warning("%d workflow reports wait for the reconciler (%s)", len(batch), exc)
             finally:
