@@ -47,6 +47,7 @@ from .job import JobInfo, Priority, ms_to_datetime
 
 if TYPE_CHECKING:
     from .app import TaskForge
+    from .workflows.handle import WorkflowInfo
 
 SAMPLE = 500
 SCHEMA_VERSION = 1
@@ -293,3 +294,8 @@ def job_to_json(info: JobInfo) -> dict[str, Any]:
     for name in ("args", "kwargs", "result"):
         data[name] = jsonable(data[name])
     return data
+
+
+def workflow_to_json(info: WorkflowInfo) -> dict[str, Any]:
+    """``WorkflowInfo.to_dict()`` with each step as ``job --json`` prints it (``workflow --json``)."""
+    return {**info.to_dict(), "steps": [job_to_json(step) for step in info.steps]}

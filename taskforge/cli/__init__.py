@@ -32,6 +32,7 @@ from .purge import purge
 from .status import status
 from .stop import abort, cancel
 from .worker import worker
+from .workflow import workflow
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -48,6 +49,7 @@ def main() -> None:
 main.add_command(worker)
 main.add_command(status)
 main.add_command(job)
+main.add_command(workflow)
 main.add_command(dead)
 main.add_command(enqueue)
 main.add_command(cancel)

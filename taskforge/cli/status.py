@@ -1,4 +1,4 @@
-"""``taskforge status APP``: queue counts, live workers, the next scheduled job."""
+"""``taskforge status APP``: queue counts, workflow counts, live workers, the next scheduled job."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import click
 
 from .. import inspect
 from .common import cli_errors, open_app
-from .table import Cell, cell, count, relative, render, timestamp
+from .table import Cell, cell, count, duration, relative, render, timestamp
 
-STATUS_HELP = """Show every queue's counts, the live workers and the next scheduled job.
+STATUS_HELP = """Show every queue's counts, the workflows, the live workers and the next scheduled job.
 
 Queues shown: the app's own, then every queue ever enqueued to on this
 Redis. PENDING is split by priority (CRIT HIGH NORM LOW). SCHEDULED and
@@ -18,6 +18,8 @@ RETRYING share one Redis set; above 500 such jobs in a queue their split
 is estimated from a random sample (marked ~). DONE is each live worker's
 count of finished runs (any outcome) since it started; per-queue successes
 and failures of the last hour are on the dashboard (taskforge dashboard).
+The workflows line counts those running now, and those that ended (succeeded,
+dead, cancelled) within the app's retention.
 
 \b
 Example:
@@ -40,6 +42,8 @@ strings or null, counts are integers):
   jobs_done       the sum of the workers' jobs_done
   next_due        the soonest next_due of all queues
   periodic        [{task, queue, schedule, next_run}]: the app's periodic tasks
+  workflows       {running, succeeded, dead, cancelled}: running now, and
+                  ended that way within the app's retention
 """
 
 
@@ -53,14 +57,17 @@ def status(app: str, as_json: bool) -> None:
     the_app = open_app(app)
     with cli_errors():
         snapshot = inspect.status(the_app)
+        workflows = the_app.broker.workflow_counts()
     if as_json:
-        click.echo(json.dumps(snapshot.to_dict(), indent=2))
+        click.echo(json.dumps({**snapshot.to_dict(), "workflows": workflows}, indent=2))
     else:
-        click.echo(format_status(snapshot))
+        click.echo(format_status(snapshot, workflows, the_app.retention))
 
 
-def format_status(snapshot: inspect.Status) -> str:
+def format_status(snapshot: inspect.Status, workflows: dict[str, int] | None = None, retention: float = 0) -> str:
     parts = [f"broker {snapshot.broker}", "", queue_table(snapshot), ""]
+    if workflows is not None:
+        parts += [workflow_line(workflows, retention), ""]
     if snapshot.workers:
         parts.append(worker_table(snapshot))
     else:
@@ -119,6 +126,16 @@ def queue_table(snapshot: inspect.Status) -> str:
             ]
         )
     return render(headers, rows)
+
+
+def workflow_line(counts: dict[str, int], retention: float) -> str:
+    """'workflows: 2 running; in the last 1 day (retention): 5 succeeded, 1 dead, 0 cancelled'."""
+    ended = ", ".join(
+        f"{click.style(str(counts[state]), fg=colour) if counts[state] else 0} {state}"
+        for state, colour in (("succeeded", "green"), ("dead", "red"), ("cancelled", "magenta"))
+    )
+    running = click.style(str(counts["running"]), fg="cyan") if counts["running"] else "0"
+    return f"workflows: {running} running; in the last {duration(retention)} (retention): {ended}"
 
 
 def worker_table(snapshot: inspect.Status) -> str:

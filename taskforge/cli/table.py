@@ -36,7 +36,7 @@ def render(headers: Sequence[str], rows: Sequence[Sequence[Cell]]) -> str:
     for row in rows:
         for i, c in enumerate(row):
             widths[i] = max(widths[i], len(c.text))
-    lines = ["  ".join(click.style(h.ljust(w), bold=True) for h, w in zip(headers, widths, strict=True))]
+    lines = ["  ".join(click.style(h.ljust(w), bold=True) for h, w in zip(headers, widths, strict=True)).rstrip()]
     for row in rows:
         parts = []
         for c, w in zip(row, widths, strict=True):
@@ -51,16 +51,28 @@ def relative(when: datetime | None, now: datetime) -> str:
     if when is None:
         return "-"
     seconds = (when - now).total_seconds()
-    span = abs(seconds)
-    if span < 60:
-        text = f"{span:.1f} s"
-    elif span < 3600:
-        text = f"{span / 60:.1f} min"
-    elif span < 86400:
-        text = f"{span / 3600:.1f} h"
-    else:
-        text = f"{span / 86400:.1f} days"
+    text = span(abs(seconds))
     return f"in {text}" if seconds > 0 else f"{text} ago"
+
+
+def span(seconds: float) -> str:
+    """'3.2 s', '4.0 min', '1.5 h', '2.0 days'."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def duration(seconds: float) -> str:
+    """A configured length of time, without needless decimals: '1 day', '7 days', '90 min', '30 s'."""
+    for unit, size in (("day", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            n = int(seconds // size)
+            return f"{n} {unit}s" if unit == "day" and n != 1 else f"{n} {unit}"
+    return span(seconds) if seconds >= 60 else f"{seconds:g} s"
 
 
 def timestamp(when: datetime | None) -> str:

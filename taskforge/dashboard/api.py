@@ -1,4 +1,4 @@
-"""The JSON API behind the pages: the documents ``taskforge status --json`` and ``job --json`` print.
+"""The JSON API behind the pages: the documents ``taskforge status``, ``job`` and ``workflow --json`` print.
 
     GET /api/status                             the ``status --json`` document (schema_version 1)
     GET /api/history                            runs succeeded and failed per minute, last hour, per queue
@@ -6,9 +6,12 @@
                                                 running or dead; each job as ``job --json`` prints it
     GET /api/dead?limit=N                       the N (default 50, at most 500) newest dead jobs, all queues
     GET /api/jobs/{id}[?queue=Q]                one job, as ``taskforge job --json`` prints it
+    GET /api/workflows?limit=N                  counts of workflows by state, and the N (default 20,
+                                                at most 500) newest of each state, without their steps
+    GET /api/workflows/{id}                     one workflow, as ``taskforge workflow --json`` prints it
 
 Errors answer ``{"error": "<what went wrong and what to do>"}`` with status
-400 (bad parameter), 404 (no such job), 503 (Redis unreachable).
+400 (bad parameter), 404 (no such job or workflow), 503 (Redis unreachable).
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ MAX_DEAD = 500
 
 
 def status(request: Request) -> JSONResponse:
-    return JSONResponse(inspect.status(app_of(request)).to_dict())
+    app = app_of(request)
+    return JSONResponse({**inspect.status(app).to_dict(), "workflows": app.broker.workflow_counts()})
 
 
 def history(request: Request) -> JSONResponse:
@@ -54,3 +58,12 @@ def dead(request: Request) -> JSONResponse:
 def job(request: Request) -> JSONResponse:
     handle = handle_for(app_of(request), request.path_params["job_id"], request.query_params.get("queue"))
     return JSONResponse(inspect.job_to_json(handle.info()))
+
+
+def workflows(request: Request) -> JSONResponse:
+    listing = data.workflow_list(app_of(request), data.workflow_limit(request.query_params.get("limit")))
+    return JSONResponse(listing.to_dict())
+
+
+def workflow(request: Request) -> JSONResponse:
+    return JSONResponse(data.workflow_view(app_of(request), request.path_params["workflow_id"]).to_dict())

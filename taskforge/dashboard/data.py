@@ -3,7 +3,9 @@
 The overview is ``inspect.status`` (the ``status --json`` document) plus the
 last hour of per-minute outcome counts; job lists are pages of one Redis set
 (``Broker.page``), so a queue of a million jobs costs what a queue of fifty
-does.
+does. Workflows: a page is ``WorkflowInfo`` (every step); the list reads only
+the newest ids of each state and a few fields of each record, so a group of
+10,000 members costs a list what a chain of two does.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .. import inspect
-from ..broker.keys import validate_queue_name
+from ..broker.keys import WORKFLOW_STATES, validate_queue_name
 from ..errors import ConfigurationError
 from ..handle import job_info
 from ..job import JobInfo, ms_to_datetime
+from ..serialization import loads
+from ..workflows.handle import WorkflowHandle, WorkflowInfo
 
 if TYPE_CHECKING:
     from ..app import TaskForge
@@ -24,6 +28,10 @@ if TYPE_CHECKING:
 PAGE_SIZE = 50
 MINUTES = 60
 STATES = ("pending", "scheduled", "running", "dead")
+WORKFLOWS_SHOWN = 20  # per state on the workflows page: each costs one small read
+MAX_WORKFLOWS = 500
+# What a workflow list shows, read with one HMGET: never the per-step fields of a 10,000-member group.
+SUMMARY_FIELDS = ("state", "steps", "created_at", "finished_at", "error", "failed_step", "spec:0")
 
 
 @dataclass(frozen=True)
@@ -127,3 +135,109 @@ def job_page(app: TaskForge, queue: str, state: str, page: int, size: int = PAGE
         else:
             jobs.append(job_info(job_id, queue, fields))
     return JobPage(queue, state, page, total, jobs, missing)
+
+
+@dataclass(frozen=True)
+class WorkflowView:
+    """A workflow's page: its ``WorkflowInfo``, the step holding it up, and its ``on_failure`` step."""
+
+    info: WorkflowInfo
+    held: JobInfo | None
+    on_failure: str | None  # the job id of the on_failure step, when it has one
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``taskforge workflow --json`` document: ``WorkflowInfo`` fields, steps as ``job --json``."""
+        return inspect.workflow_to_json(self.info)
+
+
+def workflow_view(app: TaskForge, workflow_id: str) -> WorkflowView:
+    info = WorkflowHandle(app, workflow_id).info()  # WorkflowNotFound: a 404
+    return WorkflowView(info, info.holding_step, info.on_failure)
+
+
+@dataclass(frozen=True)
+class WorkflowSummary:
+    """One row of the workflows list: what its record says, without reading its steps."""
+
+    id: str
+    state: str
+    steps: int
+    first_task: str | None
+    created_at: datetime | None
+    finished_at: datetime | None
+    error: str | None
+    failed_step: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "state": self.state,
+            "steps": self.steps,
+            "first_task": self.first_task,
+            "created_at": inspect.iso(self.created_at),
+            "finished_at": inspect.iso(self.finished_at),
+            "error": self.error,
+            "failed_step": self.failed_step,
+        }
+
+
+@dataclass(frozen=True)
+class WorkflowList:
+    """The newest workflows of each state, and how many there are (ended ones: within the retention)."""
+
+    counts: dict[str, int]
+    workflows: dict[str, list[WorkflowSummary]]
+    missing: list[str]  # ids still indexed whose record is gone (expired)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "counts": dict(self.counts),
+            "workflows": {state: [w.to_dict() for w in rows] for state, rows in self.workflows.items()},
+            "missing": list(self.missing),
+        }
+
+
+def workflow_limit(raw: str | None) -> int:
+    text = raw or str(WORKFLOWS_SHOWN)
+    if not text.isdigit() or not 1 <= int(text) <= MAX_WORKFLOWS:
+        raise ConfigurationError(f"limit {text!r}: use a whole number from 1 to {MAX_WORKFLOWS}")
+    return int(text)
+
+
+def workflow_list(app: TaskForge, limit: int = WORKFLOWS_SHOWN) -> WorkflowList:
+    broker = app.broker
+    listed: dict[str, list[WorkflowSummary]] = {}
+    missing: list[str] = []
+    for state in WORKFLOW_STATES:
+        listed[state] = []
+        for workflow_id in broker.workflow_ids(state, limit):
+            summary = workflow_summary(workflow_id, broker.workflow_fields(workflow_id, SUMMARY_FIELDS))
+            if summary is None:
+                missing.append(workflow_id)
+            else:
+                listed[state].append(summary)
+    return WorkflowList(broker.workflow_counts(), listed, missing)
+
+
+def workflow_summary(workflow_id: str, values: list[bytes | None]) -> WorkflowSummary | None:
+    """None when the record is gone: an ended workflow stays indexed a little past its record."""
+    raw = dict(zip(SUMMARY_FIELDS, values, strict=True))
+    if raw["state"] is None and raw["steps"] is None:
+        return None
+    text = {name: value.decode(errors="replace") if value else None for name, value in raw.items() if name != "spec:0"}
+    first = loads(raw["spec:0"]) if raw["spec:0"] else None
+    failed = text["failed_step"]
+    return WorkflowSummary(
+        id=workflow_id,
+        state=text["state"] or "running",
+        steps=_number(text["steps"]) or 0,
+        first_task=first.get("task") if isinstance(first, dict) else None,
+        created_at=ms_to_datetime(_number(text["created_at"])),
+        finished_at=ms_to_datetime(_number(text["finished_at"])),
+        error=text["error"],
+        failed_step=f"{workflow_id}.{failed}" if failed else None,
+    )
+
+
+def _number(text: str | None) -> int | None:
+    return int(text) if text and text.isdigit() else None

@@ -68,7 +68,8 @@ def overview(request: Request) -> Response:
     app = app_of(request)
     status = inspect.status(app)
     history = data.history(app, [q.name for q in status.queues])
-    return render(request, "overview.html", status=status, history=history)
+    workflows = app.broker.workflow_counts()
+    return render(request, "overview.html", status=status, history=history, workflows=workflows)
 
 
 def workers(request: Request) -> Response:
@@ -99,6 +100,17 @@ def scheduled(request: Request) -> Response:
         q.name: data.job_page(app, q.name, "scheduled", 1, 10) for q in status.queues if q.scheduled + q.retrying
     }
     return render(request, "scheduled.html", status=status, soonest=soonest)
+
+
+def workflows(request: Request) -> Response:
+    app = app_of(request)
+    listing = data.workflow_list(app, data.workflow_limit(request.query_params.get("limit")))
+    return render(request, "workflows.html", listing=listing, retention=app.retention)
+
+
+def workflow(request: Request) -> Response:
+    view = data.workflow_view(app_of(request), request.path_params["workflow_id"])
+    return render(request, "workflow.html", view=view, info=view.info, held=view.held)
 
 
 def handle_for(app: Any, job_id: str, queue: str | None) -> JobHandle[Any]:

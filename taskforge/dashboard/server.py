@@ -54,11 +54,15 @@ def create_app(app: TaskForge, auth: tuple[str, str] | None = None) -> Starlette
         Route("/queues/{queue:path}", pages.queue_jobs),
         Route("/jobs/{job_id}", pages.job),
         Route("/jobs/{job_id}/{action:str}", pages.act, methods=["POST"]),
+        Route("/workflows", pages.workflows),
+        Route("/workflows/{workflow_id}", pages.workflow),
         Route("/api/status", api.status),
         Route("/api/history", api.history),
         Route("/api/dead", api.dead),
         Route("/api/queues/{queue:path}/jobs", api.queue_jobs),
         Route("/api/jobs/{job_id}", api.job),
+        Route("/api/workflows", api.workflows),
+        Route("/api/workflows/{workflow_id}", api.workflow),
         Mount("/static", StaticFiles(directory=pages.static_dir()), name="static"),
     ]
     middleware = [Middleware(BasicAuth, user=auth[0], password=auth[1])] if auth else []

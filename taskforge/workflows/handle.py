@@ -48,6 +48,20 @@ class WorkflowInfo:
     error: str | None
     steps: list[JobInfo] = field(default_factory=list)
     failed_step: str | None = None  # the job id of the step that ended it, when one did
+    on_failure: str | None = None  # the job id of its on_failure step, when it has one (listed once sent)
+
+    @property
+    def holding_step(self) -> JobInfo | None:
+        """The step the workflow waits on: the one that ended it, else (running) the first not succeeded.
+
+        "Not succeeded" rather than "not finished": a step that just went dead
+        holds the workflow up before its report has ended the workflow.
+        """
+        if self.failed_step is not None:
+            return next((step for step in self.steps if step.id == self.failed_step), None)
+        if self.state is not WorkflowState.RUNNING:
+            return None
+        return next((step for step in self.steps if step.state is not JobState.SUCCEEDED), None)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form with the field names of ``WorkflowInfo`` (``workflow --json``)."""
@@ -58,6 +72,7 @@ class WorkflowInfo:
             "finished_at": self.finished_at.isoformat() if self.finished_at else None,
             "error": self.error,
             "failed_step": self.failed_step,
+            "on_failure": self.on_failure,
             "steps": [step.to_dict() for step in self.steps],
         }
 
@@ -171,6 +186,7 @@ class WorkflowHandle(Generic[R]):
             error=_text(fields, "error"),
             steps=steps,
             failed_step=None if failed is None else step_id(self.id, failed),
+            on_failure=None if on_failure is None else step_id(self.id, on_failure),
         )
 
 

@@ -70,6 +70,7 @@ STATUS_SCHEMA = {
     "jobs_done": int,
     "next_due": NULLABLE_ISO,
     "periodic": [{"task": str, "queue": str, "schedule": str, "next_run": ISO}],
+    "workflows": {"running": int, "succeeded": int, "dead": int, "cancelled": int},
 }
 
 JSON_VALUE = (type(None), bool, int, float, str, list, dict)
