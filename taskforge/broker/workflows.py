@@ -12,13 +12,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import redis
 
+from ..errors import BrokerUnavailable
 from . import calls
+from .calls import ScriptCall
 from .compat import wait_for_list
-from .connection import broker_errors
+from .connection import broker_errors, redact
 from .keys import (
     WORKFLOW_LAUNCHING,
     WORKFLOW_STATES,
@@ -27,9 +29,12 @@ from .keys import (
     workflow_index,
 )
 from .replies import WorkflowReply
+from .scripts import REPLICA_WAIT_MS
 
 if TYPE_CHECKING:
     from .scripts import Scripts
+
+T = TypeVar("T")
 
 
 class StepReport(NamedTuple):
@@ -73,7 +78,10 @@ class WorkflowStore:
             pipe.zadd(workflow_index("running"), {workflow: now})
             pipe.execute()
             call = calls.workflow_create(WorkflowKeys(workflow), steps=steps, fields=fields)
-            self.scripts.run(call)
+            if self.scripts.replicated:
+                self._replicated(call, "the workflow")
+            else:
+                self.scripts.run(call)
 
     def workflow_launched(self, workflow: str) -> None:
         """Its first steps are stored: no longer launching."""
@@ -94,7 +102,24 @@ class WorkflowStore:
             for r in reports
         ]
         with broker_errors(self.url):
-            return self.scripts.run_each(batch)
+            if not self.scripts.replicated:
+                return self.scripts.run_each(batch)
+            return [self._replicated(call, "a workflow report") for call in batch]
+
+    def _replicated(self, call: ScriptCall[T], what: str) -> T:
+        """Run a workflow script and wait for a replica (durability="replicated"), or raise.
+
+        A report whose count a failover loses must stay in its outbox for the
+        reconciler to deliver again (delivering twice counts once); raising
+        here keeps it there.
+        """
+        reply, acked = self.scripts.write(call)
+        if acked == 0:
+            raise BrokerUnavailable(
+                f"{what} was written to the master at {redact(self.url)} but no replica confirmed it "
+                f"within {REPLICA_WAIT_MS} ms (durability='replicated'); it will be sent again"
+            )
+        return reply
 
     def cancel_workflow(self, workflow: str) -> WorkflowReply:
         call = calls.workflow_cancel(WorkflowKeys(workflow), retention_ms=self.retention_ms)
