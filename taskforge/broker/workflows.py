@@ -218,6 +218,12 @@ class WorkflowStore:
             counts = pipe.execute()
         return dict(zip(WORKFLOW_STATES, (int(c) for c in counts), strict=True))
 
+    def running_workflows(self, offset: int, count: int, before_ms: int) -> list[str]:
+        """Running workflows created before ``before_ms``, oldest first, from ``offset``."""
+        with broker_errors(self.url):
+            raw = self.client.zrangebyscore(workflow_index("running"), "-inf", before_ms, start=offset, num=count)
+        return [w.decode() for w in raw]
+
     def workflow_ids(self, state: str, limit: int = 50) -> list[str]:
         """The newest workflows in ``state`` (see ``WORKFLOW_STATES``)."""
         with broker_errors(self.url):

@@ -15,7 +15,8 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .delivery import deliver_from_record, send
+from ..serialization import loads
+from .delivery import ENDED, deliver_from_record, send, step_id
 
 if TYPE_CHECKING:
     from ..broker.queue import Broker
@@ -25,11 +26,18 @@ log = logging.getLogger("taskforge.workflows")
 LAUNCH_GRACE_MS = 30_000  # a producer takes well under this between storing a workflow and sending its steps
 
 
+AUDIT_EVERY_S = 60.0  # how often a worker looks over running workflows, a slice at a time
+AUDIT_SLICE = 20
+AUDIT_AGE_MS = 60_000  # a workflow younger than this is left to its own deliveries
+
+
 class Reconciler:
     def __init__(self, broker: Broker, queues: Sequence[str]) -> None:
         self.broker = broker
         self.queues = list(queues)
         self.seen: dict[str, set[str]] = {}
+        self.next_audit = time.monotonic() + AUDIT_EVERY_S
+        self.audited = 0  # where the next slice of running workflows starts
 
     def run(self) -> int:
         """One pass; returns how many reports and launches it repaired."""
@@ -51,4 +59,61 @@ class Reconciler:
                 send(self.broker, workflow, reply.ready)
                 repaired += 1
             self.broker.workflow_launched(workflow)
+        if time.monotonic() >= self.next_audit:
+            self.next_audit = time.monotonic() + AUDIT_EVERY_S
+            repaired += self.audit()
         return repaired
+
+    def audit(self) -> int:
+        """Look over a slice of the workflows running for a while, and take up what nobody will.
+
+        The outbox covers a crash; it cannot cover a write Redis itself lost:
+        with asynchronous replication a failover may drop a step's report
+        after its outbox entry was dropped, or a step stored by the report's
+        sender. So, slowly, every running workflow is checked: a step in
+        flight whose record says it ended is delivered again, one not stored
+        at all is sent again, and a workflow that ended but is still listed
+        as running is settled. All of it is the same idempotent work again.
+        """
+        ids = self.broker.running_workflows(self.audited, AUDIT_SLICE, before_ms=now_ms() - AUDIT_AGE_MS)
+        self.audited = 0 if len(ids) < AUDIT_SLICE else self.audited + len(ids)
+        repaired = 0
+        for workflow in ids:
+            repaired += self.audit_one(workflow)
+        return repaired
+
+    def audit_one(self, workflow: str) -> int:
+        flight = self.broker.workflow_flight(workflow)
+        if flight.state == "gone":
+            self.broker.settle_workflow(workflow, "gone")  # expired: off the running list
+            return 0
+        if flight.state != "running":  # ended, its settling lost: any step's report settles it
+            [failed] = self.broker.workflow_fields(workflow, ["failed_step"])
+            index = int(failed) if failed else 0
+            [queue] = self.broker.workflow_fields(workflow, [f"queue:{index}"])
+            deliver_from_record(self.broker, queue.decode() if queue else "", step_id(workflow, index), workflow)
+            self.broker.settle_workflow(workflow, flight.state)  # listed under its final state, whoever settled it
+            return 1
+        steps = [(spec_queue(entry.spec), step_id(workflow, entry.step)) for entry in flight.ready]
+        records = self.broker.step_records(steps)
+        unsent = [entry for entry, record in zip(flight.ready, records, strict=True) if not record]
+        if unsent:
+            send(self.broker, workflow, unsent)
+        ended = [(q, j) for (q, j), record in zip(steps, records, strict=True) if record.get(b"state") in DONE]
+        for step_queue, job_id in ended:
+            deliver_from_record(self.broker, step_queue, job_id, workflow)
+        if unsent or ended:
+            log.warning("workflow %s: took up %d steps nobody would have", workflow, len(unsent) + len(ended))
+        return len(unsent) + len(ended)
+
+
+DONE = {state.encode() for state in ENDED}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def spec_queue(spec: bytes) -> str:
+    queue: str = loads(spec)["queue"]  # type: ignore[index]
+    return queue
