@@ -1,0 +1,91 @@
+"""Workflows run to the end in the calling process: ``app.drain()`` and eager mode, on memory:// and real Redis.
+
+Eager mode is the testing kit's after-enqueue callback (``app.eager = True``,
+or ``taskforge_app(app, eager=True)``): a workflow's ``delay()`` stores it and
+sends its first steps, then the callback drains, and each step's report
+sends the next one, so the whole workflow has ended when ``delay()`` returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from taskforge import JobState, TaskFailed, TaskForge, WorkflowState, chain, group
+from taskforge.workflows.canvas import Chain
+
+from . import wfapp
+from .conftest import bound
+from .wfapp import add, ident, mul, refuse, total
+
+
+def composite() -> tuple[Chain, list[object]]:
+    """A chain through a chord, a nested group and per-step queues; and its result."""
+    flow = chain(
+        add.s(1, 2),
+        group(mul.s(10), chain(mul.with_options(queue="wf-img").s(2), group(ident.s(), mul.s(2))), ident.s()),
+        ident.with_options(queue="wf-low", priority="high").s(),
+    )
+    return flow, [30, [6, 12], 3]
+
+
+@pytest.fixture
+def drained_app(broker_url: str) -> Iterator[TaskForge]:
+    with bound(wfapp.app, broker_url) as app:
+        yield app
+
+
+def test_drain_runs_a_workflow_to_the_end(drained_app: TaskForge) -> None:
+    flow, expected = composite()
+    h = flow.delay()
+    assert h.status() is WorkflowState.RUNNING
+    ran = drained_app.drain()
+    assert h.status() is WorkflowState.SUCCEEDED
+    assert h.result(timeout=0) == expected
+    steps = h.info().steps
+    assert sorted(job.id for job in ran) == sorted(step.id for step in steps)
+    assert [s.queue for s in steps] == ["wf", "wf", "wf-img", "wf", "wf", "wf", "wf-low"]
+    assert drained_app.drain() == []
+
+
+def test_drain_runs_a_failing_workflow_to_its_end(drained_app: TaskForge) -> None:
+    h = chain(add.s(1, 2), refuse.s(), ident.s(), on_failure=ident.si("cleanup")).delay()
+    drained_app.drain()
+    assert h.status() is WorkflowState.DEAD
+    with pytest.raises(TaskFailed) as caught:
+        h.result(timeout=0)
+    assert (caught.value.task, caught.value.job_id) == (refuse.name, f"{h.id}.1")
+    assert [s.state for s in h.info().steps] == [
+        JobState.SUCCEEDED,
+        JobState.DEAD,
+        JobState.CANCELLED,
+        JobState.SUCCEEDED,  # on_failure
+    ]
+    assert drained_app.job(f"{h.id}.3").result(timeout=0) == "cleanup"
+
+
+def test_eager_fixture_finishes_the_workflow_inside_delay(taskforge_app: Callable[..., TaskForge]) -> None:
+    app = taskforge_app(add.app, eager=True)
+    assert app.eager
+    flow, expected = composite()
+    h = flow.delay()
+    assert h.status() is WorkflowState.SUCCEEDED
+    assert h.result(timeout=0) == expected
+    h = chain(group(ident.s(i) for i in range(20)), total.s()).delay()
+    assert h.result(timeout=0) == sum(range(20))
+
+
+def test_eager_switched_on_by_hand_on_real_redis(redis_url: str) -> None:
+    with bound(wfapp.app, redis_url) as app:
+        app.eager = True
+        try:
+            h = chain(add.s(2, 2), group(mul.s(2), mul.s(3)), total.s()).delay()
+            assert h.status() is WorkflowState.SUCCEEDED
+            assert h.result(timeout=0) == 20
+        finally:
+            app.eager = False
+        h = chain(add.s(2, 2), mul.s(2)).delay()
+        assert h.status() is WorkflowState.RUNNING  # eager is off again: nothing ran
+        app.drain()
+        assert h.result(timeout=0) == 8
