@@ -148,7 +148,12 @@ class Pool:
         process = self.ctx.Process(target=child_main, args=(config, writer), name=f"taskforge-child-{index}")
         process.start()
         writer.close()
-        self.children[index] = ChildSlot(index, process, reader)
+        slot = self.children[index] = ChildSlot(index, process, reader)
+        if self.stopping:
+            # A SIGTERM handled while this child was being started found no slot for
+            # it to signal (and one that reached the child before its exec is lost):
+            # tell it now, or it idles on and the worker waits for it forever.
+            signal_child(slot, signal.SIGTERM)
 
     # -- news from the children -----------------------------------------
 
