@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from .broker.record import job_info as job_info
 from .errors import JobNotFound, TaskFailed
 from .job import JobInfo, JobState
+from .workflows.delivery import deliver_if_step
 
 if TYPE_CHECKING:
     from .protocols import BrokerAccess
@@ -74,6 +75,8 @@ class JobHandle(Generic[R]):
         outcome = self.app.broker.cancel(self.queue, self.id)
         if outcome < 0:
             raise JobNotFound(self._missing())
+        if outcome == 1:
+            deliver_if_step(self.app.broker, self.queue, self.id)
         return outcome == 1
 
     def abort(self) -> bool:
@@ -86,6 +89,8 @@ class JobHandle(Generic[R]):
         outcome = self.app.broker.abort(self.queue, self.id)
         if outcome < 0:
             raise JobNotFound(self._missing())
+        if outcome == 1:  # cancelled before it started (a running one ends when its supervisor stops it)
+            deliver_if_step(self.app.broker, self.queue, self.id)
         return outcome > 0
 
     def result(self, timeout: float | None = None) -> R:

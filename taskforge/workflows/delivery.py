@@ -134,6 +134,20 @@ def report_of(queue: str, job_id: str, workflow: str, state: str, result: bytes 
     return StepReport(queue, job_id, workflow, -1 if index is None else index, state, result, error)
 
 
+def deliver_if_step(broker: Broker, queue: str, job_id: str) -> None:
+    """After a final transition made outside a lane (a cancel, an abort, a crash the supervisor
+    settled): a workflow's step tells its workflow now, not at the reconciler's next pass."""
+    if step_index(job_id) is None:
+        return
+    try:
+        fields = broker.read(queue, job_id) or {}
+        workflow = fields.get(b"workflow")
+        if workflow and (fields.get(b"state") or b"").decode() in ENDED:
+            deliver_from_record(broker, queue, job_id, workflow.decode())
+    except Exception as exc:  # the reconciler delivers it
+        log.warning("the report of step %s waits for the reconciler (%s)", job_id, exc)
+
+
 def deliver_from_record(broker: Broker, queue: str, job_id: str, workflow: str) -> None:
     """Deliver a report left in the outbox, reading the outcome from the step's record."""
     fields = broker.read(queue, job_id) or {}
