@@ -131,10 +131,13 @@ class WorkflowStore:
             return self.scripts.run(calls.workflow_flight(WorkflowKeys(workflow)))
 
     def settle_workflow(self, workflow: str, state: str) -> None:
-        """An ended workflow's last steps are stopped: say so, and list it under its final state."""
+        """An ended workflow's last steps are stopped: list it under its final state, then say so.
+
+        In that order: once settled, a re-delivered report asks for nothing
+        more, so an index left unwritten then would stay wrong.
+        """
         now = _now_ms()
         with broker_errors(self.url):
-            self.scripts.run(calls.workflow_settle(WorkflowKeys(workflow)))
             pipe = self.client.pipeline(transaction=False)
             pipe.zrem(workflow_index("running"), workflow)
             pipe.zrem(WORKFLOW_LAUNCHING, workflow)
@@ -143,6 +146,7 @@ class WorkflowStore:
                 pipe.zadd(ended, {workflow: now}, nx=True)
                 pipe.zremrangebyscore(ended, "-inf", now - self.retention_ms)
             pipe.execute()
+            self.scripts.run(calls.workflow_settle(WorkflowKeys(workflow)))
 
     def read_workflow(self, workflow: str) -> dict[bytes, bytes] | None:
         """The raw workflow record, or None when there is none (never was, or expired)."""

@@ -54,6 +54,9 @@ class Reconciler:
         cutoff = int(time.time() * 1000) - LAUNCH_GRACE_MS
         for workflow in self.broker.launching_since(cutoff):
             reply = self.broker.workflow_flight(workflow)
+            if reply.state == "gone":  # its delay() failed before the record was stored: unlist it
+                self.broker.settle_workflow(workflow, "gone")
+                continue
             if reply.ready:
                 log.info("workflow %s: sending first steps its producer did not confirm", workflow)
                 send(self.broker, workflow, reply.ready)

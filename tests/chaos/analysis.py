@@ -18,6 +18,13 @@ job was cut short, or could not report, because of an injected fault:
 
 Each such *disrupted* run explains one extra run of its job; every extra run
 beyond the disrupted ones is unexplained.
+
+Workflow steps are held to the same rules, and to one more: a step is
+*stored* once (its successor or follow-up enqueued exactly once). Every
+claim counts an attempt, so a step's runs show attempt 1 once, unless a
+``worker_term`` ran past its grace while attempt 1 ran: the supervisor gives
+such a job back unrun (``requeue``, attempts - 1), and its next claim is
+attempt 1 again. Any other attempt 1 after the first is a second enqueue.
 """
 
 from __future__ import annotations
@@ -44,24 +51,28 @@ UNKNOWN_END = 1.5  # a run with no end record and no kill to blame: assume it la
 
 @dataclass
 class Run:
-    token: int
+    token: int | str  # a job's token, or a workflow step's job id
     pid: int
     ppid: int
     start: float
     end: float | None = None
     outcome: str | None = None  # ok | raise | crash | None (never ended: killed)
+    attempt: int | None = None  # recorded by workflow steps only
 
     def describe(self) -> str:
         end = f"{self.end:.3f}" if self.end is not None else "never"
         return f"pid {self.pid} (supervisor {self.ppid}) {self.start:.3f}..{end} {self.outcome or 'cut short'}"
 
 
-def parse_runs(token: int, runs: list[bytes], ends: list[bytes]) -> list[Run]:
-    """Pair each start record with the end record of the same process that follows it."""
+def parse_runs(token: int | str, runs: list[bytes], ends: list[bytes]) -> list[Run]:
+    """Pair each start record with the end record of the same process that follows it.
+
+    A start record is "<pid>:<ppid>:<time>", with ":<attempt>" for a workflow step.
+    """
     parsed = []
     for raw in runs:
-        pid, ppid, start = raw.decode().split(":")
-        parsed.append(Run(token, int(pid), int(ppid), float(start)))
+        pid, ppid, start, *attempt = raw.decode().split(":")
+        parsed.append(Run(token, int(pid), int(ppid), float(start), attempt=int(attempt[0]) if attempt else None))
     parsed.sort(key=lambda r: r.start)
     by_pid: dict[int, list[tuple[float, str]]] = defaultdict(list)
     for raw in ends:
@@ -163,6 +174,33 @@ def classify(
     return verdict
 
 
+def given_back(run: Run, faults: list[Fault]) -> str | None:
+    """The worker_term whose grace ran out while ``run`` went on: its job went back unrun, or None."""
+    terms = [f for f in faults if f.kind == "worker_term"]
+    return _disruption(run, terms, [], 0.0, 0.0) or _disruption(run, terms, [], PRE, ACK_SLACK)
+
+
+@dataclass
+class Restarts:
+    """A step's runs at attempt 1 beyond the first: each a second store, unless given back."""
+
+    again: int = 0
+    unexplained: int = 0
+    reasons: list[tuple[Run, str]] = field(default_factory=list)
+
+
+def restarts(runs: list[Run], faults: list[Fault]) -> Restarts:
+    """Count the times a step started over at attempt 1, and those no given-back run explains."""
+    firsts = sorted((r for r in runs if r.attempt == 1), key=lambda r: r.start)
+    found = Restarts(again=max(0, len(firsts) - 1))
+    for run in firsts[:-1]:  # the last one started over nothing
+        reason = given_back(run, faults)
+        if reason:
+            found.reasons.append((run, reason))
+    found.unexplained = max(0, found.again - len(found.reasons))
+    return found
+
+
 def documented_keyspace(doc: str | None = None) -> list[tuple[re.Pattern[str], str]]:
     """The keyspace table of taskforge/broker/lua/README.md, as (pattern, Redis type).
 
@@ -188,13 +226,21 @@ def documented_keyspace(doc: str | None = None) -> list[tuple[re.Pattern[str], s
 def keyspace_violation(
     key: str, kind: str, queues: set[str], table: list[tuple[re.Pattern[str], str]] | None = None
 ) -> str | None:
-    """Why ``key`` (of Redis type ``kind``) is outside the documented keyspace, or None."""
+    """Why ``key`` (of Redis type ``kind``) is outside the documented keyspace, or None.
+
+    The first row the key fits decides, unless a later row fits it better: a
+    queue's ``taskforge:{q}:running`` also matches the index of workflows,
+    ``taskforge:{workflows}:running``, which no queue named "workflows" made.
+    """
+    why = None
     for pattern, expected in table if table is not None else documented_keyspace():
         m = pattern.fullmatch(key)
-        if m:
-            if kind != expected:
-                return f"{key}: a {kind}, documented as a {expected}"
-            if "q" in m.groupdict() and m["q"] not in queues:
-                return f"{key}: queue {m['q']!r} is none of {sorted(queues)}"
+        if not m:
+            continue
+        if kind != expected:
+            why = why or f"{key}: a {kind}, documented as a {expected}"
+        elif "q" in m.groupdict() and m["q"] not in queues:
+            why = why or f"{key}: queue {m['q']!r} is none of {sorted(queues)}"
+        else:
             return None
-    return f"{key}: not in the documented keyspace ({kind})"
+    return why or f"{key}: not in the documented keyspace ({kind})"

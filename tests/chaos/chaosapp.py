@@ -10,6 +10,13 @@ the test kills and pauses)::
     <prefix>imports        list   "<pid>:<ppid>:<time>" each time a process imports this app: a
                                   worker child must have its supervisor as parent when it does
 
+Workflow steps (the ``wf_*`` tasks) take no token: their job id
+(``<workflow>.<index>``) names them, and each run also records its attempt,
+so a step stored twice shows as attempt 1 twice::
+
+    <prefix>step:<job id>      list   "<pid>:<ppid>:<time>:<attempt>" when a run starts
+    <prefix>stepends:<job id>  list   "<pid>:<time>:<outcome>" when it ends (ok | raise)
+
 Retry decisions count runs in the side Redis, so a run cut short by a fault
 counts like any other.
 """
@@ -19,7 +26,7 @@ import time
 
 import redis
 
-from taskforge import Retry, TaskForge
+from taskforge import Retry, TaskForge, current_job
 
 app = TaskForge("chaosapp")
 side = redis.Redis.from_url(os.environ["CHAOS_SIDE_REDIS"])
@@ -115,3 +122,74 @@ def bulk(token):
     _start(token, "bulk")
     _end(token, "ok")
     return token
+
+
+# -- workflow steps ------------------------------------------------------------------
+
+
+# A step's work: long enough that faults find steps running (not only the slow plain jobs),
+# short enough that 200 workflows add little to the run.
+STEP_SECONDS = 0.05
+
+
+def _step_start(task):
+    """Record this run of a step under its job id; returns its job id and how many runs it has had."""
+    job = current_job()
+    pid = os.getpid()
+    pipe = side.pipeline(transaction=False)
+    pipe.rpush(f"{PREFIX}step:{job.id}", f"{pid}:{os.getppid()}:{time.time():.6f}:{job.attempt}")
+    pipe.hset(f"{PREFIX}busy", str(pid), f"{job.id}/{task}")
+    runs = pipe.execute()[0]
+    time.sleep(STEP_SECONDS)
+    return job.id, runs
+
+
+def _step_end(job_id, outcome):
+    pid = os.getpid()
+    pipe = side.pipeline(transaction=False)
+    pipe.rpush(f"{PREFIX}stepends:{job_id}", f"{pid}:{time.time():.6f}:{outcome}")
+    pipe.hdel(f"{PREFIX}busy", str(pid))
+    pipe.execute()
+
+
+@app.task(max_attempts=PATIENT, backoff=0.1)
+def wf_add(total, value):
+    """A chain step: the total it receives plus its own value, so a lost or doubled step shows in the sum."""
+    job_id, _ = _step_start("wf_add")
+    _step_end(job_id, "ok")
+    return total + value
+
+
+@app.task(max_attempts=PATIENT, backoff=0.1)
+def wf_flaky(total, value, fails):
+    """A chain step that raises on its first ``fails`` runs: a retried step must not send its successor early."""
+    job_id, runs = _step_start("wf_flaky")
+    if runs <= fails:
+        _step_end(job_id, "raise")
+        raise RuntimeError(f"wf_flaky {job_id}: failing on purpose")
+    _step_end(job_id, "ok")
+    return total + value
+
+
+@app.task(max_attempts=PATIENT, backoff=0.1)
+def wf_sum(values, extra):
+    """A group's follow-up (a chord): the members' results, summed, plus its own value."""
+    job_id, _ = _step_start("wf_sum")
+    _step_end(job_id, "ok")
+    return sum(values) + extra
+
+
+@app.task(max_attempts=1)
+def wf_doom(total):
+    """Always raises, with no retry: its workflow ends dead and runs its on_failure."""
+    job_id, _ = _step_start("wf_doom")
+    _step_end(job_id, "raise")
+    raise ValueError(f"wf_doom {job_id}: always fails")
+
+
+@app.task(max_attempts=PATIENT, backoff=0.1)
+def wf_alert(tag):
+    """The on_failure step of the workflows that contain a wf_doom."""
+    job_id, _ = _step_start("wf_alert")
+    _step_end(job_id, "ok")
+    return tag

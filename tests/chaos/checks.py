@@ -13,6 +13,8 @@ from taskforge.serialization import loads_call
 from .analysis import Run, classify, documented_keyspace, keyspace_violation, parse_runs
 from .faults import KINDS as FAULT_KINDS
 from .faults import FaultDriver
+from .flow_checks import Flow, FlowTally, check_flows, read_flows, stale_entries, workflow_results
+from .flows import FlowPlan, FlowProducer
 from .jobs import KINDS, JobPlan
 from .procs import WorkerProcess, tracebacks
 from .producer import Producer
@@ -20,6 +22,7 @@ from .producer import Producer
 QUEUES = {kind.queue for kind in KINDS.values()}
 FINAL = {"succeeded", "dead", "cancelled"}
 UNFINISHED_SETS = ("pending", "scheduled", "running")
+FLOW_ENDS = ("succeeded", "dead", "cancelled", "running")
 
 
 @dataclass
@@ -98,7 +101,10 @@ def check_keyspace(client: redis.Redis, report: Report) -> list[str]:
 
 
 def read_records(client: redis.Redis, job_keys: list[str], report: Report) -> tuple[dict, dict[str, int]]:
-    """Every job record, and the token each carries; none may still be claimed."""
+    """Every job record, and the token each plain job carries; none may still be claimed.
+
+    Workflow steps (a ``workflow`` field) carry no token: flow_checks reads them by id.
+    """
     pipe = client.pipeline(transaction=False)
     for key in job_keys:
         pipe.hgetall(key)
@@ -108,8 +114,9 @@ def read_records(client: redis.Redis, job_keys: list[str], report: Report) -> tu
         job_id = key.rsplit(":", 1)[1]
         records[job_id] = fields
         try:
-            args, _ = loads_call(fields.get(b"payload", b""))
-            token_of[job_id] = int(args[0])
+            if not fields.get(b"workflow"):
+                args, _ = loads_call(fields.get(b"payload", b""))
+                token_of[job_id] = int(args[0])
         except Exception as exc:  # noqa: BLE001 - reported, never raised
             report.problem(f"job {job_id}: unreadable record {fields!r}: {exc}")
         if fields.get(b"state") == b"running" or fields.get(b"token"):
@@ -304,6 +311,49 @@ def check_fault_counts(driver: FaultDriver, wanted: int, report: Report) -> Coun
     return counts
 
 
+def check_workflows(
+    url: str,
+    client: redis.Redis,
+    side: redis.Redis,
+    prefix: str,
+    driver: FaultDriver,
+    flows: list[FlowPlan],
+    runs: dict[int, list[Run]],
+    report: Report,
+) -> FlowTally:
+    """Every workflow stored, acknowledged or phantom: see flow_checks.py."""
+    crashes = [(x.worker.pid, x.at) for x in driver.unexpected if not x.refused]
+    lane_crashes = [r for token_runs in runs.values() for r in token_runs if r.outcome == "crash"]
+    found = read_flows(client, side, prefix, flows)
+    result_of, close = workflow_results(url)
+    try:
+        tally = check_flows(
+            found, driver.faults, lane_crashes, crashes, result_of, report.problem, report.details, report.reasons
+        )
+    finally:
+        close()
+    stored = {flow.workflow_id for flow in found}
+    for flow in flows:
+        if flow.workflow_id is not None and flow.workflow_id not in stored:
+            tally.lost += 1
+            report.problem(f"LOST: workflow {flow.workflow_id} (#{flow.index} {flow.shape}): acknowledged, no record")
+    check_step_runs(side, prefix, found, report)
+    tally.stale = stale_entries(client, found)
+    logs = [worker.output() for worker in driver.workers]
+    tally.waited = sum(log.count("waits for the reconciler") for log in logs)
+    tally.repaired = sum(log.count("left behind") + log.count("did not confirm") for log in logs)
+    return tally
+
+
+def check_step_runs(side: redis.Redis, prefix: str, found: list[Flow], report: Report) -> None:
+    """Every step that ran belongs to a stored workflow: nothing ran that no record accounts for."""
+    known = {step.job_id for flow in found for step in flow.steps}
+    for key in side.scan_iter(match=f"{prefix}step:*", count=1000):
+        job_id = key.decode()[len(f"{prefix}step:") :]
+        if job_id not in known:
+            report.problem(f"step {job_id} ran but no workflow record lists it")
+
+
 def check_all(
     path: Path,
     seed: int,
@@ -315,6 +365,8 @@ def check_all(
     jobs: list[JobPlan],
     faults_wanted: int,
     drained: bool,
+    url: str,
+    flow_producer: FlowProducer,
 ) -> Report:
     report = Report(path)
     if not drained:
@@ -324,21 +376,31 @@ def check_all(
     lost = check_outcomes(jobs, records, token_of, runs, report)
     phantoms = check_phantoms(jobs, records, token_of, report)
     explained, unexplained = count_duplicates(driver, producer, jobs, token_of, runs, report)
+    flows = check_workflows(url, client, side, prefix, driver, flow_producer.flows, runs, report)
     check_workers(driver, report)
     check_orphans(driver, side, prefix, report)
     counts = check_fault_counts(driver, faults_wanted, report)
     faults = ", ".join(f"{k}: {counts[k]}" for k in FAULT_KINDS)
     acknowledged = sum(1 for job in jobs if job.token is not None)
+    ended = ", ".join(f"{state}={flows.ended[state]}" for state in FLOW_ENDS if flows.ended.get(state)) or "none"
     report.summary = (
-        f"chaos: seed={seed} jobs={acknowledged} faults={{{faults}}} "
-        f"duplicates explained={explained} unexplained={unexplained} lost={lost}"
+        f"chaos: seed={seed} jobs={acknowledged} workflows={flows.sent} ({ended}) faults={{{faults}}} "
+        f"successors enqueued once={flows.successors_once}/{flows.successors} "
+        f"duplicates explained={explained + flows.explained} unexplained={unexplained + flows.unexplained} "
+        f"lost={lost + flows.lost}"
     )
     refused = sum(1 for x in driver.unexpected if x.refused)
     report.stats = (
         f"extra runs explained by: {dict(report.reasons) or 'none'}; enqueue calls failed and retried: "
         f"{producer.failed_calls}, of which stored anyway (phantoms): {phantoms}; workers started: "
         f"{len(driver.workers)} ({refused} refused to start while Redis was down); runs recorded: "
-        f"{sum(len(r) for r in runs.values())}"
+        f"{sum(len(r) for r in runs.values())}; workflows: {flows.steps} steps, of which {flows.successors} "
+        f"successors; step runs beyond design explained={flows.explained}, unexplained={flows.unexplained}; "
+        f"attempt 1 again after a give-back={flows.restarts_explained}, unexplained={flows.restarts_unexplained}; "
+        f"delay() calls failed and retried: {flow_producer.failed_calls}, stored anyway (phantoms): {flows.phantoms}; "
+        f"step reports a fault kept from delivery: {flows.waited}, reports and launches the reconciler "
+        f"repaired: {flows.repaired}; stale entries in the running index: {len(flows.stale)}"
     )
+    report.details.extend(f"NOTE: {line}" for line in flows.stale)
     report.write([f.line() for f in driver.faults])
     return report

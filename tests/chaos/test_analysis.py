@@ -123,6 +123,20 @@ def test_the_real_keys_py_documents_the_core_keys() -> None:
         assert keyspace_violation(key, kind, QUEUES) is None, key
 
 
+def test_the_index_of_workflows_is_no_queue_and_a_workflows_keys_are_documented() -> None:
+    for key, kind in [
+        ("taskforge:{workflows}:running", "zset"),  # also fits the row of a queue's running set
+        ("taskforge:{workflows}:dead", "zset"),
+        ("taskforge:{workflows}:launching", "zset"),
+        ("taskforge:{wf:0af3}:record", "hash"),
+        ("taskforge:{wf:0af3}:wait:2", "set"),
+        ("taskforge:{default}:outbox", "hash"),
+    ]:
+        assert keyspace_violation(key, kind, QUEUES) is None, key
+    assert keyspace_violation("taskforge:{other}:running", "zset", QUEUES)  # still no queue of the app
+    assert keyspace_violation("taskforge:{workflows}:running", "hash", QUEUES)  # the wrong type for every row
+
+
 SUPERVISOR_CRASH = """\
 2026-12-02 15:52:45,858 INFO [supervisor pid 1] worker h:1:b9: 2 children on queues default (pid 1)
 Traceback (most recent call last):

@@ -3,16 +3,20 @@
 Real ``taskforge worker`` processes run a mixed workload against a private,
 durable redis-server (AOF, fsync always) while a seeded fault driver kills
 children, kills and terminates whole workers, restarts Redis and freezes it.
-Then every acknowledged job must have reached its designed final state, its
-side effect must have happened, no job may have run more often than its
-design needs unless a fault explains it (see analysis.py), no claim may be
-left behind, Redis may hold nothing outside the documented keyspace, no
-worker may crash or leave a process behind.
+Workflows go through the same storm (flows.py): chains, chords, chains with
+a group, and a few made to die. Then every acknowledged job must have
+reached its designed final state, its side effect must have happened, every
+workflow must have ended as designed with the right result and each of its
+successors stored exactly once (flow_checks.py), no job or step may have run
+more often than its design needs unless a fault explains it (see
+analysis.py), no claim may be left behind, Redis may hold nothing outside
+the documented keyspace, no worker may crash or leave a process behind.
 
 Size and replay, by environment variable::
 
     CHAOS_SEED=1234         replay a run (the seed is printed at the start)
     CHAOS_JOBS=2000         acknowledged jobs to enqueue
+    CHAOS_WORKFLOWS=200     acknowledged workflows to send (about 1,200 steps)
     CHAOS_FAULTS=20         faults of each kind
     CHAOS_LONG_PAUSES=2     Redis pauses longer than the client's socket timeout
     CHAOS_SIDE_REDIS=redis://127.0.0.1:6379/10   where tasks record their runs
@@ -40,13 +44,16 @@ import redis
 
 from tests.conftest import skip_or_fail
 
-from .checks import check_all, unfinished_ids, unfinished_jobs
+from .checks import QUEUES, check_all, unfinished_ids, unfinished_jobs
 from .faults import FaultDriver, estimated_seconds, plan_faults, worker_args
+from .flow_checks import unfinished_flows
+from .flows import FlowPlan, FlowProducer, plan_flows
 from .jobs import JobPlan, plan_jobs
 from .procs import RedisServer, WorkerProcess, wait_for
 from .producer import GIVE_UP_AFTER, Producer
 
 JOBS = int(os.environ.get("CHAOS_JOBS", "2000"))
+WORKFLOWS = int(os.environ.get("CHAOS_WORKFLOWS", "200"))
 FAULTS = int(os.environ.get("CHAOS_FAULTS", "20"))
 LONG_PAUSES = int(os.environ.get("CHAOS_LONG_PAUSES", "2"))
 SIDE_URL = os.environ.get("CHAOS_SIDE_REDIS", "redis://127.0.0.1:6379/10")
@@ -104,8 +111,8 @@ def test_no_job_lost_or_run_twice_unexplained_under_faults(artifacts: Artifacts,
     base = artifacts.path
     with capsys.disabled():
         print(
-            f"\nchaos: seed={seed} jobs={JOBS} faults per kind={FAULTS} long pauses={LONG_PAUSES} "
-            f"(replay with CHAOS_SEED={seed}); artifacts in {base}"
+            f"\nchaos: seed={seed} jobs={JOBS} workflows={WORKFLOWS} faults per kind={FAULTS} "
+            f"long pauses={LONG_PAUSES} (replay with CHAOS_SEED={seed}); artifacts in {base}"
         )
     prefix = f"chaos:{seed}:{uuid.uuid4().hex[:8]}:"
     journal = Journal(base / "faults.log")
@@ -129,6 +136,7 @@ def test_no_job_lost_or_run_twice_unexplained_under_faults(artifacts: Artifacts,
 
     driver = FaultDriver(server, side, prefix, new_worker, journal)
     producer: Producer | None = None
+    flow_producer: FlowProducer | None = None
     started = time.monotonic()
     try:
         server.start()
@@ -139,27 +147,44 @@ def test_no_job_lost_or_run_twice_unexplained_under_faults(artifacts: Artifacts,
 
         planned = plan_faults(random.Random(seed), FAULTS, LONG_PAUSES)
         jobs = plan_jobs(random.Random(f"{seed}:jobs"), JOBS)
+        flows = plan_flows(random.Random(f"{seed}:workflows"), WORKFLOWS)
         estimate = estimated_seconds(planned)
         journal(
             f"plan: {len(planned)} faults, about {estimate:.0f} s; {len(jobs)} jobs "
-            f"{dict(Counter(j.kind for j in jobs))}"
+            f"{dict(Counter(j.kind for j in jobs))}; {len(flows)} workflows {dict(Counter(f.shape for f in flows))}"
         )
         t0 = time.monotonic()
-        # Spread the enqueues over the first three quarters of the faults.
-        producer = Producer(
-            server.url, jobs, lambda: 1 + int(JOBS * min(1.0, (time.monotonic() - t0) / (0.75 * estimate))), journal
-        )
+
+        def pace(total: int) -> int:
+            """Spread the enqueues over the first three quarters of the faults."""
+            return 1 + int(total * min(1.0, (time.monotonic() - t0) / (0.75 * estimate)))
+
+        producer = Producer(server.url, jobs, lambda: pace(JOBS), journal)
+        flow_producer = FlowProducer(server.url, flows, lambda: pace(WORKFLOWS), journal)
         producer.start()
+        flow_producer.start()
         driver.run(planned, budget=2 * estimate + 60)
         journal("faults over")
-        producer.join(timeout=GIVE_UP_AFTER + 60)
-        assert not producer.is_alive(), "the producer did not finish"
-        assert producer.error is None, f"the producer failed:\n{producer.error}"
+        for thread in (producer, flow_producer):
+            thread.join(timeout=GIVE_UP_AFTER + 60)
+            assert not thread.is_alive(), f"{thread.name} did not finish"
+            assert thread.error is None, f"{thread.name} failed:\n{thread.error}"
 
-        drained = drain(server.client, driver, jobs, journal)
+        drained = drain(server.client, driver, jobs, flows, journal)
         stop_all(driver, journal)
         report = check_all(
-            base / "report.txt", seed, server.client, side, prefix, driver, producer, jobs, FAULTS, drained
+            base / "report.txt",
+            seed,
+            server.client,
+            side,
+            prefix,
+            driver,
+            producer,
+            jobs,
+            FAULTS,
+            drained,
+            server.url,
+            flow_producer,
         )
         journal(report.summary)
         journal(report.stats)
@@ -169,9 +194,10 @@ def test_no_job_lost_or_run_twice_unexplained_under_faults(artifacts: Artifacts,
         assert not report.problems, report.failure_message()
         artifacts.keep = os.environ.get("CHAOS_KEEP", "") == "1"
     finally:
-        if producer is not None:
-            producer.stop.set()
-            producer.join(timeout=GIVE_UP_AFTER + 5)
+        for sender in (producer, flow_producer):
+            if sender is not None:
+                sender.stop.set()
+                sender.join(timeout=GIVE_UP_AFTER + 5)
         for worker in driver.workers:
             worker.cleanup()
         server.cleanup()
@@ -180,22 +206,31 @@ def test_no_job_lost_or_run_twice_unexplained_under_faults(artifacts: Artifacts,
             side.unlink(*stale[i : i + 500])
 
 
-def drain(client: redis.Redis, driver: FaultDriver, jobs: list[JobPlan], journal: Journal) -> bool:
-    """Let the workers finish everything, phantoms included; bounded: False if time ran out."""
+def drain(
+    client: redis.Redis, driver: FaultDriver, jobs: list[JobPlan], flows: list[FlowPlan], journal: Journal
+) -> bool:
+    """Let the workers finish everything, phantoms included; bounded: False if time ran out.
+
+    A workflow whose ``delay()`` failed half way waits for the reconciler's
+    launch grace (30 s) before its first steps go: that too is waited for.
+    """
     deadline = time.monotonic() + DRAIN_TIMEOUT
     next_note = 0.0
     while time.monotonic() < deadline:
         driver.keep_workers()
         try:
-            left = (unfinished_jobs(client, jobs), unfinished_ids(client))
+            left = (unfinished_jobs(client, jobs), unfinished_ids(client), unfinished_flows(client, flows, QUEUES))
         except redis.RedisError as exc:
             journal(f"drain: cannot read the queue ({exc}); retrying")
             time.sleep(1)
             continue
-        if left == (0, 0) or time.monotonic() >= next_note:
-            journal(f"drain: {left[0]} acknowledged jobs unfinished, {left[1]} ids in pending/scheduled/running")
+        if left == (0, 0, 0) or time.monotonic() >= next_note:
+            journal(
+                f"drain: {left[0]} acknowledged jobs unfinished, {left[1]} ids in pending/scheduled/running, "
+                f"{left[2]} workflows running, launching or with reports undelivered"
+            )
             next_note = time.monotonic() + 5
-        if left == (0, 0):
+        if left == (0, 0, 0):
             return True
         time.sleep(0.5)
     journal(f"drain: gave up after {DRAIN_TIMEOUT} s")

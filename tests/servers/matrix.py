@@ -37,7 +37,13 @@ SUBSETS = (
     ["tests/security", "--ignore=tests/security/test_tls.py"],
     ["tests/chaos/test_chaos.py"],
 )
-QUICK_CHAOS = {"CHAOS_JOBS": "300", "CHAOS_FAULTS": "3", "CHAOS_LONG_PAUSES": "1", "CHAOS_DRAIN_TIMEOUT": "120"}
+QUICK_CHAOS = {
+    "CHAOS_JOBS": "300",
+    "CHAOS_WORKFLOWS": "60",
+    "CHAOS_FAULTS": "3",
+    "CHAOS_LONG_PAUSES": "1",
+    "CHAOS_DRAIN_TIMEOUT": "120",
+}
 REPO = Path(__file__).parents[2]
 
 
