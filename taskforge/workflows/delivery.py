@@ -188,7 +188,10 @@ class Courier:
         with self.cond:
             self.waiting.append(report)
             self.linger = busy
-            self.cond.notify_all()
+            # A lingering courier wakes by itself when its moment is up: waking it for
+            # every report of a busy child would only trade the GIL back and forth.
+            if not busy or len(self.waiting) == 1 or len(self.waiting) >= BATCH:
+                self.cond.notify_all()
 
     def drop(self, report: StepReport) -> None:
         """A report its lane delivered itself: drop it from the outbox with the next batch."""
