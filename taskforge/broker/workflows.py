@@ -131,22 +131,33 @@ class WorkflowStore:
             return self.scripts.run(calls.workflow_flight(WorkflowKeys(workflow)))
 
     def settle_workflow(self, workflow: str, state: str) -> None:
-        """An ended workflow's last steps are stopped: list it under its final state, then say so.
+        self.settle_workflows([(workflow, state)])
+
+    def settle_workflows(self, ended: Sequence[tuple[str, str]]) -> None:
+        """Ended workflows' last steps are stopped: list each under its final state, then say so.
 
         In that order: once settled, a re-delivered report asks for nothing
-        more, so an index left unwritten then would stay wrong.
+        more, so an index left unwritten then would stay wrong. A succeeded
+        workflow was settled by the report that ended it (nothing to stop), so
+        only its listing is left; if that is lost, the audit lists it. One
+        pipeline for all the listings, one for the rest.
         """
+        if not ended:
+            return
         now = _now_ms()
         with broker_errors(self.url):
             pipe = self.client.pipeline(transaction=False)
-            pipe.zrem(workflow_index("running"), workflow)
-            pipe.zrem(WORKFLOW_LAUNCHING, workflow)
-            if state in WORKFLOW_STATES:
-                ended = workflow_index(state)
-                pipe.zadd(ended, {workflow: now}, nx=True)
-                pipe.zremrangebyscore(ended, "-inf", now - self.retention_ms)
+            for workflow, state in ended:
+                pipe.zrem(workflow_index("running"), workflow)
+                pipe.zrem(WORKFLOW_LAUNCHING, workflow)
+                if state in WORKFLOW_STATES:
+                    pipe.zadd(workflow_index(state), {workflow: now}, nx=True)
+            for state in {state for _, state in ended if state in WORKFLOW_STATES and state != "running"}:
+                pipe.zremrangebyscore(workflow_index(state), "-inf", now - self.retention_ms)
             pipe.execute()
-            self.scripts.run(calls.workflow_settle(WorkflowKeys(workflow)))
+            rest = [calls.workflow_settle(WorkflowKeys(w)) for w, state in ended if state != "succeeded"]
+            if rest:
+                self.scripts.run_each(rest)
 
     def read_workflow(self, workflow: str) -> dict[bytes, bytes] | None:
         """The raw workflow record, or None when there is none (never was, or expired)."""

@@ -94,11 +94,6 @@ def act(broker: Broker, workflow: str, reply: WorkflowReply) -> None:
     """Do what a workflow script answered: send, stop, then settle an ended workflow."""
     if reply.ready:
         send(broker, workflow, reply.ready)
-    ending(broker, workflow, reply)
-
-
-def ending(broker: Broker, workflow: str, reply: WorkflowReply) -> None:
-    """The rare part of an answer: stop the steps of an ended workflow, then settle it."""
     if reply.cancel:
         stop(broker, workflow, reply.cancel)
     if reply.settle:
@@ -123,7 +118,11 @@ def deliver(broker: Broker, reports: Sequence[StepReport], drop: bool = True) ->
     for queue, jobs in by_queue.items():
         broker.enqueue(queue, jobs, resend=True)
     for report, reply in zip(counted, replies, strict=True):
-        ending(broker, report.workflow, reply)
+        if reply.cancel:  # rare: a workflow ended with steps in flight
+            stop(broker, report.workflow, reply.cancel)
+    broker.settle_workflows(
+        [(r.workflow, reply.state) for r, reply in zip(counted, replies, strict=True) if reply.settle]
+    )
     if drop:  # else the caller drops them later (a courier, in its next batch)
         broker.delivered(reports)
 

@@ -46,7 +46,8 @@ if state == 'running' and outcome == 'succeeded' then
     end
   end
   if first and not f[2] and redis.call('SCARD', open) == 0 then
-    end_workflow(rk, 'succeeded', ttl)
+    -- Nothing to stop or send on success: settled here, so the client only lists it.
+    end_workflow(rk, 'succeeded', ttl, {'settled', '1'})
     return {'succeeded', ready, {}, 1}
   end
   return {state, ready, {}, 0}
