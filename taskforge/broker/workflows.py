@@ -49,6 +49,13 @@ class StepReport(NamedTuple):
     error: str = ""
 
 
+def _by_queue(reports: Sequence[StepReport]) -> dict[str, list[str]]:
+    by_queue: dict[str, list[str]] = {}
+    for report in reports:
+        by_queue.setdefault(report.queue, []).append(report.job_id)
+    return by_queue
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -58,6 +65,7 @@ class WorkflowStore:
 
     if TYPE_CHECKING:
         client: Any
+        cluster: bool
         scripts: Scripts
         url: str
         retention_ms: int
@@ -88,8 +96,17 @@ class WorkflowStore:
         with broker_errors(self.url):
             self.client.zrem(WORKFLOW_LAUNCHING, workflow)
 
-    def report_steps(self, reports: Sequence[StepReport]) -> list[WorkflowReply]:
-        """Deliver steps' reports to their workflows: one pipeline per master, replies in order."""
+    def report_steps(self, reports: Sequence[StepReport], dropped: Sequence[StepReport] = ()) -> list[WorkflowReply]:
+        """Deliver steps' reports to their workflows: one pipeline per master, replies in order.
+
+        ``dropped``: reports delivered earlier, dropped from their outboxes in
+        the same round trip on a single Redis (separately on a cluster).
+        """
+        if not self.cluster and not self.scripts.replicated and reports:
+            return self._report_and_drop(reports, dropped)
+        self.delivered(dropped)
+        if not reports:
+            return []
         batch = [
             calls.workflow_report(
                 WorkflowKeys(r.workflow),
@@ -105,6 +122,36 @@ class WorkflowStore:
             if not self.scripts.replicated:
                 return self.scripts.run_each(batch)
             return [self._replicated(call, "a workflow report") for call in batch]
+
+    def _report_and_drop(self, reports: Sequence[StepReport], dropped: Sequence[StepReport]) -> list[WorkflowReply]:
+        """One pipeline: the drops first (they are delivered already), then the reports."""
+        script = self.scripts.script("workflow_report")
+        calls_ = [
+            calls.workflow_report(
+                WorkflowKeys(r.workflow),
+                step=r.step,
+                state=r.state,
+                result=r.result,
+                error=r.error,
+                retention_ms=self.retention_ms,
+            )
+            for r in reports
+        ]
+        with broker_errors(self.url):
+            for attempt in (1, 2):
+                pipe = self.client.pipeline(transaction=False)
+                for queue, ids in _by_queue(dropped).items():
+                    pipe.hdel(QueueKeys(queue).outbox, *ids)
+                for call in calls_:
+                    pipe.evalsha(script.sha, 1, *call.keys, *call.argv)
+                try:
+                    raws = pipe.execute()
+                    break
+                except redis.exceptions.NoScriptError:
+                    if attempt == 2:
+                        raise
+                    self.client.script_load(script.script)
+        return [call.decode(raw) for call, raw in zip(calls_, raws[len(raws) - len(calls_) :], strict=True)]
 
     def _replicated(self, call: ScriptCall[T], what: str) -> T:
         """Run a workflow script and wait for a replica (durability="replicated"), or raise.
@@ -192,9 +239,7 @@ class WorkflowStore:
 
     def delivered(self, reports: Sequence[StepReport]) -> None:
         """These reports reached their workflows: drop them from their outboxes (one pipeline)."""
-        by_queue: dict[str, list[str]] = {}
-        for report in reports:
-            by_queue.setdefault(report.queue, []).append(report.job_id)
+        by_queue = _by_queue(reports)
         if not by_queue:
             return
         with self.guard(*by_queue):

@@ -100,7 +100,9 @@ def act(broker: Broker, workflow: str, reply: WorkflowReply) -> None:
         broker.settle_workflow(workflow, reply.state)
 
 
-def deliver(broker: Broker, reports: Sequence[StepReport], drop: bool = True) -> None:
+def deliver(
+    broker: Broker, reports: Sequence[StepReport], drop: bool = True, dropped: Sequence[StepReport] = ()
+) -> None:
     """Carry reports to their workflows, send what may go next, then drop the reports.
 
     A batch costs a few round trips whatever its size: the reports go in one
@@ -109,7 +111,8 @@ def deliver(broker: Broker, reports: Sequence[StepReport], drop: bool = True) ->
     reports for the reconciler, and sending again stores nothing twice.
     """
     counted = [r for r in reports if r.step >= 0]
-    replies = broker.report_steps(counted) if counted else []
+    # ``dropped``: reports delivered earlier, dropped from their outboxes in the same round trip.
+    replies = broker.report_steps(counted, dropped)
     by_queue: dict[str, list[NewJob]] = {}
     for report, reply in zip(counted, replies, strict=True):
         for step in reply.ready:
@@ -214,6 +217,7 @@ class Courier:
         return True
 
     def run(self) -> None:
+        carried: list[StepReport] = []  # delivered, to drop with the next batch (same round trip)
         while True:
             with self.cond:
                 while not self.waiting and not self.dropping:
@@ -223,14 +227,20 @@ class Courier:
                     self.cond.wait(left)
                 batch = list(self.waiting)
                 self.waiting.clear()
-                dropping, self.dropping = self.dropping, []
-                self.busy = len(batch) + len(dropping)
+                drops, self.dropping = [*carried, *self.dropping], []
+                self.busy = len(batch) + len(drops)
+            carried = []
             try:
-                deliver(self.broker, batch, drop=False)
-                self.broker.delivered([*dropping, *batch])
+                deliver(self.broker, batch, drop=False, dropped=drops)
+                with self.cond:
+                    more = bool(self.waiting)
+                if more:  # the next batch is already here: its round trip drops these
+                    carried = batch
+                else:
+                    self.broker.delivered(batch)
             except Exception as exc:  # the reconciler delivers what this could not
                 log.warning("%d workflow reports wait for the reconciler (%s)", len(batch), exc)
             finally:
                 with self.cond:
-                    self.busy = 0
+                    self.busy = len(carried)
                     self.cond.notify_all()
