@@ -96,15 +96,19 @@ class WorkflowStore:
         with broker_errors(self.url):
             self.client.zrem(WORKFLOW_LAUNCHING, workflow)
 
-    def report_steps(self, reports: Sequence[StepReport], dropped: Sequence[StepReport] = ()) -> list[WorkflowReply]:
+    def report_steps(
+        self, reports: Sequence[StepReport], dropped: Sequence[StepReport] = (), listed: Sequence[str] = ()
+    ) -> list[WorkflowReply]:
         """Deliver steps' reports to their workflows: one pipeline per master, replies in order.
 
-        ``dropped``: reports delivered earlier, dropped from their outboxes in
+        ``dropped``: reports delivered earlier, to drop from their outboxes, and
+        ``listed``: workflows that succeeded earlier, to list as such; both in
         the same round trip on a single Redis (separately on a cluster).
         """
         if not self.cluster and not self.scripts.replicated and reports:
-            return self._report_and_drop(reports, dropped)
+            return self._report_and_drop(reports, dropped, listed)
         self.delivered(dropped)
+        self.settle_workflows([(workflow, "succeeded") for workflow in listed])
         if not reports:
             return []
         batch = [
@@ -123,8 +127,10 @@ class WorkflowStore:
                 return self.scripts.run_each(batch)
             return [self._replicated(call, "a workflow report") for call in batch]
 
-    def _report_and_drop(self, reports: Sequence[StepReport], dropped: Sequence[StepReport]) -> list[WorkflowReply]:
-        """One pipeline: the drops first (they are delivered already), then the reports."""
+    def _report_and_drop(
+        self, reports: Sequence[StepReport], dropped: Sequence[StepReport], listed: Sequence[str]
+    ) -> list[WorkflowReply]:
+        """One pipeline: the drops and listings first (their work is done), then the reports."""
         script = self.scripts.script("workflow_report")
         calls_ = [
             calls.workflow_report(
@@ -142,6 +148,7 @@ class WorkflowStore:
                 pipe = self.client.pipeline(transaction=False)
                 for queue, ids in _by_queue(dropped).items():
                     pipe.hdel(QueueKeys(queue).outbox, *ids)
+                self._list(pipe, [(workflow, "succeeded") for workflow in listed])
                 for call in calls_:
                     pipe.evalsha(script.sha, 1, *call.keys, *call.argv)
                 try:
@@ -191,20 +198,24 @@ class WorkflowStore:
         """
         if not ended:
             return
-        now = _now_ms()
         with broker_errors(self.url):
             pipe = self.client.pipeline(transaction=False)
-            for workflow, state in ended:
-                pipe.zrem(workflow_index("running"), workflow)
-                pipe.zrem(WORKFLOW_LAUNCHING, workflow)
-                if state in WORKFLOW_STATES:
-                    pipe.zadd(workflow_index(state), {workflow: now}, nx=True)
-            for state in {state for _, state in ended if state in WORKFLOW_STATES and state != "running"}:
-                pipe.zremrangebyscore(workflow_index(state), "-inf", now - self.retention_ms)
+            self._list(pipe, ended)
             pipe.execute()
             rest = [calls.workflow_settle(WorkflowKeys(w)) for w, state in ended if state != "succeeded"]
             if rest:
                 self.scripts.run_each(rest)
+
+    def _list(self, pipe: Any, ended: Sequence[tuple[str, str]]) -> None:
+        """Queue on ``pipe`` the index writes that list ended workflows under their final states."""
+        now = _now_ms()
+        for workflow, state in ended:
+            pipe.zrem(workflow_index("running"), workflow)
+            pipe.zrem(WORKFLOW_LAUNCHING, workflow)
+            if state in WORKFLOW_STATES:
+                pipe.zadd(workflow_index(state), {workflow: now}, nx=True)
+        for state in {state for _, state in ended if state in WORKFLOW_STATES and state != "running"}:
+            pipe.zremrangebyscore(workflow_index(state), "-inf", now - self.retention_ms)
 
     def read_workflow(self, workflow: str) -> dict[bytes, bytes] | None:
         """The raw workflow record, or None when there is none (never was, or expired)."""

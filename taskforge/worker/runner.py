@@ -183,15 +183,38 @@ def run_claim(
     current = enter(claim, context.broker)
     try:
         value = hooks.run(info, lambda: task.func(*claim.args, **claim.kwargs))
-    except Retry as request:
-        delay = retry_delay(context, claim.task, claim.attempts, request.after)
-        return failed(context, claim, info, (f"Retry: {request}", "", delay), started, outage, FailureKind.RETRY)
     except Exception as exc:
-        delay = retry_delay(context, claim.task, claim.attempts)
-        error = f"{type(exc).__name__}: {exc}"
-        return failed(context, claim, info, (error, traceback.format_exc(), delay), started, outage)
+        return record_outcome(context, claim, info, started, outage, error=exc)
     finally:
         leave(current)
+    return record_outcome(context, claim, info, started, outage, value=value, chain=chain)
+
+
+def record_outcome(
+    context: RunContext,
+    claim: Claim,
+    info: JobInfo,
+    started: float,
+    outage: Outage,
+    *,
+    value: Any = None,
+    error: BaseException | None = None,
+    chain: Callable[[], Chain | None] | None = None,
+) -> Outcome:
+    """Record what the task did (returned ``value`` or raised ``error``), then tell the hooks.
+
+    Shared by lanes and the event loop (``aio_run.py``), which calls it off
+    the loop: one place decides retries, dead letters and workflow reports.
+    """
+    hooks = context.hooks
+    if isinstance(error, Retry):
+        delay = retry_delay(context, claim.task, claim.attempts, error.after)
+        return failed(context, claim, info, (f"Retry: {error}", "", delay), started, outage, FailureKind.RETRY)
+    if error is not None:
+        delay = retry_delay(context, claim.task, claim.attempts)
+        text = f"{type(error).__name__}: {error}"
+        tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        return failed(context, claim, info, (text, tb, delay), started, outage)
     duration = time.monotonic() - started
     try:
         result = dumps_result(value)
@@ -251,9 +274,9 @@ def report_step(
         return
     try:
         # The next step is stored before anything else; dropping the report can wait.
-        deliver(context.broker, [report], drop=courier is None)
+        succeeded = deliver(context.broker, [report], drop=courier is None)
         if courier is not None:
-            courier.drop(report)
+            courier.drop(report, succeeded)
     except Exception as exc:
         log.warning("workflow %s: the report of step %s waits for the reconciler (%s)", claim.workflow, claim.id, exc)
 

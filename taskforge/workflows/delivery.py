@@ -101,18 +101,26 @@ def act(broker: Broker, workflow: str, reply: WorkflowReply) -> None:
 
 
 def deliver(
-    broker: Broker, reports: Sequence[StepReport], drop: bool = True, dropped: Sequence[StepReport] = ()
-) -> None:
+    broker: Broker,
+    reports: Sequence[StepReport],
+    drop: bool = True,
+    dropped: Sequence[StepReport] = (),
+    listed: Sequence[str] = (),
+) -> list[str]:
     """Carry reports to their workflows, send what may go next, then drop the reports.
 
     A batch costs a few round trips whatever its size: the reports go in one
     pipeline, the steps they free in one enqueue per queue, the drops in one
     pipeline. Sending comes before dropping: a crash in between leaves the
     reports for the reconciler, and sending again stores nothing twice.
+
+    With ``drop`` False (a courier), the reports are left to drop and the
+    workflows they made succeed are left to list: both are returned to be
+    passed, as ``dropped`` and ``listed``, with the next batch, which then
+    does them in its first round trip. Returns the workflows left to list.
     """
     counted = [r for r in reports if r.step >= 0]
-    # ``dropped``: reports delivered earlier, dropped from their outboxes in the same round trip.
-    replies = broker.report_steps(counted, dropped)
+    replies = broker.report_steps(counted, dropped, listed)
     by_queue: dict[str, list[NewJob]] = {}
     for report, reply in zip(counted, replies, strict=True):
         for step in reply.ready:
@@ -123,11 +131,13 @@ def deliver(
     for report, reply in zip(counted, replies, strict=True):
         if reply.cancel:  # rare: a workflow ended with steps in flight
             stop(broker, report.workflow, reply.cancel)
-    broker.settle_workflows(
-        [(r.workflow, reply.state) for r, reply in zip(counted, replies, strict=True) if reply.settle]
-    )
-    if drop:  # else the caller drops them later (a courier, in its next batch)
+    ended = [(report.workflow, reply.state) for report, reply in zip(counted, replies, strict=True) if reply.settle]
+    succeeded = [workflow for workflow, state in ended if state == "succeeded"]
+    broker.settle_workflows([(w, state) for w, state in ended if drop or state != "succeeded"])
+    if drop:
         broker.delivered(reports)
+        return []
+    return succeeded
 
 
 def report_of(queue: str, job_id: str, workflow: str, state: str, result: bytes = b"", error: str = "") -> StepReport:
@@ -180,6 +190,7 @@ class Courier:
         self.busy = 0  # reports taken from ``waiting`` and not yet delivered
         self.linger = False  # the latest report's lane went straight on to another job
         self.dropping: list[StepReport] = []  # delivered by their lane: only their drop is left
+        self.listing: list[str] = []  # workflows those reports made succeed: only their listing is left
         self.cond = threading.Condition()
         self.thread = threading.Thread(target=self.run, name="taskforge-courier", daemon=True)
         self.thread.start()
@@ -195,10 +206,12 @@ class Courier:
             if not busy or len(self.waiting) == 1 or len(self.waiting) >= BATCH:
                 self.cond.notify_all()
 
-    def drop(self, report: StepReport) -> None:
-        """A report its lane delivered itself: drop it from the outbox with the next batch."""
+    def drop(self, report: StepReport, succeeded: Sequence[str] = ()) -> None:
+        """A report its lane delivered itself: drop it from the outbox (and list the workflows it
+        made succeed) with the next batch."""
         with self.cond:
             self.dropping.append(report)
+            self.listing.extend(succeeded)
             self.cond.notify_all()
 
     def idle(self) -> bool:
@@ -218,6 +231,7 @@ class Courier:
 
     def run(self) -> None:
         carried: list[StepReport] = []  # delivered, to drop with the next batch (same round trip)
+        listed: list[str] = []  # succeeded, to list with the next batch
         while True:
             with self.cond:
                 while not self.waiting and not self.dropping:
@@ -228,16 +242,18 @@ class Courier:
                 batch = list(self.waiting)
                 self.waiting.clear()
                 drops, self.dropping = [*carried, *self.dropping], []
+                listed, self.listing = [*listed, *self.listing], []
                 self.busy = len(batch) + len(drops)
-            carried = []
+            carried, listing, listed = [], listed, []
             try:
-                deliver(self.broker, batch, drop=False, dropped=drops)
+                succeeded = deliver(self.broker, batch, drop=False, dropped=drops, listed=listing)
                 with self.cond:
                     more = bool(self.waiting)
-                if more:  # the next batch is already here: its round trip drops these
-                    carried = batch
+                if more:  # the next batch is already here: its first round trip does these
+                    carried, listed = batch, succeeded
                 else:
                     self.broker.delivered(batch)
+                    self.broker.settle_workflows([(workflow, "succeeded") for workflow in succeeded])
             except Exception as exc:  # the reconciler delivers what this could not
                 log.warning("%d workflow reports wait for the reconciler (%s)", len(batch), exc)
             finally:
