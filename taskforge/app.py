@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
+import weakref
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -19,6 +21,7 @@ from .periodic import Schedule
 from .task import Task, TaskOptions
 
 if TYPE_CHECKING:
+    from .broker.aio import AsyncBroker
     from .workflows.handle import WorkflowHandle
 
 P = ParamSpec("P")
@@ -103,6 +106,10 @@ class TaskForge:
         self.after_enqueue: list[Callable[[JobHandle[Any]], object]] = []
         self._eager: Callable[[JobHandle[Any]], object] | None = None
         self._broker: Broker | None = None
+        # One async broker (one pool) per event loop, whose connections belong to it; weak: a finished loop's goes.
+        self._async_brokers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncBroker] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def __repr__(self) -> str:
         return f"<TaskForge {self.name} broker={redact(self.url)} tasks={len(self.tasks)}>"
@@ -120,9 +127,32 @@ class TaskForge:
             )
         return self._broker
 
+    def async_broker(self) -> AsyncBroker:
+        """The queue operations over redis.asyncio for the running loop, made on first use (sending nothing).
+
+        On ``memory://`` it shares the sync broker's in-process server: ``app.drain()`` runs what ``adelay()`` stored.
+        """
+        loop = asyncio.get_running_loop()
+        broker = self._async_brokers.get(loop)
+        if broker is None:
+            from .broker.aio import AsyncBroker
+
+            url = self._broker.url if self._broker is not None else self.url
+            memory = self.broker.client if url.startswith("memory:") else None
+            retention_ms, dead_ms = int(self.retention * 1000), int(self.dead_retention * 1000)
+            broker = self._async_brokers[loop] = AsyncBroker.open(url, memory, retention_ms, dead_ms, self.durability)
+        return broker
+
+    async def aclose(self) -> None:
+        """Close the running loop's connections (at the end of a program or test: redis.asyncio warns of open ones)."""
+        broker = self._async_brokers.pop(asyncio.get_running_loop(), None)
+        if broker is not None:
+            await broker.close()
+
     def reset_connection(self) -> None:
         """Drop the connection, e.g. in a child process that must not share its parent's socket."""
         self._broker = None
+        self._async_brokers.clear()
 
     def use_broker(self, broker: Broker | None) -> Broker | None:
         """Talk through ``broker`` from now on (None: connect to the URL again on next use).
@@ -131,6 +161,7 @@ class TaskForge:
         kit's ``memory://`` broker) can put it back.
         """
         previous, self._broker = self._broker, broker
+        self._async_brokers.clear()  # the next a-call follows the new broker (memory:// shares its server)
         return previous
 
     def enqueued(self, handle: JobHandle[Any]) -> None:
@@ -269,6 +300,10 @@ class TaskForge:
         """
         return self.task_for(task_name).delay(*args, **kwargs)
 
+    async def asend(self, task_name: str, /, *args: Any, **kwargs: Any) -> JobHandle[Any]:
+        """``send()``, awaited: queue a job by task name without blocking the event loop."""
+        return await self.task_for(task_name).adelay(*args, **kwargs)
+
     def task_for(self, task_name: str) -> Task[Any, Any]:
         """The registered task, or a stand-in with default options that can only be queued."""
         known = self.tasks.get(task_name)
@@ -301,6 +336,16 @@ class TaskForge:
 
         return drain(self, advance=advance, max_jobs=max_jobs)
 
+    async def adrain(self, *, advance: timedelta | float | None = None, max_jobs: int = 100_000) -> list[JobInfo]:
+        """``drain()`` for async code (pytest-asyncio, anyio): awaits async tasks on the running loop.
+
+        Sync tasks and Redis calls run in the loop's default executor, so
+        the caller's other coroutines keep running meanwhile.
+        """
+        from .inprocess import adrain  # the door to worker code: see docs/architecture.md
+
+        return await adrain(self, advance=advance, max_jobs=max_jobs)
+
     def queues(self) -> list[str]:
         """The queues a worker of this app serves by default: its tasks' queues, then ``default``.
 
@@ -312,17 +357,20 @@ class TaskForge:
 
     def find_queue(self, job_id: str) -> str:
         """Which queue holds ``job_id``: the app's queues first, then every known queue."""
-        seen: list[str] = []
-        for queue in [*self.queues(), *self.broker.queues()]:
-            if queue in seen:
-                continue
-            seen.append(queue)
+        queues = list(dict.fromkeys([*self.queues(), *self.broker.queues()]))
+        for queue in queues:
             if self.broker.read(queue, job_id) is not None:
                 return queue
-        raise JobNotFound(
-            f"no job {job_id} in any queue ({', '.join(seen)}): it never existed, or it "
-            "finished longer ago than the app's retention"
-        )
+        raise _no_queue_holds(job_id, queues)
+
+    async def afind_queue(self, job_id: str) -> str:
+        """``find_queue()``, awaited."""
+        broker = self.async_broker()
+        queues = list(dict.fromkeys([*self.queues(), *await broker.queues()]))
+        for queue in queues:
+            if await broker.read(queue, job_id) is not None:
+                return queue
+        raise _no_queue_holds(job_id, queues)
 
     def workflow(self, workflow_id: str) -> WorkflowHandle[Any]:
         """A handle for a workflow id received from elsewhere (``WorkflowHandle.id``)."""
@@ -337,6 +385,13 @@ class TaskForge:
         if not isinstance(job_id, str) or not job_id:
             raise ConfigurationError(f"job id {job_id!r}: use the id string a JobHandle gave you")
         return JobHandle(self, job_id)
+
+
+def _no_queue_holds(job_id: str, queues: list[str]) -> JobNotFound:
+    return JobNotFound(
+        f"no job {job_id} in any queue ({', '.join(queues)}): it never existed, or it "
+        "finished longer ago than the app's retention"
+    )
 
 
 def _unregistered(*args: Any, **kwargs: Any) -> Any:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, cast
 
 from .broker.record import job_info as job_info
-from .errors import JobNotFound, TaskFailed
+from .errors import ConfigurationError, JobNotFound, TaskFailed
 from .job import JobInfo, JobState
-from .workflows.delivery import deliver_if_step
+from .workflows.aio_delivery import adeliver_if_step
+from .workflows.delivery import deliver_if_step, step_index
 
 if TYPE_CHECKING:
+    from .broker.aio import AsyncBroker
     from .protocols import BrokerAccess
 
 R = TypeVar("R")
@@ -18,6 +20,39 @@ R = TypeVar("R")
 # result() blocks on Redis in slices no longer than this, well under the
 # client's socket timeout, so a long wait never looks like a dead connection.
 WAIT_SLICE = 2.0
+FINAL = (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED)
+
+
+class AsyncAccess(Protocol):
+    """What the ``a``-methods need besides ``BrokerAccess``: this loop's broker, and the async ``find_queue``."""
+
+    def async_broker(self) -> AsyncBroker: ...
+
+    async def afind_queue(self, job_id: str) -> str: ...
+
+
+def async_access(app: object) -> AsyncAccess:
+    """``app`` as an ``AsyncAccess``; a producer without an async side (a test double) is told so plainly."""
+    if not hasattr(app, "afind_queue"):  # hasattr, not a runtime protocol check: this is on every a-call
+        raise ConfigurationError(f"{app!r} has no async broker: the a-methods need a TaskForge app")
+    return cast(AsyncAccess, app)
+
+
+def state_of(fields: dict[bytes, bytes]) -> JobState:
+    """The state a job record holds; junk reads as dead, as ``taskforge job`` shows it."""
+    state = fields.get(b"state", b"pending").decode()
+    try:
+        return JobState(state)
+    except ValueError:
+        return JobState.DEAD
+
+
+def time_left(job_id: str, deadline: float | None, timeout: float | None, state: str) -> float:
+    """How long the next wait may block: a slice, or what is left; TimeoutError once nothing is."""
+    remaining = WAIT_SLICE if deadline is None else deadline - time.monotonic()
+    if remaining <= 0:
+        raise TimeoutError(f"job {job_id} did not finish within {timeout} s (state: {state})")
+    return min(remaining, WAIT_SLICE)
 
 
 class JobHandle(Generic[R]):
@@ -61,11 +96,7 @@ class JobHandle(Generic[R]):
         )
 
     def status(self) -> JobState:
-        state = self._fields().get(b"state", b"pending").decode()
-        try:
-            return JobState(state)
-        except ValueError:
-            return JobState.DEAD
+        return state_of(self._fields())
 
     def info(self) -> JobInfo:
         return job_info(self.id, self.queue, self._fields())
@@ -105,15 +136,74 @@ class JobHandle(Generic[R]):
             state = broker.await_state(self.queue, self.id)
             if state is None:
                 raise JobNotFound(self._missing())
-            if state in (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED):
-                return self._outcome()
-            remaining = WAIT_SLICE if deadline is None else deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"job {self.id} did not finish within {timeout} s (state: {state})")
-            broker.wait_done(self.queue, self.id, min(remaining, WAIT_SLICE))
+            if state in FINAL:
+                return self._outcome(self.info())
+            broker.wait_done(self.queue, self.id, time_left(self.id, deadline, timeout, state))
 
-    def _outcome(self) -> R:
-        info = self.info()
+    def _outcome(self, info: JobInfo) -> R:
         if info.state is JobState.SUCCEEDED:
             return info.result  # type: ignore[no-any-return]
         raise TaskFailed(self.id, info.state.value, info.error, info.traceback, info.failure)
+
+    # -- the same, awaited: they never block the event loop ------------------
+
+    async def _aqueue(self) -> str:
+        if self._queue is None:
+            self._queue = await async_access(self.app).afind_queue(self.id)
+        return self._queue
+
+    async def _afields(self) -> dict[bytes, bytes]:
+        fields = await async_access(self.app).async_broker().read(await self._aqueue(), self.id)
+        if fields is None:
+            raise JobNotFound(self._missing())
+        return fields
+
+    async def astatus(self) -> JobState:
+        """``status()``, awaited."""
+        return state_of(await self._afields())
+
+    async def ainfo(self) -> JobInfo:
+        """``info()``, awaited."""
+        fields = await self._afields()
+        return job_info(self.id, await self._aqueue(), fields)
+
+    async def acancel(self) -> bool:
+        """``cancel()``, awaited."""
+        queue = await self._aqueue()
+        outcome = await async_access(self.app).async_broker().cancel(queue, self.id)
+        if outcome < 0:
+            raise JobNotFound(self._missing())
+        if outcome == 1:
+            await self._adeliver(queue)
+        return outcome == 1
+
+    async def aabort(self) -> bool:
+        """``abort()``, awaited."""
+        queue = await self._aqueue()
+        outcome = await async_access(self.app).async_broker().abort(queue, self.id)
+        if outcome < 0:
+            raise JobNotFound(self._missing())
+        if outcome == 1:
+            await self._adeliver(queue)
+        return outcome > 0
+
+    async def _adeliver(self, queue: str) -> None:
+        if step_index(self.id) is not None:  # a workflow's step tells its workflow now
+            await adeliver_if_step(async_access(self.app).async_broker(), queue, self.id)
+
+    async def aresult(self, timeout: float | None = None) -> R:
+        """``result()``, awaited: a blocking pop on the job's done list, in slices, never a polling loop.
+
+        Other coroutines of the loop run meanwhile. Raises TaskFailed if the job
+        ended dead or cancelled, TimeoutError if ``timeout`` seconds pass.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        broker = async_access(self.app).async_broker()
+        queue = await self._aqueue()
+        while True:
+            state = await broker.await_state(queue, self.id)
+            if state is None:
+                raise JobNotFound(self._missing())
+            if state in FINAL:
+                return self._outcome(await self.ainfo())
+            await broker.wait_done(queue, self.id, time_left(self.id, deadline, timeout, state))

@@ -3,6 +3,14 @@
 The same runner a worker uses (hooks, middleware, retries, dead letters,
 results), without processes, leases renewal or timeouts.
 
+Jobs of ``async def`` tasks run through the worker's async run path
+(``worker/aio_run.py``): ``drain()`` runs each to completion with
+``asyncio.run`` (or, called from a thread whose loop is running, as in eager
+mode inside async code, on a loop of a short-lived thread, which it waits
+for); ``adrain()`` awaits them on the caller's loop and does every Redis
+call and every sync task in the loop's default executor, so the loop stays
+free for the caller's other coroutines.
+
 This module is the one door from the API to worker code: ``app.drain()`` and
 ``app.eager = True`` import it when first used, and it loads the worker's
 runner only when a drain starts, so a producer that never drains never loads
@@ -11,14 +19,19 @@ runner only when a drain starts, so a producer that never drains never loads
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import threading
 from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .handle import JobHandle
 
 if TYPE_CHECKING:
     from .app import TaskForge
+    from .broker.queue import Claim
     from .job import JobInfo
 
 DRAIN_LEASE_MS = 3_600_000
@@ -39,12 +52,77 @@ def drain(app: TaskForge, *, advance: timedelta | float | None = None, max_jobs:
                 broker.fast_forward(queue, seconds)
             claims, _ = broker.dequeue(queue, DRAIN_LEASE_MS)
             for claim in claims:
-                run_claim(app, claim)
+                if is_async(app, claim):
+                    run_async(app, claim)
+                else:
+                    run_claim(app, claim)
                 ran.append(JobHandle(app, claim.id, queue).info())
                 claimed = True
         if not claimed:
             return ran
     return ran
+
+
+async def adrain(app: TaskForge, *, advance: timedelta | float | None = None, max_jobs: int = 100_000) -> list[JobInfo]:
+    """``drain()`` from inside a running loop: async tasks awaited here, everything else off the loop."""
+    from .worker.aio_run import arun_claim
+    from .worker.runner import run_claim
+
+    loop = asyncio.get_running_loop()
+
+    def offload(call: Callable[[], Any]) -> asyncio.Future[Any]:
+        return loop.run_in_executor(None, call)
+
+    seconds = advance.total_seconds() if isinstance(advance, timedelta) else advance
+    broker = app.broker
+    ran: list[JobInfo] = []
+    while len(ran) < max_jobs:
+        queues = await offload(lambda: list(dict.fromkeys([*app.queues(), *broker.queues()])))
+        claimed = False
+        for queue in queues:
+            if seconds:
+                await offload(partial(broker.fast_forward, queue, seconds))
+            claims, _ = await offload(partial(broker.dequeue, queue, DRAIN_LEASE_MS))
+            for claim in claims:
+                if is_async(app, claim):
+                    await arun_claim(app, claim, offload)
+                else:
+                    await offload(partial(run_claim, app, claim))
+                ran.append(await offload(JobHandle(app, claim.id, queue).info))
+                claimed = True
+        if not claimed:
+            return ran
+    return ran
+
+
+def is_async(app: TaskForge, claim: Claim) -> bool:
+    task = app.tasks.get(claim.task)
+    return task is not None and inspect.iscoroutinefunction(task.func)
+
+
+def run_async(app: TaskForge, claim: Claim) -> None:
+    """Run one async job to completion from sync code, on a loop of its own."""
+    from .worker.aio_run import arun_claim, direct
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(arun_claim(app, claim, direct))
+        return
+    # This thread's loop is busy running our caller: a second loop needs a thread of its own.
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(arun_claim(app, claim, direct))
+        except BaseException as exc:  # raised again in the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, name="taskforge-drain-loop")
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
 
 
 def eager_callback(app: TaskForge) -> Callable[[JobHandle[Any]], object]:

@@ -17,6 +17,8 @@ Metrics (the ``job`` counters are labelled by ``queue`` and ``task``):
     taskforge_job_duration_seconds    histogram of run time, by queue, task and outcome
     taskforge_lease_reclaims_total    jobs this worker took back from a lost worker, by queue
     taskforge_child_restarts_total    children replaced, by reason (crashed, killed, recycled)
+    taskforge_loop_blocked_total      times a child's event loop was blocked over a second, by the job
+                                      blocking it (queue and task; blank when no job's code held it)
     taskforge_queue_jobs              jobs in each state, by queue and state (read at scrape time)
     taskforge_workers_alive           workers with a fresh heartbeat on this Redis
     taskforge_broker_up               1 if the scrape could read Redis, else 0
@@ -99,6 +101,9 @@ class WorkerMetrics:
         self.dead_total = counter("taskforge_jobs_dead", "Failed runs that moved their job to the dead-letter set.")
         self.reclaims_total = counter("taskforge_lease_reclaims", "Jobs taken back from a lost worker.", ["queue"])
         self.restarts_total = counter("taskforge_child_restarts", "Child processes replaced.", ["reason"])
+        self.loop_blocked_total = counter(
+            "taskforge_loop_blocked", "Times a child's event loop was blocked over a second, by the job blocking it."
+        )
         self.duration = prom.Histogram(
             "taskforge_job_duration_seconds",
             "Run time of a job, by outcome.",
@@ -124,6 +129,9 @@ class WorkerMetrics:
     def reclaimed(self, queue: str, count: int) -> None:
         if count:
             self.reclaims_total.labels(queue).inc(count)
+
+    def loop_blocked(self, queue: str, task: str) -> None:
+        self.loop_blocked_total.labels(queue, task).inc()
 
     def child_restarted(self, reason: str) -> None:
         self.restarts_total.labels(reason).inc()

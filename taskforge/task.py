@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar
 
 from .broker.keys import validate_queue_name
 from .errors import ConfigurationError, SerializationError
-from .handle import JobHandle
+from .handle import JobHandle, async_access
 from .job import BackoffPolicy, Priority, backoff_policy
 from .new_job import build_job
 
 if TYPE_CHECKING:
+    from .broker.record import NewJob
     from .protocols import Producer
     from .workflows.canvas import Signature
 
@@ -255,6 +256,13 @@ class Task(Generic[P, R]):
         All or nothing: every call is serialized before anything is sent, and
         the enqueue script stores all of them or none (``QueueFull``).
         """
+        jobs = self._jobs_of(calls)
+        if not jobs:
+            return []
+        ids = self.app.broker.enqueue(self.queue, jobs, self.app.max_size)
+        return [JobHandle(self.app, job_id, self.queue) for job_id in ids]
+
+    def _jobs_of(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]]) -> list[NewJob]:
         jobs = []
         for index, call in enumerate(calls):
             if isinstance(call, tuple):
@@ -270,10 +278,7 @@ class Task(Generic[P, R]):
                 jobs.append(build_job(self, args, kwargs))
             except SerializationError as exc:
                 raise SerializationError(f"delay_many() call #{index}: {exc}; nothing was stored") from None
-        if not jobs:
-            return []
-        ids = self.app.broker.enqueue(self.queue, jobs, self.app.max_size)
-        return [JobHandle(self.app, job_id, self.queue) for job_id in ids]
+        return jobs
 
     def unique_lock(self, args: tuple[Any, ...], kwargs: dict[str, Any], payload: bytes) -> str:
         """The digest naming a unique job's lock: its task and arguments (or unique_key's answer)."""
@@ -286,6 +291,35 @@ class Task(Generic[P, R]):
         [job_id] = self.app.broker.enqueue(self.queue, [job], self.app.max_size)
         handle: JobHandle[R] = JobHandle(self.app, job_id, self.queue)
         self.app.enqueued(handle)  # eager mode drains here, when the testing kit installed it
+        return handle
+
+    # -- the same, awaited: the same job, stored over redis.asyncio -----------
+
+    async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
+        """``delay()``, awaited: never blocks the event loop."""
+        return await self._aenqueue_one(args, kwargs)
+
+    async def aapply_at(self, when: datetime, /, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
+        """``apply_at()``, awaited."""
+        return await self._aenqueue_one(args, kwargs, due_ms=_due_ms(when))
+
+    async def aapply_in(self, delay: timedelta | float, /, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
+        """``apply_in()``, awaited."""
+        return await self._aenqueue_one(args, kwargs, delay_ms=_delay_ms(delay))
+
+    async def adelay_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]]) -> list[JobHandle[R]]:
+        """``delay_many()``, awaited: one round trip, all or nothing."""
+        jobs = self._jobs_of(calls)
+        if not jobs:
+            return []
+        ids = await async_access(self.app).async_broker().enqueue(self.queue, jobs, self.app.max_size)
+        return [JobHandle(self.app, job_id, self.queue) for job_id in ids]
+
+    async def _aenqueue_one(self, args: tuple[Any, ...], kwargs: dict[str, Any], **timing: Any) -> JobHandle[R]:
+        job = build_job(self, args, kwargs, **timing)  # checked and serialized before any await
+        [job_id] = await async_access(self.app).async_broker().enqueue(self.queue, [job], self.app.max_size)
+        handle: JobHandle[R] = JobHandle(self.app, job_id, self.queue)
+        self.app.enqueued(handle)
         return handle
 
 

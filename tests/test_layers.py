@@ -37,6 +37,8 @@ API_MODULES = [
     "taskforge.task",
     "taskforge.testing",
     "taskforge.workflows",
+    "taskforge.workflows.aio_delivery",
+    "taskforge.workflows.aio_launch",
     "taskforge.workflows.canvas",
     "taskforge.workflows.delivery",
     "taskforge.workflows.handle",

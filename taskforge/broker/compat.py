@@ -59,6 +59,10 @@ def wait_for_list(client: Any, key: str, timeout: float) -> bool:
     if timeout < SERVER_TICK:
         time.sleep(max(timeout, 0.0))
         return bool(client.exists(key))
+    if type(client).__module__.startswith("fakeredis"):
+        # fakeredis answers BLMOVE at once instead of blocking (a waiter would spin on
+        # memory://); its BRPOPLPUSH, the same move under its older name, does block.
+        return client.brpoplpush(key, key, timeout=block_timeout(timeout)) is not None
     return client.blmove(key, key, timeout=block_timeout(timeout), src="RIGHT", dest="LEFT") is not None
 
 
@@ -125,22 +129,26 @@ def version_check(shown_url: str) -> Callable[[Any], None]:
         if checked:
             return
         connection.send_command("HELLO", getattr(connection, "protocol", None) or 2)
-        error: ConfigurationError | None
         try:
-            reply = connection.read_response()
+            error = hello_error(connection.read_response(), shown_url)
         except redis.ResponseError as exc:  # no HELLO at all: older than 6.0
-            error = ConfigurationError(
-                f"the broker at {shown_url} answered HELLO with {exc!s}: a server older than 6.0; "
-                f"taskforge needs {MINIMUM_TEXT} or later"
-            )
-        else:
-            error = too_old(server_from_hello(reply), shown_url)
+            error = hello_error(exc, shown_url)
         if error is not None:
             connection.disconnect()
             raise error
         checked = True
 
     return on_connect
+
+
+def hello_error(reply: Any, shown_url: str) -> ConfigurationError | None:
+    """What a HELLO reply (or its refusal, a ``ResponseError``) says against using this server."""
+    if isinstance(reply, redis.ResponseError):
+        return ConfigurationError(
+            f"the broker at {shown_url} answered HELLO with {reply!s}: a server older than 6.0; "
+            f"taskforge needs {MINIMUM_TEXT} or later"
+        )
+    return too_old(server_from_hello(reply), shown_url)
 
 
 # -- errors -----------------------------------------------------------------

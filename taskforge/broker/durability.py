@@ -31,6 +31,30 @@ log = logging.getLogger("taskforge.broker")
 FAILOVER_RETRY_S = 30.0
 
 
+class FailoverRetries:
+    """When a call the broker refused is tried again, and when it is given up: the arithmetic
+    both the sync broker and the async one use; each sleeps its own way."""
+
+    def __init__(self, failover_retry_s: float, tries: int) -> None:
+        self.failover_retry_s = failover_retry_s
+        self.tries = tries
+        self.deadline = time.monotonic() + failover_retry_s
+        self.pause = 0.05
+        self.failed = 0
+
+    def pause_after(self, exc: BrokerUnavailable) -> float:
+        """Seconds to wait before the next try; raises once the tries and the time are spent."""
+        self.failed += 1
+        if self.failed >= self.tries and time.monotonic() + self.pause > self.deadline:
+            if self.failover_retry_s:
+                raise BrokerUnavailable(f"{exc} (retried for {self.failover_retry_s:.0f} s)") from None
+            raise exc
+        level = logging.WARNING if self.failover_retry_s else logging.DEBUG
+        log.log(level, "%s; retrying in %.2f s (a failover may be under way)", exc, self.pause)
+        pause, self.pause = self.pause, min(self.pause * 2, 1.0)
+        return pause
+
+
 class Durability:
     """Needs ``Broker``'s client, url, scripts and settings."""
 
@@ -62,22 +86,12 @@ class Durability:
         Safe for enqueue: every try after the first checks whether the id is
         stored already, so a retry after a lost reply never makes a second job.
         """
-        deadline = time.monotonic() + self.failover_retry_s
-        pause = 0.05
-        failed = 0
+        retries = FailoverRetries(self.failover_retry_s, tries)
         while True:
             try:
                 return call()
             except BrokerUnavailable as exc:
-                failed += 1
-                if failed >= tries and time.monotonic() + pause > deadline:
-                    if self.failover_retry_s:
-                        raise BrokerUnavailable(f"{exc} (retried for {self.failover_retry_s:.0f} s)") from None
-                    raise
-                level = logging.WARNING if self.failover_retry_s else logging.DEBUG
-                log.log(level, "%s; retrying in %.2f s (a failover may be under way)", exc, pause)
-                time.sleep(pause)
-                pause = min(pause * 2, 1.0)
+                time.sleep(retries.pause_after(exc))
 
     def _replicated_outcome(self, job_id: str | bytes, acked: int | None) -> None:
         # The outcome is recorded either way; retrying would be fenced. A lost

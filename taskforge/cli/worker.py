@@ -46,6 +46,13 @@ def _stop_before_start(_signum: int, _frame: object) -> None:
     default=1,
     help="Threads per child, each running one job at a time: more jobs in flight for I/O-bound tasks.",
 )
+@_defaulted(
+    "--async",
+    "async_slots",
+    kind=click.IntRange(min=1, max=10_000),
+    default=100,
+    help="Jobs of async def tasks each child runs at once on its event loop (beside the -t threads).",
+)
 @click.option(
     "-q",
     "--queue",
@@ -85,6 +92,7 @@ def worker(
     app: str,
     concurrency: int | None,
     threads: int,
+    async_slots: int,
     queues: tuple[str, ...],
     burst: bool,
     visibility_timeout: float,
@@ -105,6 +113,7 @@ def worker(
       taskforge worker myapp:app -c 4 -q mail -q default
       taskforge worker myapp:app --metrics-port 9100
       taskforge worker myapp:app -c 2 -t 8     # 16 jobs at once, for I/O-bound tasks
+      taskforge worker myapp:app -c 1 --async 500   # 500 async def jobs at once
     """
     # Until the supervisor takes the signals over, a stop request finds nothing
     # to hand back: exit 0 at once, as a stopped worker does (not -15).
@@ -131,6 +140,7 @@ def worker(
         log_level=log_level,
         periodic=not no_periodic,
         threads=threads,
+        async_slots=async_slots,
     )
     with cli_errors():
         the_app.broker.ping()

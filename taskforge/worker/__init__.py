@@ -11,5 +11,7 @@ Split by responsibility, so each part can be read (and changed) alone:
 * ``messages.py``: what a child tells its supervisor, one frozen class per kind;
 * ``child.py``: the loop of a child and its lanes (claim, run, record);
 * ``runner.py``: running one claimed job, given a small run context, not the app;
+* ``aio_loop.py``, ``aio_feed.py``, ``aio_run.py``: a child's event loop for ``async def`` tasks,
+  its claimer, and running one async job (awaited, then recorded by the runner);
 * ``options.py``: the settings the CLI parsed.
 """

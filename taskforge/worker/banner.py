@@ -10,6 +10,7 @@ which scripts watching a worker's log wait for.
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,8 @@ def banner(app: TaskForge, app_spec: str, worker_id: str, options: WorkerOptions
         f"  visibility: {opts.visibility_timeout:g} s, leases renewed every {renew_every(opts.visibility_timeout):g} s",
         f"  periodic:   {periodic(app, opts)}",
     ]
+    if any(inspect.iscoroutinefunction(task.func) for task in app.tasks.values()):
+        lines.append(f"  async:      {plural(opts.async_slots, 'job')} per child, on an event loop (--async)")
     if opts.burst:
         lines.append("  burst:      on (exits once no job is ready)")
     if opts.max_jobs_per_child:

@@ -9,6 +9,10 @@ With ``--threads N`` a child runs N lanes, each a thread with the loop of
 ``lane.py`` and its own claim tokens: while one lane waits on Redis or on the network,
 the others run, which is what I/O-bound tasks need. Every message to the
 supervisor names its lane.
+
+When the app has ``async def`` tasks, a child also runs an event loop in a
+thread of its own, with ``--async N`` slots and a claimer of its own
+(``aio_loop.py``, ``aio_feed.py``); an app without any starts none of it.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from typing import TYPE_CHECKING
 from ..broker.stats import FLUSH_EVERY_S
 from ..logs import configure_logging
 from ..workflows.delivery import Courier
+from .aio_feed import AsyncFeeder
+from .aio_loop import AsyncSide, is_async_task
 from .lane import EXIT_RECYCLE, IDLE_BLOCK, LANE_WAIT, Lane
 from .messages import Heartbeat, Message, Recycling
 from .outage import Outage
@@ -55,6 +61,7 @@ class ChildConfig:
     supervisor_pid: int = 0  # whom to die with: the supervisor's word, not our own getppid()
     report_outcomes: bool = False  # tell the supervisor how each run ended (for its metrics)
     threads: int = 1  # lanes: jobs this child runs at once, one per thread
+    async_slots: int = 100  # async jobs at once on the child's event loop (if the app has async tasks)
 
 
 def die_with_parent(parent: int) -> None:
@@ -103,7 +110,7 @@ def keep_counts_written(broker: Broker, stop: threading.Event) -> threading.Thre
 class Child:
     """What a child's lanes share: the run context, its broker, the pipe, the stop flag and the job count."""
 
-    def __init__(self, config: ChildConfig, pipe: Connection) -> None:
+    def __init__(self, config: ChildConfig, pipe: Connection, control: Connection | None = None) -> None:
         from ..loader import load_app
 
         self.config = config
@@ -127,6 +134,10 @@ class Child:
         self.waiter: Lane | None = None
         self.wakeups = 0
         self.resting = 0  # lanes waiting on the condition
+        self.aio: AsyncSide | None = None
+        if config.async_slots > 0 and any(map(is_async_task, self.context.tasks.values())):
+            # Slot ids follow the lanes' indexes: the supervisor tells them apart by number.
+            self.aio = AsyncSide(self, config.async_slots, max(1, config.threads), control)
 
     def request_stop(self, *_: object) -> None:
         self.stopping = True
@@ -202,6 +213,9 @@ class Child:
     def run(self) -> int:
         keep_counts_written(self.broker, self.counts_written)
         lanes = [Lane(self, index) for index in range(max(1, self.config.threads))]
+        if self.aio is not None:
+            self.aio.start()
+            lanes.append(AsyncFeeder(self, self.aio))
         if len(lanes) == 1:
             return lanes[0].run()
         codes: list[int] = []
@@ -226,15 +240,17 @@ class Child:
         for thread in threads:
             while thread.is_alive():  # a timed join keeps the main thread free for SIGTERM
                 thread.join(timeout=0.5)
+        if self.aio is not None:
+            self.aio.finish()  # the claimers stopped; the loop's jobs end (or the supervisor kills us)
         return EXIT_RECYCLE if EXIT_RECYCLE in codes else 0
 
 
-def child_main(config: ChildConfig, pipe: Connection) -> None:
-    """Entry point of a spawned child process."""
+def child_main(config: ChildConfig, pipe: Connection, control: Connection | None = None) -> None:
+    """Entry point of a spawned child process; ``control`` carries the supervisor's ``CancelJob``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the supervisor decides
     die_with_parent(config.supervisor_pid or os.getppid())
     configure_logging(config.log_level, f"child {config.index} pid {os.getpid()}")
-    child = Child(config, pipe)
+    child = Child(config, pipe, control)
     signal.signal(signal.SIGTERM, child.request_stop)
     code = child.run()
     if child.context.courier is not None:

@@ -21,10 +21,11 @@ from ..errors import BrokerUnavailable, CorruptQueue
 from .joblog import outcome_line
 from .messages import JobFinished, JobStarted, LaneIdle
 from .outage import OUTAGE_ERRORS
-from .runner import Chain, record, run_claim
+from .runner import Chain, Outcome, RunContext, record, run_claim
 
 if TYPE_CHECKING:
     from .child import Child
+    from .outage import Outage
 
 log = logging.getLogger("taskforge.worker")
 
@@ -42,6 +43,28 @@ IDLE_BLOCK = 5.0
 LANE_WAIT = 0.5  # a lane waiting on its child's waiter looks at the stop flag this often (no Redis)
 OUTAGE_BACKOFF_CAP = 5.0
 EXIT_RECYCLE = 3  # "replace me": max jobs reached; distinct from 0, "no work left" in burst mode
+
+Claimed = tuple[list[Claim], float | None]
+
+
+def adopted(context: RunContext, claim: Claim, outage: Outage) -> Claim:
+    """A job sent by name takes max_attempts and timeout from this worker's task."""
+    task = context.tasks.get(claim.task)
+    if not claim.inherit or task is None:
+        return claim
+    opts = task.options
+    record(context.broker.adopt, claim.queue, claim.id, claim.token, opts.max_attempts, opts.timeout, outage=outage)
+    return replace(claim, max_attempts=opts.max_attempts, timeout=opts.timeout, inherit=False)
+
+
+def log_outcome(claim: Claim, outcome: Outcome) -> None:
+    """The one line per run (see ``joblog.py``), built only when someone will read it."""
+    if outcome.state != "succeeded" or log.isEnabledFor(logging.INFO):
+        attempt = f"{claim.attempts}/{claim.max_attempts}"
+        level, text = outcome_line(
+            claim.task, claim.id, attempt, outcome.state, outcome.duration, outcome.error, outcome.retry_in
+        )
+        log.log(level, "%s", text)
 
 
 class Lane:
@@ -101,14 +124,7 @@ class Lane:
         return claims, (0.0 if not claims else wait)
 
     def adopt(self, claim: Claim) -> Claim:
-        """A job sent by name takes max_attempts and timeout from this worker's task."""
-        task = self.context.tasks.get(claim.task)
-        if not claim.inherit or task is None:
-            return claim
-        opts = task.options
-        args = (claim.queue, claim.id, claim.token, opts.max_attempts, opts.timeout)
-        record(self.broker.adopt, *args, outage=self.child.outage)
-        return replace(claim, max_attempts=opts.max_attempts, timeout=opts.timeout, inherit=False)
+        return adopted(self.context, claim, self.child.outage)
 
     def idle(self, wait: float | None) -> tuple[list[Claim], float | None] | None:
         """Wait for work, as the child's one waiter or behind it; with one queue, the waiter
@@ -215,8 +231,7 @@ class Lane:
             if not chained:
                 self.child.hand_on()
             for claim in claims:
-                last = self.child.count_job()
-                following = self.execute(claim, chain=not last)
+                following = self.dispatch(claim)
         if following is not None:
             self.give_back(following[0])
             # The job whose start the supervisor saw last has been recorded:
@@ -228,6 +243,15 @@ class Lane:
         """Jobs claimed in the very call that recorded the last one, as a shutdown began."""
         for claim in claims:
             record(self.broker.requeue, claim.queue, claim.id, claim.token, outage=self.child.outage)
+
+    def dispatch(self, claim: Claim) -> Claimed | None:
+        """Run a claimed job in this lane, or hand it to the child's event loop if its task is async."""
+        aio = self.child.aio
+        if aio is not None and aio.is_async(claim):
+            aio.take(self, claim)
+            return None
+        last = self.child.count_job()
+        return self.execute(claim, chain=not last)
 
     def execute(self, claim: Claim, chain: bool) -> tuple[list[Claim], float | None] | None:
         """Run one job; with ``chain``, also claim this child's next job in the same call."""
@@ -248,6 +272,8 @@ class Lane:
             )
         finally:
             self.hand_on_after_start()
+            if self.child.aio is not None:
+                self.child.aio.lane_started()  # the loop's claimer, waiting for a lane to take a job, goes on
 
         def link() -> Chain | None:
             if not chain or self.stopping or len(self.queues) != 1:
@@ -260,12 +286,7 @@ class Lane:
         if outcome.next is not None:
             self.tokens[claim.queue] = new_token()
 
-        if outcome.state != "succeeded" or log.isEnabledFor(logging.INFO):  # no line built for nobody
-            attempt = f"{claim.attempts}/{claim.max_attempts}"
-            level, text = outcome_line(
-                claim.task, claim.id, attempt, outcome.state, outcome.duration, outcome.error, outcome.retry_in
-            )
-            log.log(level, "%s", text)
+        log_outcome(claim, outcome)
         if outcome.next is None or not outcome.next[0]:
             self.child.send(LaneIdle(self.index))
             self.child.last_alive = time.monotonic()

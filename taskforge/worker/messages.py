@@ -1,4 +1,4 @@
-"""What a child tells its supervisor through its pipe, one frozen class per kind of news.
+"""What a child and its supervisor tell each other through their pipes, one frozen class per kind.
 
 The supervisor renews leases and enforces timeouts from outside the child,
 so it must know which job each lane runs; these messages are how. They
@@ -12,6 +12,16 @@ the pipe a plain tuple, the kind's number then the field values
 instance, and the supervisor gets the class back before it reads anything.
 Nothing waits for them (children talk to Redis themselves): losing the pipe
 only costs the supervisor its view of a child, which its sentinel covers.
+
+One kind goes the other way, on a second pipe: ``CancelJob``, the
+supervisor asking a child to cancel one async job (its timeout passed, or
+someone aborted it) before it resorts to killing the child. A lane's job
+cannot be cancelled from outside its thread, so lanes never get one.
+
+Async jobs are reported like lane jobs, each under a slot id of its own:
+lanes are numbered ``0 .. threads-1`` and the event loop's slots follow
+(``threads .. threads+async-1``), so the supervisor tells them apart by
+number and the wire layout of ``JobStarted`` stays as it was.
 """
 
 from __future__ import annotations
@@ -74,7 +84,30 @@ class Recycling(Message):
     """
 
 
-KINDS: tuple[type[Message], ...] = (Heartbeat, JobStarted, JobFinished, LaneIdle, Recycling)
+@dataclass(frozen=True, slots=True)
+class LoopBlocked(Message):
+    """The child's event loop has not run for ``seconds``, held by this job (blank: by no job); for metrics."""
+
+    job_id: str
+    task: str
+    queue: str
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class CancelJob(Message):
+    """Supervisor to child: cancel this async job (``reason``: ``timeout`` or ``abort``).
+
+    The job sees ``CancelledError``; if it has not ended ``CANCEL_GRACE``
+    seconds later, the supervisor kills the child as it does for a lane.
+    """
+
+    job_id: str
+    reason: str
+
+
+# New kinds go at the end: a kind's number is its place here.
+KINDS: tuple[type[Message], ...] = (Heartbeat, JobStarted, JobFinished, LaneIdle, Recycling, LoopBlocked, CancelJob)
 KIND_NUMBER = {kind: number for number, kind in enumerate(KINDS)}
 
 

@@ -20,6 +20,11 @@ class WorkerOptions:
     log_level: str = "info"
     periodic: bool = True
     threads: int = 1
+    async_slots: int = 100  # --async: jobs of async tasks each child runs at once on its event loop
+
+    def is_async_slot(self, lane: int) -> bool:
+        """A child's lanes are numbered from 0; its event loop's slots come after them."""
+        return lane >= max(1, self.threads)
 
     @property
     def lease_ms(self) -> int:

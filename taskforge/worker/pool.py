@@ -9,6 +9,12 @@ messages, because everything the supervisor does from outside depends on
 it: leases are renewed for those jobs, a job past its timeout gets its
 child killed, and a child's death is charged to the jobs it held. It never
 talks to Redis: what a dead child held is handed back to be recorded.
+
+An async job (one on a child's event loop, known by its slot id) is not
+killed for its timeout or an abort: the child is asked to cancel it (a
+``CancelJob`` on the control pipe) and is killed, as for a lane's job,
+only if the job has not ended ``CANCEL_GRACE`` seconds later; the child's
+other jobs then go back to their queues unrun, their attempt refunded.
 """
 
 from __future__ import annotations
@@ -24,9 +30,20 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
+from .aio_run import ABORT, TIMEOUT
 from .child import ChildConfig, child_main
 from .lane import EXIT_RECYCLE
-from .messages import Heartbeat, JobFinished, JobStarted, LaneIdle, Message, Recycling, from_wire
+from .messages import (
+    CancelJob,
+    Heartbeat,
+    JobFinished,
+    JobStarted,
+    LaneIdle,
+    LoopBlocked,
+    Message,
+    Recycling,
+    from_wire,
+)
 from .options import WorkerOptions
 
 if TYPE_CHECKING:
@@ -49,6 +66,8 @@ RESPAWN_BACKOFF_CAP = 10.0
 # A child that dies younger than this counts towards a crash streak, which
 # delays its replacement: a task that kills every child must not fork-bomb.
 SHORT_LIFE = 5.0
+# An async job asked to stop (timeout, abort) has this long to end, cleanup included, before its child is killed.
+CANCEL_GRACE = 3.0
 
 
 @dataclass
@@ -60,6 +79,7 @@ class Running:
     timed_out: bool = False
     give_back: bool = False
     aborted: bool = False
+    cancel_sent: float | None = None  # when the child was asked to cancel this async job
 
     def overdue(self, now: float) -> bool:
         """Past its timeout and not yet killed for it."""
@@ -78,6 +98,7 @@ class ChildSlot:
     killed: bool = False
     recycling: bool = False  # the child said it reached --max-jobs-per-child
     kill_target: str | None = None  # the job a timeout or abort kill was meant for
+    control: Connection | None = None  # supervisor -> child: CancelJob for async jobs
 
     def kill(self, target: str | None = None) -> None:
         self.killed = True
@@ -132,6 +153,7 @@ class Pool:
 
     def spawn(self, index: int) -> None:
         reader, writer = self.ctx.Pipe(duplex=False)
+        control_reader, control_writer = self.ctx.Pipe(duplex=False)
         options = self.options
         config = ChildConfig(
             app_spec=self.spec,
@@ -144,11 +166,15 @@ class Pool:
             supervisor_pid=os.getpid(),
             report_outcomes=self.metrics is not None,
             threads=options.threads,
+            async_slots=options.async_slots,
         )
-        process = self.ctx.Process(target=child_main, args=(config, writer), name=f"taskforge-child-{index}")
+        process = self.ctx.Process(
+            target=child_main, args=(config, writer, control_reader), name=f"taskforge-child-{index}"
+        )
         process.start()
         writer.close()
-        slot = self.children[index] = ChildSlot(index, process, reader)
+        control_reader.close()
+        slot = self.children[index] = ChildSlot(index, process, reader, control=control_writer)
         if self.stopping:
             # A SIGTERM handled while this child was being started found no slot for
             # it to signal (and one that reached the child before its exec is lost):
@@ -197,6 +223,9 @@ class Pool:
                     self.metrics.finished(done.job.queue, done.job.task, state, duration)
             case Recycling():
                 slot.recycling = True
+            case LoopBlocked(queue=queue, task=task):
+                if self.metrics is not None:
+                    self.metrics.loop_blocked(queue, task)
             case Heartbeat():
                 return
             case _:
@@ -215,6 +244,8 @@ class Pool:
         code = slot.process.exitcode
         del self.children[slot.index]
         slot.pipe.close()
+        if slot.control is not None:
+            slot.control.close()
         held = list(slot.lanes.values())
         for running in held:
             if slot.kill_target is not None and not (running.timed_out or running.aborted):
@@ -256,26 +287,41 @@ class Pool:
     # -- kills -------------------------------------------------------------
 
     def enforce_timeouts(self, now: float) -> None:
-        """Kill the children running a job past its timeout, or whose loop went silent."""
+        """Kill the children running a job past its timeout (an async job: asked to cancel first), or gone silent."""
         for slot in self.children.values():
             self.read_messages(slot)  # the job may have just ended, and another started
             late = [r for r in slot.lanes.values() if r.overdue(now)]
             for running in late:
                 running.timed_out = True
-            if late:
-                slot.kill(late[0].job.job_id)
+            to_kill = [r for r in late if not self.cancel(slot, r, TIMEOUT, now)]
+            to_kill += [r for r in slot.lanes.values() if r.cancel_sent and now - r.cancel_sent > CANCEL_GRACE]
+            if to_kill and not slot.killed:
+                slot.kill(to_kill[0].job.job_id)
             elif not slot.lanes and not slot.killed and now - slot.last_seen > WATCHDOG_SILENCE:
                 log.warning("child %d silent for %.0f s; replacing it", slot.index, now - slot.last_seen)
                 slot.kill()
 
+    def cancel(self, slot: ChildSlot, running: Running, reason: str, now: float) -> bool:
+        """Ask the child to cancel an async job; False for a lane's job, which only a kill stops."""
+        if not self.options.is_async_slot(running.job.lane) or slot.control is None:
+            return False
+        running.cancel_sent = now
+        try:
+            slot.control.send(CancelJob(running.job.job_id, reason).wire())
+        except (OSError, ValueError):  # the child is going: its sentinel tells the rest
+            pass
+        return True
+
     def stop_aborted(self, job_ids: set[str]) -> None:
-        """Kill the children running jobs someone aborted (the lease renewal brought the news)."""
+        """Stop the jobs someone aborted (the lease renewal brought the news): cancel an async one, else kill."""
+        now = time.monotonic()
         for slot in self.children.values():
-            hit = [r for r in slot.lanes.values() if r.job.job_id in job_ids]
-            if hit and not slot.killed:
-                for running in hit:
-                    running.aborted = True
-                slot.kill(hit[0].job.job_id)
+            hit = [r for r in slot.lanes.values() if r.job.job_id in job_ids and not r.aborted]
+            for running in hit:
+                running.aborted = True
+            to_kill = [r for r in hit if not self.cancel(slot, r, ABORT, now)]
+            if to_kill and not slot.killed:
+                slot.kill(to_kill[0].job.job_id)
 
     def stop(self) -> None:
         """Ask every child to finish its job and take no other (SIGTERM); none is started again."""

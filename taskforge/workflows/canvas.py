@@ -38,6 +38,10 @@ class Signature(Generic[R]):
         """Send this call alone, as a plain job (not a workflow)."""
         return self.task.delay(*self.args, **self.kwargs)
 
+    async def adelay(self) -> JobHandle[R]:
+        """``delay()``, awaited."""
+        return await self.task.adelay(*self.args, **self.kwargs)
+
 
 Node = Union[Signature[Any], "Chain", "Group"]
 
@@ -81,6 +85,12 @@ class Chain:
 
         return launch(self, self.on_failure)
 
+    async def adelay(self) -> WorkflowHandle[Any]:
+        """``delay()``, awaited: never blocks the event loop."""
+        from .aio_launch import alaunch
+
+        return await alaunch(self, self.on_failure)
+
 
 class Group:
     """Steps side by side; their results, in member order, are the group's result."""
@@ -100,6 +110,12 @@ class Group:
         from .launch import launch
 
         return launch(self, self.on_failure)
+
+    async def adelay(self) -> WorkflowHandle[list[Any]]:
+        """``delay()``, awaited: never blocks the event loop."""
+        from .aio_launch import alaunch
+
+        return await alaunch(self, self.on_failure)
 
 
 def chain(*items: Signature[Any] | Chain | Group, on_failure: Signature[Any] | None = None) -> Chain:

@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..broker.record import job_info
 from ..errors import TaskFailed, WorkflowNotFound
+from ..handle import async_access
 from ..job import FailureKind, JobInfo, JobState, Priority, ms_to_datetime
 from ..serialization import loads
+from .aio_delivery import aact
 from .delivery import step_id, stop
 from .plan import fill, leaves
 
@@ -103,12 +105,15 @@ class WorkflowHandle(Generic[R]):
     def __hash__(self) -> int:
         return hash(self.id)
 
+    def _missing(self) -> WorkflowNotFound:
+        return WorkflowNotFound(
+            f"no workflow {self.id}: it never existed, or it ended longer ago than the app's retention"
+        )
+
     def _record(self) -> dict[bytes, bytes]:
         fields = self.app.broker.read_workflow(self.id)
         if fields is None:
-            raise WorkflowNotFound(
-                f"no workflow {self.id}: it never existed, or it ended longer ago than the app's retention"
-            )
+            raise self._missing()
         return fields
 
     def status(self) -> WorkflowState:
@@ -140,54 +145,126 @@ class WorkflowHandle(Generic[R]):
         while True:
             state = self.status()
             if state.finished:
-                return self._outcome(self._record())
-            remaining = WAIT_SLICE if deadline is None else deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"workflow {self.id} did not finish within {timeout} s (state: {state})")
-            broker.wait_workflow(self.id, min(remaining, WAIT_SLICE))
+                fields = self._record()
+                where = failed_step(self.id, fields)
+                return outcome(self.id, fields, (broker.read(*where) or {}) if where else {})  # type: ignore[no-any-return]
+            broker.wait_workflow(self.id, self._time_left(deadline, timeout, state))
 
-    def _outcome(self, fields: dict[bytes, bytes]) -> R:
-        state = WorkflowState(_text(fields, "state") or "running")
-        if state is WorkflowState.SUCCEEDED:
-            shape = loads(fields[b"shape"])
-            values = (loads(fields[f"result:{i}".encode()]) for i in leaves(shape))  # type: ignore[arg-type]
-            return fill(shape, values)  # type: ignore[arg-type, no-any-return]
-        failed = _int(fields, "failed_step")
-        error = _text(fields, "error")
-        if failed is None:
-            raise TaskFailed(self.id, state.value, error, None, None, task="(workflow)")
-        job = step_id(self.id, failed)
-        spec: dict[str, Any] = loads(fields[f"spec:{failed}".encode()])  # type: ignore[assignment]
-        record = self.app.broker.read(spec["queue"], job) or {}
-        kind = FailureKind.decode(_text(record, "failure"))
-        raise TaskFailed(job, state.value, error, _text(record, "traceback"), kind, task=spec["task"])
+    def _time_left(self, deadline: float | None, timeout: float | None, state: WorkflowState) -> float:
+        remaining = WAIT_SLICE if deadline is None else deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"workflow {self.id} did not finish within {timeout} s (state: {state})")
+        return min(remaining, WAIT_SLICE)
 
     def info(self) -> WorkflowInfo:
         fields = self._record()
-        state = WorkflowState(_text(fields, "state") or "running")
-        count = _int(fields, "steps") or 0
-        on_failure = _int(fields, "on_failure")
-        indices = list(range(count)) + ([on_failure] if on_failure is not None else [])
-        specs = [loads(fields[f"spec:{i}".encode()]) for i in indices]
-        ids = [step_id(self.id, i) for i in indices]
-        records = self.app.broker.step_records([(s["queue"], j) for s, j in zip(specs, ids, strict=True)])  # type: ignore[index]
-        steps = []
-        for index, spec, job, record in zip(indices, specs, ids, records, strict=True):
-            if record:
-                steps.append(job_info(job, spec["queue"], record))  # type: ignore[index]
-            elif index != on_failure:  # not sent (yet): listed all the same
-                steps.append(unsent_step(job, spec, state))  # type: ignore[arg-type]
-        failed = _int(fields, "failed_step")
-        return WorkflowInfo(
-            id=self.id,
-            state=state,
-            created_at=ms_to_datetime(_int(fields, "created_at")),
-            finished_at=ms_to_datetime(_int(fields, "finished_at")),
-            error=_text(fields, "error"),
-            steps=steps,
-            failed_step=None if failed is None else step_id(self.id, failed),
-            on_failure=None if on_failure is None else step_id(self.id, on_failure),
-        )
+        return build_info(self.id, fields, self.app.broker.step_records(steps_of(self.id, fields)))
+
+    # -- the same, awaited: they never block the event loop ------------------
+
+    async def astatus(self) -> WorkflowState:
+        """``status()``, awaited."""
+        broker = async_access(self.app).async_broker()
+        [state] = await broker.workflow_fields(self.id, ["state"])
+        if state is None:
+            await self._arecord()
+        return WorkflowState((state or b"running").decode())
+
+    async def _arecord(self) -> dict[bytes, bytes]:
+        fields = await async_access(self.app).async_broker().read_workflow(self.id)
+        if fields is None:
+            raise self._missing()
+        return fields
+
+    async def acancel(self) -> bool:
+        """``cancel()``, awaited."""
+        broker = async_access(self.app).async_broker()
+        reply = await broker.cancel_workflow(self.id)
+        if reply.state == "gone":
+            await self._arecord()
+        await aact(broker, self.id, reply._replace(ready=[]), "cancelled" if reply.was_running else None)
+        return reply.was_running
+
+    async def aresult(self, timeout: float | None = None) -> R:
+        """``result()``, awaited: a blocking pop on the workflow's done list, in slices."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        broker = async_access(self.app).async_broker()
+        while True:
+            state = await self.astatus()
+            if state.finished:
+                fields = await self._arecord()
+                where = failed_step(self.id, fields)
+                return outcome(self.id, fields, (await broker.read(*where) or {}) if where else {})  # type: ignore[no-any-return]
+            await broker.wait_workflow(self.id, self._time_left(deadline, timeout, state))
+
+    async def ainfo(self) -> WorkflowInfo:
+        """``info()``, awaited."""
+        fields = await self._arecord()
+        records = await async_access(self.app).async_broker().step_records(steps_of(self.id, fields))
+        return build_info(self.id, fields, records)
+
+
+def failed_step(workflow: str, fields: dict[bytes, bytes]) -> tuple[str, str] | None:
+    """(queue, job id) of the step that ended the workflow, when one did."""
+    failed = _int(fields, "failed_step")
+    if failed is None or WorkflowState(_text(fields, "state") or "running") is WorkflowState.SUCCEEDED:
+        return None
+    spec: dict[str, Any] = loads(fields[f"spec:{failed}".encode()])  # type: ignore[assignment]
+    return spec["queue"], step_id(workflow, failed)
+
+
+def outcome(workflow: str, fields: dict[bytes, bytes], record: dict[bytes, bytes]) -> Any:
+    """An ended workflow's result, or its TaskFailed; ``record``: the failed step's job record, if any."""
+    state = WorkflowState(_text(fields, "state") or "running")
+    if state is WorkflowState.SUCCEEDED:
+        shape = loads(fields[b"shape"])
+        values = (loads(fields[f"result:{i}".encode()]) for i in leaves(shape))  # type: ignore[arg-type]
+        return fill(shape, values)  # type: ignore[arg-type]
+    failed = _int(fields, "failed_step")
+    error = _text(fields, "error")
+    if failed is None:
+        raise TaskFailed(workflow, state.value, error, None, None, task="(workflow)")
+    job = step_id(workflow, failed)
+    spec: dict[str, Any] = loads(fields[f"spec:{failed}".encode()])  # type: ignore[assignment]
+    kind = FailureKind.decode(_text(record, "failure"))
+    raise TaskFailed(job, state.value, error, _text(record, "traceback"), kind, task=spec["task"])
+
+
+def _indices(fields: dict[bytes, bytes]) -> list[int]:
+    count = _int(fields, "steps") or 0
+    on_failure = _int(fields, "on_failure")
+    return list(range(count)) + ([on_failure] if on_failure is not None else [])
+
+
+def steps_of(workflow: str, fields: dict[bytes, bytes]) -> list[tuple[str, str]]:
+    """(queue, job id) of every step, on_failure last: the records ``info()`` reads."""
+    specs = [loads(fields[f"spec:{i}".encode()]) for i in _indices(fields)]
+    return [(s["queue"], step_id(workflow, i)) for s, i in zip(specs, _indices(fields), strict=True)]  # type: ignore[index]
+
+
+def build_info(workflow: str, fields: dict[bytes, bytes], records: list[dict[bytes, bytes]]) -> WorkflowInfo:
+    """A ``WorkflowInfo`` from the record and its steps' records (in ``steps_of`` order)."""
+    state = WorkflowState(_text(fields, "state") or "running")
+    on_failure = _int(fields, "on_failure")
+    steps = []
+    for index, record in zip(_indices(fields), records, strict=True):
+        spec: dict[str, Any] = loads(fields[f"spec:{index}".encode()])  # type: ignore[assignment]
+        job = step_id(workflow, index)
+        if record:
+            steps.append(job_info(job, spec["queue"], record))
+        elif index != on_failure:  # not sent (yet): listed all the same
+            steps.append(unsent_step(job, spec, state))
+    failed = _int(fields, "failed_step")
+    return WorkflowInfo(
+        id=workflow,
+        state=state,
+        created_at=ms_to_datetime(_int(fields, "created_at")),
+        finished_at=ms_to_datetime(_int(fields, "finished_at")),
+        error=_text(fields, "error"),
+        steps=steps,
+        failed_step=None if failed is None else step_id(workflow, failed),
+        on_failure=None if on_failure is None else step_id(workflow, on_failure),
+    )
 
 
 def unsent_step(job_id: str, spec: dict[str, Any], state: WorkflowState) -> JobInfo:

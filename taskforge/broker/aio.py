@@ -1,0 +1,273 @@
+"""The producer's queue operations over ``redis.asyncio``: what the ``a``-methods await.
+
+The same Lua scripts, sent by SHA from the same ``ScriptCall``s (``calls.py``)
+and decoded by the same code, so a job stored here is byte for byte the one
+``Broker.enqueue`` stores. Only the sending differs: every command is
+awaited, waits are blocking pops in slices (``wait_for_list``), and the
+retries through a failover sleep with ``asyncio.sleep``. Errors become the
+sync side's errors: ``broker_errors`` and ``find_damage`` are reused as they
+are (the damage check reads its keys first, then judges them offline).
+
+One ``AsyncBroker`` per app and event loop (``TaskForge.async_broker``): a
+redis.asyncio connection belongs to the loop that opened it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar, cast
+
+import redis
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.exceptions import NoScriptError
+
+from ..errors import BrokerUnavailable, QueueFull
+from . import calls, keys
+from .aio_connection import AsyncClient, aconnect, sent_once, wait_for_list
+from .aio_workflows import AsyncWorkflowStore
+from .calls import ScriptCall
+from .connection import broker_errors, redact
+from .damage import expected_types, find_damage
+from .durability import FAILOVER_RETRY_S, FailoverRetries
+from .keys import QueueKeys
+from .record import NewJob
+from .replies import AbortOutcome, CancelOutcome, EnqueueRefused
+from .scaled import is_scaled
+from .scripts import REPLICA_WAIT_MS, SCRIPT_NAMES, denials, script_source
+from .slots import _MOVED, _MOVED_ERRORS
+
+T = TypeVar("T")
+log = logging.getLogger("taskforge.broker")
+
+
+async def _then_wait(node: Any, script: Any, keys_: list[str], argv: list[Any]) -> tuple[Any, int]:
+    """``slots.write_then_wait``: the script then ``WAIT 1`` in one pipeline; on NOSCRIPT, load and send again.
+
+    Sending again is safe: NOSCRIPT means the script ran nowhere in the pipeline.
+    """
+    for attempt in (1, 2):
+        pipe = node.pipeline(transaction=False)
+        pipe.evalsha(script.sha, len(keys_), *keys_, *argv)
+        pipe.wait(1, REPLICA_WAIT_MS)
+        try:
+            raw, acked = await pipe.execute()
+            return raw, int(acked)
+        except NoScriptError:
+            if attempt == 2:
+                raise
+            await node.script_load(script.script)
+    raise AssertionError("unreachable")
+
+
+def queue_full(queue: str, size: int, max_size: int, count: int) -> QueueFull:
+    return QueueFull(
+        f"queue {queue!r} holds {size} unfinished jobs and max_size is {max_size}; "
+        f"the {'job was' if count == 1 else f'{count} jobs were'} not stored. "
+        "Wait for workers to catch up or raise max_size."
+    )
+
+
+class _Snapshot:
+    """Key types and ``:seq`` values read beforehand, served as the client ``find_damage`` expects."""
+
+    def __init__(self, kinds: dict[str, Any], values: dict[str, Any]) -> None:
+        self.kinds = kinds
+        self.values = values
+        self.asked: list[str] = []
+
+    def pipeline(self, transaction: bool = False) -> _Snapshot:
+        self.asked = []
+        return self
+
+    def type(self, key: str) -> None:
+        self.asked.append(key)
+
+    def execute(self) -> list[Any]:
+        return [self.kinds[key] for key in self.asked]
+
+    def get(self, key: str) -> Any:
+        return self.values.get(key)
+
+
+class AsyncBroker(AsyncWorkflowStore):
+    """One app's producer view of Redis on one event loop: its client and its scripts."""
+
+    def __init__(
+        self, client: AsyncClient, url: str, retention_ms: int, dead_retention_ms: int, durability: str = "async"
+    ) -> None:
+        self.client: Any = client
+        self.url = url
+        self.retention_ms = retention_ms
+        self.dead_retention_ms = dead_retention_ms
+        self.replicated = durability == "replicated"
+        self.memory = url.startswith("memory:")
+        self.cluster = isinstance(client, AsyncRedisCluster)
+        self.failover_retry_s = FAILOVER_RETRY_S if is_scaled(url) else 0.0
+        self._scripts = {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
+        self._known_queues: set[str] = set()
+        self._masters: dict[str, Any] = {}  # cluster node name -> a plain client of it, for WAIT
+
+    @classmethod
+    def open(cls, url: str, memory: Any, retention_ms: int, dead_retention_ms: int, durability: str) -> AsyncBroker:
+        """A broker for ``url`` (``memory``: the sync fakeredis client whose server memory:// shares)."""
+        return cls(aconnect(url, memory), url, retention_ms, dead_retention_ms, durability)
+
+    async def close(self) -> None:
+        """Close this loop's connections: the client's pool, any node clients, and a Sentinel's own clients."""
+        for node in self._masters.values():
+            await node.aclose()
+        self._masters.clear()
+        sentinel = getattr(getattr(self.client, "connection_pool", None), "sentinel_manager", None)
+        for asking in getattr(sentinel, "sentinels", ()):
+            await asking.aclose()
+        await self.client.aclose()
+
+    # -- sending scripts ---------------------------------------------------
+
+    async def run(self, call: ScriptCall[T]) -> T:
+        """Run one call by SHA (loading the script on NOSCRIPT) and decode its reply."""
+        with denials(call.name):
+            raw = await self._scripts[call.name](keys=call.keys, args=call.argv)
+        return call.decode(raw)
+
+    async def write(self, call: ScriptCall[T]) -> tuple[T, int | None]:
+        """``Scripts.write``: with durability="replicated", the call and ``WAIT`` on one connection."""
+        if not self.replicated:
+            return await self.run(call), None
+        node = await self._master(call.keys[0])
+        try:
+            with denials(call.name):
+                raw, acked = await _then_wait(node, self._scripts[call.name], call.keys, call.argv)
+        except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError) as exc:
+            moved = isinstance(exc, _MOVED_ERRORS) or str(exc).startswith(_MOVED)
+            if not self.cluster or (isinstance(exc, redis.ResponseError) and not moved):
+                raise
+            await self._relearn()  # ``slots.on_master``: a replica may have taken over; callers retry
+            raise redis.ConnectionError(f"the master of {call.keys[0]!r} is unreachable or moved ({exc})") from None
+        return call.decode(raw), acked
+
+    async def _master(self, key: str) -> Any:
+        """The client whose connection reaches the master of ``key`` (in a cluster, a plain client of that node)."""
+        if not self.cluster:
+            return self.client
+        await self.client.initialize()
+        node = self.client.get_node_from_key(key)
+        known = self._masters.get(node.name)
+        if known is None:
+            import redis.asyncio as aioredis
+
+            wanted = ("username", "password", "socket_timeout", "socket_connect_timeout", "socket_keepalive")
+            given = self.client.get_connection_kwargs()
+            options = {k: given[k] for k in wanted if k in given}
+            known = self._masters[node.name] = aioredis.Redis(host=node.host, port=node.port, **options)
+        return known
+
+    async def _relearn(self) -> None:
+        try:
+            await self.client.nodes_manager.initialize()
+        except (redis.RedisError, redis.exceptions.RedisClusterException):
+            pass  # the next call fails and gets here again
+
+    @asynccontextmanager
+    async def guard(self, *queues: str) -> AsyncIterator[None]:
+        """``Inspection.guard``: Redis errors as taskforge errors; damaged fixed keys as ``CorruptQueue``."""
+        try:
+            with broker_errors(self.url):
+                yield
+        except redis.ResponseError:
+            with broker_errors(self.url):
+                damage = await self._damage(queues)
+            if damage is not None:
+                raise damage from None
+            raise
+
+    async def _damage(self, queues: Sequence[str]) -> Any:
+        wanted = [keys.QUEUES, *(key for queue in queues for key in expected_types(queue))]
+        pipe = self.client.pipeline(transaction=False)
+        for key in wanted:
+            pipe.type(key)
+        kinds = [k.decode() if isinstance(k, bytes) else str(k) for k in await pipe.execute()]
+        types = dict(zip(wanted, kinds, strict=True))
+        values = {key: await self.client.get(key) for key, kind in types.items() if kind == "string"}
+        return find_damage(cast(Any, _Snapshot(types, values)), queues)
+
+    # -- producers ---------------------------------------------------------
+
+    async def enqueue(self, queue: str, jobs: Sequence[NewJob], max_size: int = 0, resend: bool = False) -> list[str]:
+        """``Broker.enqueue``, awaited: the same tries (a plain first one sent once, then checked re-sends)."""
+        q = QueueKeys(queue)
+        sent = [self.cluster or resend]  # a cluster client re-sends by itself: there every try checks
+
+        async def attempt() -> list[str] | EnqueueRefused:
+            call = calls.enqueue(q, max_size=max_size, resend=sent[-1], jobs=jobs)  # built per try: retries are rare
+            sent.append(True)
+            with sent_once():
+                return await self._enqueue_once(call)
+
+        reply: list[str] | EnqueueRefused = await self._through_failover(attempt, tries=3)
+        if isinstance(reply, EnqueueRefused):
+            raise queue_full(queue, reply.size, max_size, len(jobs))
+        return reply
+
+    async def _enqueue_once(self, call: ScriptCall[list[str] | EnqueueRefused]) -> list[str] | EnqueueRefused:
+        queue = call.queue.name
+        async with self.guard(queue):
+            if queue not in self._known_queues:
+                await self.client.sadd(keys.QUEUES, queue)
+                self._known_queues.add(queue)
+            reply, acked = await self.write(call)
+        if not isinstance(reply, EnqueueRefused) and acked == 0:
+            raise BrokerUnavailable(
+                f"the enqueue was written to the master at {redact(self.url)} but no replica confirmed it "
+                f"within {REPLICA_WAIT_MS} ms (durability='replicated'); it may be lost on failover"
+            )
+        return reply
+
+    async def _through_failover(self, call: Callable[[], Awaitable[T]], tries: int = 1) -> T:
+        """``Durability._through_failover`` on the loop: retried while unavailable, sleeping without blocking."""
+        retries = FailoverRetries(self.failover_retry_s, tries)
+        while True:
+            try:
+                return await call()
+            except BrokerUnavailable as exc:
+                await asyncio.sleep(retries.pause_after(exc))
+
+    # -- following a job -----------------------------------------------------
+
+    async def read(self, queue: str, job_id: str) -> dict[bytes, bytes] | None:
+        """The raw job hash, or None when there is no such job."""
+        with broker_errors(self.url):
+            try:
+                fields = await self.client.hgetall(QueueKeys(queue).job(job_id))
+            except redis.ResponseError:  # not a hash: written by something else
+                return None
+        return cast("dict[bytes, bytes]", fields) or None
+
+    async def queues(self) -> list[str]:
+        async with self.guard():
+            return sorted(q.decode() for q in await self.client.smembers(keys.QUEUES))
+
+    async def cancel(self, queue: str, job_id: str) -> CancelOutcome:
+        async with self.guard(queue):
+            return await self.run(calls.cancel(QueueKeys(queue), job_id=job_id, retention_ms=self.retention_ms))
+
+    async def abort(self, queue: str, job_id: str) -> AbortOutcome:
+        async with self.guard(queue):
+            return await self.run(calls.abort(QueueKeys(queue), job_id=job_id, retention_ms=self.retention_ms))
+
+    async def await_state(self, queue: str, job_id: str) -> str | None:
+        async with self.guard(queue):
+            return await self.run(calls.await_state(QueueKeys(queue), job_id=job_id))
+
+    async def wait_done(self, queue: str, job_id: str, timeout: float) -> bool:
+        """Wait until the job's done list exists; non-destructive, so many may wait."""
+        async with self.guard(queue):
+            return await wait_for_list(self.client, QueueKeys(queue).done(job_id), timeout, self.memory)
+
+    async def delivered(self, queue: str, job_ids: Sequence[str]) -> None:
+        """These steps' reports reached their workflows: drop them from the queue's outbox."""
+        async with self.guard(queue):
+            await self.client.hdel(QueueKeys(queue).outbox, *job_ids)

@@ -1,0 +1,166 @@
+"""From a broker URL to a ``redis.asyncio`` client, with the sync side's timeouts, retries and checks.
+
+The schemes are ``connection.py``'s. ``memory://`` is fakeredis's async
+client over the very ``FakeServer`` of the app's sync client: ``memory://``
+is private to the app that opened it, and a job stored by ``adelay()`` must
+be the one ``app.drain()`` runs. Cluster and Sentinel get redis.asyncio's
+own clients, which follow ``MOVED`` and ask the sentinels again after a
+failover, as the sync ones do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from typing import Any, cast
+from urllib.parse import unquote, urlsplit
+
+import redis
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
+from redis.backoff import ExponentialBackoff
+
+from ..errors import ConfigurationError
+from .compat import SERVER_TICK, block_timeout, hello_error
+from .connection import CONNECT_TIMEOUT, SCHEMES, SOCKET_TIMEOUT, quiet_handshake, redact
+from .scaled import CLUSTER, SCALED_SCHEMES, SENTINEL, _db, _split
+
+AsyncClient = aioredis.Redis | AsyncRedisCluster
+
+# Per task, not per thread: many producers share one loop, and only the one
+# inside ``sent_once()`` must see its command sent once.
+_once: contextvars.ContextVar[bool] = contextvars.ContextVar("taskforge_sent_once", default=False)
+
+
+@contextmanager
+def sent_once() -> Iterator[None]:
+    """Commands of the current task are sent at most once (see ``connection.sent_once``).
+
+    A plain enqueue is not idempotent as sent; the caller re-sends it itself,
+    marked as a re-send, instead of redis-py sending the same arguments again.
+    """
+    token = _once.set(True)
+    try:
+        yield
+    finally:
+        _once.reset(token)
+
+
+class OnceRetry(Retry):
+    """redis.asyncio's retry, except inside ``sent_once()``, where a failed command is raised, not re-sent."""
+
+    async def call_with_retry(self, do: Any, fail: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _once.get():
+            return await super().call_with_retry(do, fail, *args, **kwargs)
+        try:
+            return await do()
+        except self._supported_errors as error:
+            await (fail(error, 1) if kwargs.get("with_failure_count") else fail(error))
+            raise
+
+
+def version_check(shown_url: str) -> Callable[[Any], Coroutine[Any, Any, None]]:
+    """The async twin of ``compat.version_check``: the handshake, then one HELLO per client."""
+    checked = False
+
+    async def on_connect(connection: Any) -> None:  # a redis.asyncio Connection (untyped)
+        nonlocal checked
+        await connection.on_connect_check_health(check_health=False)
+        if checked:
+            return
+        await connection.send_command("HELLO", getattr(connection, "protocol", None) or 2)
+        try:
+            error = hello_error(await connection.read_response(), shown_url)
+        except redis.ResponseError as exc:  # no HELLO at all: older than 6.0
+            error = hello_error(exc, shown_url)
+        if error is not None:
+            await connection.disconnect()
+            raise error
+        checked = True
+
+    return on_connect
+
+
+def aconnect(url: str, memory: Any = None) -> AsyncClient:
+    """An async client for ``url``; ``memory``: the app's sync fakeredis client, whose server it shares.
+
+    Nothing is sent yet: every client here connects on its first command, so
+    building one never blocks the loop.
+    """
+    scheme = urlsplit(url).scheme
+    shown = redact(url)
+    if scheme == "memory":
+        return _memory_client(memory)
+    if scheme not in SCHEMES:
+        raise ConfigurationError(f"broker URL {shown!r}: unknown scheme {scheme!r}")
+    options: dict[str, Any] = {
+        "socket_connect_timeout": CONNECT_TIMEOUT,
+        "socket_timeout": SOCKET_TIMEOUT,
+        "health_check_interval": 30,
+        "retry": OnceRetry(ExponentialBackoff(cap=0.5, base=0.05), 2),
+    }
+    if scheme not in SCALED_SCHEMES:
+        options.update(quiet_handshake(shown), redis_connect_func=version_check(shown))
+    if scheme != "unix":
+        options["socket_keepalive"] = True
+    try:
+        if scheme == CLUSTER:
+            return _cluster_client(url, shown, options)
+        if scheme == SENTINEL:
+            return _sentinel_client(url, shown, options)
+        return aioredis.Redis.from_url(url, **options)
+    except ValueError as exc:
+        raise ConfigurationError(f"broker URL {shown!r} is invalid: {exc}") from None
+
+
+def _memory_client(sync_client: Any) -> aioredis.Redis:
+    from fakeredis import FakeAsyncRedis
+
+    kwargs = getattr(getattr(sync_client, "connection_pool", None), "connection_kwargs", {})
+    server = kwargs.get("server")
+    if server is None:
+        raise ConfigurationError("memory:// from async code needs the app's own memory broker to share")
+    return FakeAsyncRedis(server=server, version=kwargs.get("version", (7,)))
+
+
+def _cluster_client(url: str, shown: str, options: dict[str, Any]) -> AsyncRedisCluster:
+    credentials, hosts, segments = _split(url, shown)
+    if len(segments) > 1 or (segments and _db(segments[0], shown) != 0):
+        raise ConfigurationError(
+            f"broker URL {shown!r}: a Redis Cluster has only database 0; drop the path or write /0"
+        )
+    options = {k: v for k, v in options.items() if k != "health_check_interval"}
+    return AsyncRedisCluster(startup_nodes=[ClusterNode(host, port) for host, port in hosts], **credentials, **options)
+
+
+def _sentinel_client(url: str, shown: str, options: dict[str, Any]) -> aioredis.Redis:
+    credentials, hosts, segments = _split(url, shown)
+    if not segments or len(segments) > 2:
+        raise ConfigurationError(
+            f"broker URL {shown!r}: name the service, as in redis+sentinel://host:port[,host:port...]/service[/db]"
+        )
+    db = _db(segments[1], shown) if len(segments) == 2 else 0
+    asking = {k: options[k] for k in ("socket_connect_timeout", "socket_timeout", "retry") if k in options}
+    sentinel = Sentinel(hosts, sentinel_kwargs=asking)  # type: ignore[no-untyped-call]
+    return cast(aioredis.Redis, sentinel.master_for(unquote(segments[0]), db=db, **credentials, **options))
+
+
+async def wait_for_list(client: Any, key: str, timeout: float, memory: bool = False) -> bool:
+    """``compat.wait_for_list`` awaited: the list moved onto itself (so many may wait), or, under a tick, a look.
+
+    ``memory``: fakeredis answers BLMOVE at once instead of blocking (a wait
+    would spin the loop), but blocks on BRPOPLPUSH, the same move by its
+    older name; a real server gets BLMOVE, which a minimal ACL user may run.
+    """
+    if timeout < SERVER_TICK:
+        await asyncio.sleep(max(timeout, 0.0))
+        return bool(await client.exists(key))
+    if memory:
+        return await client.brpoplpush(key, key, timeout=block_timeout(timeout)) is not None
+    moved = await client.blmove(key, key, timeout=block_timeout(timeout), src="RIGHT", dest="LEFT")
+    return moved is not None

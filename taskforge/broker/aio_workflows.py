@@ -1,0 +1,141 @@
+"""The workflow half of ``AsyncBroker``: ``WorkflowStore``'s producer operations, awaited.
+
+Same keys, same scripts, same order of writes as ``workflows.py`` (the
+launching mark before the record; the index before ``workflow_settle``), so
+a workflow launched from async code is repaired by the same reconciler.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import redis
+
+from ..errors import BrokerUnavailable
+from . import calls
+from .aio_connection import wait_for_list
+from .calls import ScriptCall
+from .connection import broker_errors, redact
+from .keys import WORKFLOW_LAUNCHING, WORKFLOW_STATES, QueueKeys, WorkflowKeys, workflow_index
+from .replies import WorkflowReply
+from .scripts import REPLICA_WAIT_MS
+
+if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
+T = TypeVar("T")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class AsyncWorkflowStore:
+    """Mixed into ``AsyncBroker``; needs its client, url, retention, ``run``, ``write`` and ``guard``."""
+
+    if TYPE_CHECKING:
+        client: Any
+        url: str
+        retention_ms: int
+        replicated: bool
+        memory: bool
+
+        async def run(self, call: ScriptCall[T]) -> T: ...
+        async def write(self, call: ScriptCall[T]) -> tuple[T, int | None]: ...
+        def guard(self, *queues: str) -> AbstractAsyncContextManager[None]: ...
+
+    async def create_workflow(self, workflow: str, steps: int, fields: Sequence[tuple[str, bytes | str]]) -> None:
+        """``WorkflowStore.create_workflow``: the launching mark first, then the record."""
+        now = _now_ms()
+        with broker_errors(self.url):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zadd(WORKFLOW_LAUNCHING, {workflow: now})
+            pipe.zadd(workflow_index("running"), {workflow: now})
+            await pipe.execute()
+            call = calls.workflow_create(WorkflowKeys(workflow), steps=steps, fields=fields)
+            if not self.replicated:
+                await self.run(call)
+                return
+            _, acked = await self.write(call)
+        if acked == 0:
+            raise BrokerUnavailable(
+                f"the workflow was written to the master at {redact(self.url)} but no replica confirmed it "
+                f"within {REPLICA_WAIT_MS} ms (durability='replicated'); it will be sent again"
+            )
+
+    async def workflow_launched(self, workflow: str) -> None:
+        with broker_errors(self.url):
+            await self.client.zrem(WORKFLOW_LAUNCHING, workflow)
+
+    async def workflow_flight(self, workflow: str) -> WorkflowReply:
+        with broker_errors(self.url):
+            return await self.run(calls.workflow_flight(WorkflowKeys(workflow)))
+
+    async def cancel_workflow(self, workflow: str) -> WorkflowReply:
+        call = calls.workflow_cancel(WorkflowKeys(workflow), retention_ms=self.retention_ms)
+        with broker_errors(self.url):
+            return await self.run(call)
+
+    async def report_step(self, workflow: str, step: int, state: str, result: bytes, error: str) -> WorkflowReply:
+        """One step's report to its workflow (counted once however often it is sent)."""
+        call = calls.workflow_report(
+            WorkflowKeys(workflow), step=step, state=state, result=result, error=error, retention_ms=self.retention_ms
+        )
+        with broker_errors(self.url):
+            if not self.replicated:
+                return await self.run(call)
+            reply, acked = await self.write(call)
+        if acked == 0:
+            raise BrokerUnavailable(
+                f"a workflow report was written to the master at {redact(self.url)} but no replica confirmed "
+                f"it within {REPLICA_WAIT_MS} ms (durability='replicated'); it will be sent again"
+            )
+        return reply
+
+    async def settle_workflow(self, workflow: str, state: str) -> None:
+        """``WorkflowStore.settle_workflow``: the index first, then the script that says it is settled."""
+        now = _now_ms()
+        with broker_errors(self.url):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zrem(workflow_index("running"), workflow)
+            pipe.zrem(WORKFLOW_LAUNCHING, workflow)
+            if state in WORKFLOW_STATES:
+                ended = workflow_index(state)
+                pipe.zadd(ended, {workflow: now}, nx=True)
+                pipe.zremrangebyscore(ended, "-inf", now - self.retention_ms)
+            await pipe.execute()
+            await self.run(calls.workflow_settle(WorkflowKeys(workflow)))
+
+    async def read_workflow(self, workflow: str) -> dict[bytes, bytes] | None:
+        with broker_errors(self.url):
+            try:
+                fields = await self.client.hgetall(WorkflowKeys(workflow).record)
+            except redis.ResponseError:
+                return None
+        return cast("dict[bytes, bytes]", fields) or None
+
+    async def workflow_fields(self, workflow: str, names: Sequence[str]) -> list[bytes | None]:
+        with broker_errors(self.url):
+            return cast("list[bytes | None]", await self.client.hmget(WorkflowKeys(workflow).record, list(names)))
+
+    async def wait_workflow(self, workflow: str, timeout: float) -> bool:
+        with broker_errors(self.url):
+            return await wait_for_list(self.client, WorkflowKeys(workflow).done, timeout, self.memory)
+
+    async def cancel_steps(self, queue: str, workflow: str, job_ids: Sequence[str]) -> int:
+        call = calls.cancel_steps(QueueKeys(queue), workflow=workflow, retention_ms=self.retention_ms, job_ids=job_ids)
+        async with self.guard(queue):
+            return await self.run(call)
+
+    async def step_records(self, steps: Sequence[tuple[str, str]]) -> list[dict[bytes, bytes]]:
+        """The raw records of (queue, job id) pairs in one pipeline ({} for a step not stored)."""
+        if not steps:
+            return []
+        with broker_errors(self.url):
+            pipe = self.client.pipeline(transaction=False)
+            for queue, job_id in steps:
+                pipe.hgetall(QueueKeys(queue).job(job_id))
+            replies = await pipe.execute(raise_on_error=False)
+        return [r if isinstance(r, dict) else {} for r in replies]

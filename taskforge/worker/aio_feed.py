@@ -1,0 +1,42 @@
+"""The event loop's own claimer: a lane whose capacity is the loop's free slots.
+
+It shares everything with the thread lanes (the child's one waiter on
+Redis, round-robin across queues, quarantine, outage backoff, burst mode)
+but runs nothing itself: it claims only while a slot of the loop is free,
+and hands what it claimed to the loop. A job of a sync task goes back to
+its queue for a lane (see ``aio_loop.py`` for why it is not held).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..broker.queue import Claim
+from .lane import Claimed, Lane
+
+if TYPE_CHECKING:
+    from .aio_loop import AsyncSide
+    from .child import Child
+
+FEEDER = -1  # never a slot id: the feeder reports no job of its own
+
+
+class AsyncFeeder(Lane):
+    def __init__(self, child: Child, side: AsyncSide) -> None:
+        super().__init__(child, FEEDER)
+        self.side = side
+
+    def claim(self) -> Claimed:
+        if not self.side.wait(self.side.has_room, self):
+            return [], 0.0  # stopping: the lane loop ends
+        return super().claim()
+
+    def dispatch(self, claim: Claim) -> Claimed | None:
+        if self.side.is_async(claim):
+            self.side.take(self, claim)
+            return None
+        self.give_back([claim])
+        self.hand_on_after_start()
+        self.child.hand_on()  # a lane resting behind the waiter takes it
+        self.side.wait_for_lane(self)
+        return None

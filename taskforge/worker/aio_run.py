@@ -1,0 +1,119 @@
+"""Run one claimed job of an ``async def`` task: await it inside the middleware, then record it.
+
+The async twin of ``runner.run_claim``, sharing everything after the call:
+the outcome is recorded by ``runner.record_outcome`` (fencing, retries,
+dead letters, workflow reports, hooks), so a job's fate is decided in one
+place whichever way its task was written.
+
+Recording goes through ``offload``: in a worker child that is a small pool
+of threads using the app's ordinary (sync) broker, so the event loop never
+waits on Redis, and a Redis outage (recording retries until Redis answers)
+stalls the recording threads, never the other async jobs. ``app.drain()``
+passes a direct call, ``app.adrain()`` the loop's default executor.
+
+The task runs as an asyncio task of its own, created in a context where
+``current_job()`` names its job: every async job has its own context, so
+100 jobs on one loop each see their own. Only that inner task is ever
+cancelled (a timeout, an abort), never the code that records the outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, TypeVar
+
+from ..broker.queue import Claim
+from ..context import enter, leave
+from ..job import FailureKind
+from ..workflows.delivery import deliver_if_step
+from .outage import Outage
+from .runner import Outcome, RunContext, claim_info, failed, record, record_outcome, retry_delay
+
+T = TypeVar("T")
+Offload = Callable[[Callable[[], T]], Awaitable[T]]
+
+TIMEOUT = "timeout"
+ABORT = "abort"
+
+
+@dataclass
+class Flight:
+    """One async job on the loop: its claim, its slot id, and why it was cancelled, if it was."""
+
+    claim: Claim
+    slot: int
+    started: float = field(default_factory=time.monotonic)
+    user: asyncio.Task[Any] | None = None  # the task's own code, the only part ever cancelled
+    reason: str | None = None  # TIMEOUT or ABORT, once the supervisor asked
+
+
+async def direct(call: Callable[[], T]) -> T:
+    """An ``Offload`` that calls at once, for ``app.drain()``: its loop runs nothing else."""
+    return call()
+
+
+async def guarded(claim: Claim, awaitable: Awaitable[Any]) -> Any:
+    """Await the task; the loop watchdog finds this frame on the stack to name the job blocking the loop."""
+    return await awaitable
+
+
+def aborted(context: RunContext, claim: Claim, started: float, outage: Outage) -> Outcome:
+    """Record an aborted async job cancelled, as the supervisor records a sync one it killed."""
+    record(context.broker.abandon, claim.queue, claim.id, claim.token, outage=outage)
+    deliver_if_step(context.broker, claim.queue, claim.id)
+    return Outcome("cancelled", time.monotonic() - started, "aborted")
+
+
+async def arun_claim(
+    context: RunContext,
+    claim: Claim,
+    offload: Offload[Any],
+    outage: Outage | None = None,
+    flight: Flight | None = None,
+) -> Outcome:
+    """Await ``claim``'s task inside the app's middleware and record the outcome through ``offload``.
+
+    ``flight``, in a worker, is how the supervisor's cancel request (a
+    timeout, an abort) reaches the run: its ``reason`` decides how a
+    cancelled run is recorded, whatever the task did with the cancellation.
+    """
+    started = time.monotonic()
+    outage = outage or Outage(context.broker.url)
+    info = claim_info(claim)
+    hooks = context.hooks
+    task = context.tasks[claim.task]
+    if hooks.handlers["job_started"]:
+        await offload(partial(hooks.emit, "job_started", info))
+    current = enter(claim, context.broker)
+    try:
+        # Created here, the task's context is a copy of this one: current_job() names this job.
+        run = guarded(claim, hooks.arun(info, lambda: task.func(*claim.args, **claim.kwargs)))
+        user = asyncio.ensure_future(run)
+    finally:
+        leave(current)
+    if flight is not None:
+        flight.user = user
+        if flight.reason is not None:  # asked before the task existed
+            user.cancel()
+    await asyncio.wait([user])
+    reason = flight.reason if flight is not None else None
+    if reason == ABORT:
+        outcome: Outcome = await offload(partial(aborted, context, claim, started, outage))
+        return outcome
+    if reason == TIMEOUT:
+        text = f"TimeoutError: the job ran longer than its timeout of {claim.timeout or 0:g} s and was cancelled"
+        failure = (text, "", retry_delay(context, claim.task, claim.attempts))
+        outcome = await offload(partial(failed, context, claim, info, failure, started, outage, FailureKind.TIMEOUT))
+        return outcome
+    if user.cancelled():  # cancelled by the task's own code, not by us: a failure like any other
+        error: BaseException | None = asyncio.CancelledError("the task's coroutine was cancelled")
+        value = None
+    else:
+        error = user.exception()
+        value = None if error is not None else user.result()
+    outcome = await offload(partial(record_outcome, context, claim, info, started, outage, value=value, error=error))
+    return outcome
