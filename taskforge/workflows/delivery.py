@@ -33,9 +33,9 @@ log = logging.getLogger("taskforge.workflows")
 ENDED = ("succeeded", "dead", "cancelled")
 # A busy child's courier waits this long, or for this many reports, before it
 # sends a batch: a few round trips then carry dozens of reports, and the next
-# steps start a few milliseconds later than they could (an idle child's
-# reports go at once).
-LINGER_S = 0.005
+# steps of a busy worker start up to 20 ms later than they could (an idle
+# child's reports go at once). 5 ms made chains drain about 10% slower.
+LINGER_S = 0.02
 BATCH = 64
 
 
