@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,22 @@ def test_each_fragment_runs_with_an_app_in_scope(index: int) -> None:
 
     handle = noop.delay()
     code = compile(FRAGMENTS[index], f"README.md python block {index}", "exec")
-    exec(code, {"app": app, "h": handle, "__name__": "readme_fragment"})
+    # In a thread of its own, as a user's script runs: no event loop some earlier test
+    # left running in this one can stop the asyncio block's asyncio.run().
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            exec(code, {"app": app, "h": handle, "__name__": "readme_fragment"})
+        except BaseException as exc:  # re-raised below, in the test's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=60)
+    assert not thread.is_alive(), f"README.md python block {index} did not finish"
+    if errors:
+        raise errors[0]
     if "h.abort()" in FRAGMENTS[index]:
         assert handle.status() is JobState.CANCELLED
 
