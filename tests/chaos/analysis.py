@@ -46,6 +46,7 @@ ACK_SLACK = 2.0  # from a run's end record to its outcome reaching Redis, on a b
 # expiry may have been killed before its outcome was written.
 TERM_ACK_SLACK = 1.0
 LANE_EXIT = 0.5  # from a crash run's last record to its process being gone, on a busy box
+LANE_RECORD = 0.1  # from a run's end record to its lane writing the outcome, no fault in between
 UNKNOWN_END = 1.5  # a run with no end record and no kill to blame: assume it lasted this long
 
 
@@ -119,7 +120,8 @@ def _lane_crash(run: Run, lane_crashes: list[Run]) -> str | None:
             and crash.token != run.token
             and crash.end is not None
             and run.start <= crash.end + LANE_EXIT
-            and (run.end is None or run.end >= crash.start)
+            # A run that ended just before the crash started may not have been recorded yet.
+            and (run.end is None or run.end + LANE_RECORD >= crash.start)
         ):
             return f"lane_crash of token {crash.token} in child {crash.pid}"
     return None

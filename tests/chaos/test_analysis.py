@@ -79,6 +79,8 @@ def test_a_crash_in_another_lane_explains_only_runs_it_overlapped_in_its_own_pro
     # Ended before the crash run started: recorded already (one lane runs one job at a time).
     assert disruption(Run(7, 11, 100, 8.0, 9.5, "ok"), [], lane_crashes=[crash]) is None
     assert disruption(Run(7, 11, 100, 10.02), [], lane_crashes=[crash]) is not None  # between record and exit
+    # Ended a moment before the crash run started, its outcome not yet written when the process died.
+    assert disruption(Run(7, 11, 100, 9.9, 9.95, "ok"), [], lane_crashes=[crash]) is not None
     assert disruption(Run(7, 11, 100, 11.0), [], lane_crashes=[crash]) is None  # started after it
     assert disruption(crash, [], lane_crashes=[crash]) is None  # the crash run itself is designed
 
