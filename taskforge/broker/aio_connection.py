@@ -15,7 +15,7 @@ import contextvars
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, cast
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import redis
 import redis.asyncio as aioredis
@@ -28,7 +28,7 @@ from redis.backoff import ExponentialBackoff
 from ..errors import ConfigurationError
 from .compat import SERVER_TICK, block_timeout, hello_error
 from .connection import CONNECT_TIMEOUT, SCHEMES, SOCKET_TIMEOUT, quiet_handshake, redact
-from .scaled import CLUSTER, SCALED_SCHEMES, SENTINEL, _db, _split
+from .scaled import CLUSTER, SCALED_SCHEMES, SENTINEL, cluster_target, sentinel_target
 
 AsyncClient = aioredis.Redis | AsyncRedisCluster
 
@@ -129,25 +129,16 @@ def _memory_client(sync_client: Any) -> aioredis.Redis:
 
 
 def _cluster_client(url: str, shown: str, options: dict[str, Any]) -> AsyncRedisCluster:
-    credentials, hosts, segments = _split(url, shown)
-    if len(segments) > 1 or (segments and _db(segments[0], shown) != 0):
-        raise ConfigurationError(
-            f"broker URL {shown!r}: a Redis Cluster has only database 0; drop the path or write /0"
-        )
+    credentials, hosts = cluster_target(url, shown)
     options = {k: v for k, v in options.items() if k != "health_check_interval"}
     return AsyncRedisCluster(startup_nodes=[ClusterNode(host, port) for host, port in hosts], **credentials, **options)
 
 
 def _sentinel_client(url: str, shown: str, options: dict[str, Any]) -> aioredis.Redis:
-    credentials, hosts, segments = _split(url, shown)
-    if not segments or len(segments) > 2:
-        raise ConfigurationError(
-            f"broker URL {shown!r}: name the service, as in redis+sentinel://host:port[,host:port...]/service[/db]"
-        )
-    db = _db(segments[1], shown) if len(segments) == 2 else 0
+    credentials, hosts, service, db = sentinel_target(url, shown)
     asking = {k: options[k] for k in ("socket_connect_timeout", "socket_timeout", "retry") if k in options}
     sentinel = Sentinel(hosts, sentinel_kwargs=asking)  # type: ignore[no-untyped-call]
-    return cast(aioredis.Redis, sentinel.master_for(unquote(segments[0]), db=db, **credentials, **options))
+    return cast(aioredis.Redis, sentinel.master_for(service, db=db, **credentials, **options))
 
 
 async def wait_for_list(client: Any, key: str, timeout: float, memory: bool = False) -> bool:

@@ -72,13 +72,30 @@ def _db(text: str, shown: str) -> int:
     return int(text)
 
 
-def cluster_client(url: str, shown: str, options: dict[str, Any]) -> RedisCluster:
-    """A cluster client over the nodes of ``url`` (any reachable one is enough to start)."""
+def cluster_target(url: str, shown: str) -> tuple[dict[str, Any], list[tuple[str, int]]]:
+    """The credentials and nodes of a cluster URL (the sync and the async client read it alike)."""
     credentials, hosts, segments = _split(url, shown)
     if len(segments) > 1 or (segments and _db(segments[0], shown) != 0):
         raise ConfigurationError(
             f"broker URL {shown!r}: a Redis Cluster has only database 0; drop the path or write /0"
         )
+    return credentials, hosts
+
+
+def sentinel_target(url: str, shown: str) -> tuple[dict[str, Any], list[tuple[str, int]], str, int]:
+    """The credentials, sentinels, service name and database of a sentinel URL."""
+    credentials, hosts, segments = _split(url, shown)
+    if not segments or len(segments) > 2:
+        raise ConfigurationError(
+            f"broker URL {shown!r}: name the service, as in redis+sentinel://host:port[,host:port...]/service[/db]"
+        )
+    db = _db(segments[1], shown) if len(segments) == 2 else 0
+    return credentials, hosts, unquote(segments[0]), db
+
+
+def cluster_client(url: str, shown: str, options: dict[str, Any]) -> RedisCluster:
+    """A cluster client over the nodes of ``url`` (any reachable one is enough to start)."""
+    credentials, hosts = cluster_target(url, shown)
     options = {k: v for k, v in options.items() if k != "health_check_interval"}
     return RedisCluster(
         # ``options["retry"]`` keeps redis-py's own retries short: taskforge
@@ -91,15 +108,10 @@ def cluster_client(url: str, shown: str, options: dict[str, Any]) -> RedisCluste
 
 def sentinel_client(url: str, shown: str, options: dict[str, Any]) -> redis.Redis:
     """A client of the current master of the service ``url`` names, found through its sentinels."""
-    credentials, hosts, segments = _split(url, shown)
-    if not segments or len(segments) > 2:
-        raise ConfigurationError(
-            f"broker URL {shown!r}: name the service, as in redis+sentinel://host:port[,host:port...]/service[/db]"
-        )
-    db = _db(segments[1], shown) if len(segments) == 2 else 0
+    credentials, hosts, service, db = sentinel_target(url, shown)
     # The sentinels get the short timeouts and retries too: redis-py's default
     # retries with backoff would make an unreachable set take ~25 s to report.
     asking = {k: options[k] for k in ("socket_connect_timeout", "socket_timeout", "retry") if k in options}
     sentinel = Sentinel(hosts, sentinel_kwargs=asking)
     # redis-py leaves master_for unannotated; it builds a redis.Redis bound to the master.
-    return cast(redis.Redis, sentinel.master_for(unquote(segments[0]), db=db, **credentials, **options))
+    return cast(redis.Redis, sentinel.master_for(service, db=db, **credentials, **options))

@@ -107,25 +107,41 @@ def write_then_wait(node: redis.Redis, script: Any, keys: list[str], args: list[
 
 
 def _pipelined(
-    node: redis.Redis, script: Any, calls: list[tuple[list[str], list[Any]]], wait_ms: int | None = None
+    node: redis.Redis,
+    script: Any,
+    calls: list[tuple[list[str], list[Any]]],
+    wait_ms: int | None = None,
+    before: Callable[[Any], None] | None = None,
 ) -> list[Any]:
     """One pipeline of ``script`` calls (and a final WAIT); loads the script once on NOSCRIPT and re-sends.
 
     A re-send is safe: NOSCRIPT means the script ran nowhere in this pipeline.
+    ``before`` queues idempotent commands in front of the calls (their replies
+    are dropped): work already done whose bookkeeping rides along.
     """
     for attempt in (1, 2):
         pipe = node.pipeline(transaction=False)
+        if before is not None:
+            before(pipe)
+        head = len(pipe.command_stack)
         for keys, args in calls:
             pipe.evalsha(script.sha, len(keys), *keys, *args)
         if wait_ms is not None:
             pipe.wait(1, wait_ms)
         try:
-            return pipe.execute()
+            return pipe.execute()[head:]
         except NoScriptError:
             if attempt == 2:
                 raise
             node.script_load(script.script)
     raise AssertionError("unreachable")
+
+
+def script_after(
+    client: redis.Redis, script: Any, calls: list[tuple[list[str], list[Any]]], before: Callable[[Any], None]
+) -> list[Any]:
+    """On one Redis: ``script`` calls behind the commands ``before`` queues, in one round trip."""
+    return _pipelined(client, script, calls, before=before)
 
 
 def script_per_node(client: Any, script: Any, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:

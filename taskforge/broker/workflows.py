@@ -30,6 +30,7 @@ from .keys import (
 )
 from .replies import WorkflowReply
 from .scripts import REPLICA_WAIT_MS
+from .slots import script_after
 
 if TYPE_CHECKING:
     from .scripts import Scripts
@@ -105,12 +106,6 @@ class WorkflowStore:
         ``listed``: workflows that succeeded earlier, to list as such; both in
         the same round trip on a single Redis (separately on a cluster).
         """
-        if not self.cluster and not self.scripts.replicated and reports:
-            return self._report_and_drop(reports, dropped, listed)
-        self.delivered(dropped)
-        self.settle_workflows([(workflow, "succeeded") for workflow in listed])
-        if not reports:
-            return []
         batch = [
             calls.workflow_report(
                 WorkflowKeys(r.workflow),
@@ -122,43 +117,25 @@ class WorkflowStore:
             )
             for r in reports
         ]
+        if not self.cluster and not self.scripts.replicated and batch:
+
+            def done_already(pipe: Any) -> None:  # first: their work is done
+                for queue, ids in _by_queue(dropped).items():
+                    pipe.hdel(QueueKeys(queue).outbox, *ids)
+                self._list(pipe, [(workflow, "succeeded") for workflow in listed])
+
+            script = self.scripts.script("workflow_report")
+            with broker_errors(self.url):
+                raws = script_after(self.client, script, [(c.keys, c.argv) for c in batch], done_already)
+            return [call.decode(raw) for call, raw in zip(batch, raws, strict=True)]
+        self.delivered(dropped)
+        self.settle_workflows([(workflow, "succeeded") for workflow in listed])
+        if not batch:
+            return []
         with broker_errors(self.url):
             if not self.scripts.replicated:
                 return self.scripts.run_each(batch)
             return [self._replicated(call, "a workflow report") for call in batch]
-
-    def _report_and_drop(
-        self, reports: Sequence[StepReport], dropped: Sequence[StepReport], listed: Sequence[str]
-    ) -> list[WorkflowReply]:
-        """One pipeline: the drops and listings first (their work is done), then the reports."""
-        script = self.scripts.script("workflow_report")
-        calls_ = [
-            calls.workflow_report(
-                WorkflowKeys(r.workflow),
-                step=r.step,
-                state=r.state,
-                result=r.result,
-                error=r.error,
-                retention_ms=self.retention_ms,
-            )
-            for r in reports
-        ]
-        with broker_errors(self.url):
-            for attempt in (1, 2):
-                pipe = self.client.pipeline(transaction=False)
-                for queue, ids in _by_queue(dropped).items():
-                    pipe.hdel(QueueKeys(queue).outbox, *ids)
-                self._list(pipe, [(workflow, "succeeded") for workflow in listed])
-                for call in calls_:
-                    pipe.evalsha(script.sha, 1, *call.keys, *call.argv)
-                try:
-                    raws = pipe.execute()
-                    break
-                except redis.exceptions.NoScriptError:
-                    if attempt == 2:
-                        raise
-                    self.client.script_load(script.script)
-        return [call.decode(raw) for call, raw in zip(calls_, raws[len(raws) - len(calls_) :], strict=True)]
 
     def _replicated(self, call: ScriptCall[T], what: str) -> T:
         """Run a workflow script and wait for a replica (durability="replicated"), or raise.
