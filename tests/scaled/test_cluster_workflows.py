@@ -245,7 +245,9 @@ def test_a_report_its_master_never_replicated_is_delivered_again(flows: Flows, m
     replica = replica_of(victim)
     monkeypatch.setattr(launch, "uuid", SimpleNamespace(uuid4=workflow_ids_on(cluster, [victim]).__next__))
     a, b = flows.on(flows.trail, 0), flows.on(flows.trail, 1)
-    chained = chain(a.s([], "a", PAUSE), b.s("b", PAUSE)).delay()
+    # Step 0 runs long enough for the replica to be stopped before it ends: its report
+    # must reach the master only (under load, 1 s was sometimes over first).
+    chained = chain(a.s([], "a", 3 * PAUSE), b.s("b", PAUSE)).delay()
     record = WorkflowKeys(chained.id).record
     wait_until(lambda: flows.runs()[(f"{chained.id}.0", 1)], 30, "the first step to start")
     written = client(victim).info("replication")["master_repl_offset"]
