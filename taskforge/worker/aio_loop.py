@@ -76,6 +76,10 @@ class AsyncSide:
         self.free = list(range(first_slot + slots - 1, first_slot - 1, -1))  # pop() gives the lowest id
         self.changed = threading.Condition(threading.Lock())  # a slot freed, or a lane started a job
         self.lane_starts = 0
+        # Burst mode: while the loop's claimer claims, it may hold a sync job a lane would
+        # have found; ``handed_back`` counts the jobs it gave back to their queue.
+        self.feeder_claiming = False
+        self.handed_back = 0
         self.flights: dict[str, Flight] = {}  # job id -> its run, read by the loop's thread only
         self.loop = asyncio.new_event_loop()
         self.recorders = ThreadPoolExecutor(max_workers=min(RECORDERS, slots), thread_name_prefix="taskforge-record")
@@ -162,6 +166,11 @@ class AsyncSide:
                     return False
                 self.changed.wait(LANE_WAIT)
         return True
+
+    def may_hold(self, seen: int) -> bool:
+        """Whether the loop's claimer holds, or gave back since ``handed_back`` was ``seen``, a job a
+        lane found missing: in burst mode such a lane must look again rather than end."""
+        return self.feeder_claiming or self.handed_back != seen
 
     def wait_for_lane(self, lane: Lane) -> None:
         seen = self.lane_starts

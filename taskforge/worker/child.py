@@ -135,6 +135,7 @@ class Child:
         self.wakeups = 0
         self.resting = 0  # lanes waiting on the condition
         self.aio: AsyncSide | None = None
+        self.lanes_running = 0  # thread lanes whose loop has not ended (the loop's claimer not counted)
         if config.async_slots > 0 and any(map(is_async_task, self.context.tasks.values())):
             # Slot ids follow the lanes' indexes: the supervisor tells them apart by number.
             self.aio = AsyncSide(self, config.async_slots, max(1, config.threads), control)
@@ -197,6 +198,10 @@ class Child:
         courier.flush()
         return True
 
+    def lanes_left(self) -> bool:
+        with self.lock:
+            return self.lanes_running > 0
+
     def count_job(self) -> bool:
         """Count one job taken; True when it is the last this child may take."""
         with self.lock:
@@ -213,6 +218,7 @@ class Child:
     def run(self) -> int:
         keep_counts_written(self.broker, self.counts_written)
         lanes = [Lane(self, index) for index in range(max(1, self.config.threads))]
+        self.lanes_running = len(lanes)
         if self.aio is not None:
             self.aio.start()
             lanes.append(AsyncFeeder(self, self.aio))
@@ -223,6 +229,9 @@ class Child:
         def run_lane(lane: Lane) -> None:
             try:
                 codes.append(lane.run())
+                if lane.index >= 0:
+                    with self.lock:
+                        self.lanes_running -= 1
             except BaseException:
                 # As a single-lane child would: the same report multiprocessing
                 # prints for an uncaught error, then death, and the supervisor

@@ -42,6 +42,7 @@ def priority_band(score: float) -> int:
 IDLE_BLOCK = 5.0
 LANE_WAIT = 0.5  # a lane waiting on its child's waiter looks at the stop flag this often (no Redis)
 OUTAGE_BACKOFF_CAP = 5.0
+BURST_RECHECK = 0.05  # burst mode: how soon a lane looks again for a job the loop's claimer gave back
 EXIT_RECYCLE = 3  # "replace me": max jobs reached; distinct from 0, "no work left" in burst mode
 
 Claimed = tuple[list[Claim], float | None]
@@ -82,6 +83,7 @@ class Lane:
         # Woken as the child's waiter with a job: the place is given up (and a sibling
         # told there may be more) once that job has started, so they never delay it.
         self.woke_with_job = False
+        self.handed_back_seen = 0  # burst mode: the loop's claimer's give-backs this lane has looked past
 
     @property
     def stopping(self) -> bool:
@@ -223,9 +225,9 @@ class Lane:
                 continue
             if not claims:
                 if self.config.burst and wait != 0:
-                    if self.child.reports_pending():
-                        continue  # a workflow step's report may yet send work: not done until it is out
-                    return 0
+                    if self.burst_over():
+                        return 0
+                    continue
                 following = self.idle(wait)
                 continue
             if not chained:
@@ -238,6 +240,17 @@ class Lane:
             # without this it would take our exit for a crash during that job.
             self.child.send(LaneIdle(self.index))
         return EXIT_RECYCLE if self.child.recycling else 0
+
+    def burst_over(self) -> bool:
+        """Burst mode found no job: True to end, False when work may yet appear here."""
+        if self.child.reports_pending():
+            return False  # a workflow step's report may yet send work: not done until it is out
+        aio = self.child.aio
+        if aio is not None and self.index >= 0 and aio.may_hold(self.handed_back_seen):
+            self.handed_back_seen = aio.handed_back
+            time.sleep(BURST_RECHECK)  # the job the loop's claimer held may be back: look again
+            return False
+        return True
 
     def give_back(self, claims: list[Claim]) -> None:
         """Jobs claimed in the very call that recorded the last one, as a shutdown began."""

@@ -261,3 +261,16 @@ def test_sigterm_lets_running_async_jobs_finish(start_worker, producer, side) ->
     assert worker.wait(30) == 0
     assert [h.status() for h in handles] == [JobState.SUCCEEDED] * 5
     assert [h.info().attempts for h in handles] == [1] * 5
+
+
+def test_burst_mode_runs_the_sync_jobs_of_an_app_with_async_tasks(start_worker, producer, side) -> None:
+    """At start the loop's claimer and the lane race for the one job: whoever wins, the lane runs it, the worker ends.
+
+    The loop's claimer gives a sync job back for a lane; a lane that looked
+    meanwhile found the queue empty, and in burst mode must not end on that.
+    """
+    for n in range(8):
+        handle = producer.send("asyncapp.where", f"burst{n}")
+        worker = start_worker("-c", "1", "--burst")
+        assert worker.wait(30) == 0, worker.output()
+        assert handle.status() is JobState.SUCCEEDED, worker.output()
