@@ -55,6 +55,18 @@ CASES = {
             "on_failure said: draft.pdf was not published",
         ],
     ),
+    "fastapi": (
+        EXAMPLES / "fastapi",
+        "tasks:app",
+        "demo.py",
+        ["-c", "1"],
+        [
+            "enqueued 50 thumbnails",
+            "the last one, awaited: succeeded, thumbs/64/photo-49.jpg",
+            "made within the request: thumbs/256/cover.png (8192 bytes)",
+            "20 requests awaited their results",
+        ],
+    ),
     "priorities": (
         EXAMPLES,
         "priorities:app",

@@ -19,12 +19,18 @@ so a step stored twice shows as attempt 1 twice::
 
 Retry decisions count runs in the side Redis, so a run cut short by a fault
 counts like any other.
+
+Each plain task has an ``async def`` twin named ``aio_<name>`` that does the
+same through redis.asyncio and ``asyncio.sleep``: the worker runs those on
+its children's event loops, beside the sync lanes, through the same faults.
 """
 
+import asyncio
 import os
 import time
 
 import redis
+import redis.asyncio
 
 from taskforge import Retry, TaskForge, current_job
 
@@ -52,6 +58,31 @@ def _end(token, outcome):
     pipe.rpush(f"{PREFIX}ends:{token}", f"{pid}:{time.time():.6f}:{outcome}")
     pipe.hdel(f"{PREFIX}busy", str(pid))
     pipe.execute()
+
+
+# Used only on a child's event loop (one per child), created on first use there.
+_aside: redis.asyncio.Redis | None = None
+
+
+def _async_side() -> redis.asyncio.Redis:
+    global _aside
+    if _aside is None:
+        _aside = redis.asyncio.Redis.from_url(os.environ["CHAOS_SIDE_REDIS"])
+    return _aside
+
+
+async def _astart(token, task):
+    """_start for async tasks; "busy" names the child's latest async job (the fault driver only leans on it)."""
+    pid = os.getpid()
+    pipe = _async_side().pipeline(transaction=False)
+    pipe.rpush(f"{PREFIX}runs:{token}", f"{pid}:{os.getppid()}:{time.time():.6f}")
+    pipe.hset(f"{PREFIX}busy", str(pid), f"{token}/{task}")
+    return (await pipe.execute())[0]
+
+
+async def _aend(token, outcome):
+    """_end for async tasks: other async jobs of this child may still run, so "busy" stays."""
+    await _async_side().rpush(f"{PREFIX}ends:{token}", f"{os.getpid()}:{time.time():.6f}:{outcome}")
 
 
 @app.task(max_attempts=PATIENT, backoff=0.1)
@@ -121,6 +152,74 @@ def bulk(token):
     """On a second queue, so workers serve two queues round-robin."""
     _start(token, "bulk")
     _end(token, "ok")
+    return token
+
+
+# -- the async twins: the same designs, on the children's event loops ---------------
+
+
+@app.task(max_attempts=PATIENT, backoff=0.1)
+async def aio_quick(token):
+    await _astart(token, "aio_quick")
+    await _aend(token, "ok")
+    return token
+
+
+@app.task(max_attempts=PATIENT, backoff=0.1)
+async def aio_slow(token, seconds):
+    await _astart(token, "aio_slow")
+    await asyncio.sleep(seconds)
+    await _aend(token, "ok")
+    return token
+
+
+@app.task(max_attempts=PATIENT, backoff=0.1)
+async def aio_long(token, seconds):
+    await _astart(token, "aio_long")
+    await asyncio.sleep(seconds)
+    await _aend(token, "ok")
+    return token
+
+
+@app.task(max_attempts=PATIENT, backoff=0.1)
+async def aio_flaky(token, fails):
+    if await _astart(token, "aio_flaky") <= fails:
+        await _aend(token, "raise")
+        raise RuntimeError(f"aio_flaky {token}: failing on purpose")
+    await _aend(token, "ok")
+    return token
+
+
+@app.task(max_attempts=PATIENT)
+async def aio_polite(token, fails):
+    if await _astart(token, "aio_polite") <= fails:
+        await _aend(token, "raise")
+        raise Retry(after=0.2)
+    await _aend(token, "ok")
+    return token
+
+
+@app.task(max_attempts=3, backoff=0.05)
+async def aio_doomed(token):
+    await _astart(token, "aio_doomed")
+    await _aend(token, "raise")
+    raise ValueError(f"aio_doomed {token}: always fails")
+
+
+@app.task(max_attempts=PATIENT, backoff=0.1)
+async def aio_crash_once(token):
+    """Kills its child on the first run: every other job of that child, async or sync, goes down with it."""
+    if await _astart(token, "aio_crash_once") == 1:
+        await _aend(token, "crash")
+        os._exit(13)
+    await _aend(token, "ok")
+    return token
+
+
+@app.task(queue="bulk", priority="low", max_attempts=PATIENT, backoff=0.1)
+async def aio_bulk(token):
+    await _astart(token, "aio_bulk")
+    await _aend(token, "ok")
     return token
 
 

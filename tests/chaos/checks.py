@@ -382,9 +382,11 @@ def check_all(
     counts = check_fault_counts(driver, faults_wanted, report)
     faults = ", ".join(f"{k}: {counts[k]}" for k in FAULT_KINDS)
     acknowledged = sum(1 for job in jobs if job.token is not None)
+    asynchronous = sum(1 for job in jobs if job.token is not None and job.asynchronous)
     ended = ", ".join(f"{state}={flows.ended[state]}" for state in FLOW_ENDS if flows.ended.get(state)) or "none"
     report.summary = (
-        f"chaos: seed={seed} jobs={acknowledged} workflows={flows.sent} ({ended}) faults={{{faults}}} "
+        f"chaos: seed={seed} jobs={acknowledged} (async={asynchronous}) workflows={flows.sent} ({ended}) "
+        f"faults={{{faults}}} "
         f"successors enqueued once={flows.successors_once}/{flows.successors} "
         f"duplicates explained={explained + flows.explained} unexplained={unexplained + flows.unexplained} "
         f"lost={lost + flows.lost}"

@@ -52,6 +52,8 @@ KINDS = {
 }
 
 PRIORITIES = ("low", "normal", "high", "critical")
+# The share of jobs sent to a kind's async twin (chaosapp.aio_<name>), at least.
+ASYNC_SHARE = 0.3
 
 
 @dataclass
@@ -65,12 +67,17 @@ class JobPlan:
     delay: float = 0.0  # apply_in seconds; 0: now
     by_name: bool = False  # app.send(name): the worker's definition supplies the options
     batch: int = 0  # > 0: sent with delay_many in batch number `batch`
+    asynchronous: bool = False  # sent to the kind's async twin, run on a child's event loop
     tokens: list[int] = field(default_factory=list)  # every token tried, in order
     job_id: str | None = None  # set once an enqueue call returned
     token: int | None = None  # the token of the acknowledged call
 
     def args(self, token: int) -> tuple[Any, ...]:
         return (token, *self.extra)
+
+    @property
+    def task(self) -> str:
+        return f"{APP_MODULE}.aio_{self.kind}" if self.asynchronous else KINDS[self.kind].task
 
 
 def plan_jobs(rng: random.Random, n: int) -> list[JobPlan]:
@@ -98,4 +105,21 @@ def plan_jobs(rng: random.Random, n: int) -> list[JobPlan]:
                 jobs.append(JobPlan(len(jobs), kind, extra, priority, batch=batch))
             continue
         jobs.append(JobPlan(len(jobs), kind, extra, priority, delay))
+    make_some_async(rng, jobs)
     return jobs
+
+
+def make_some_async(rng: random.Random, jobs: list[JobPlan]) -> None:
+    """Send ASYNC_SHARE of the jobs, whole batches at a time, to the async twins."""
+    batches: dict[int, list[JobPlan]] = {}
+    for job in jobs:
+        batches.setdefault(job.batch or -1 - job.index, []).append(job)
+    units = list(batches.values())
+    rng.shuffle(units)
+    wanted, done = ASYNC_SHARE * len(jobs), 0
+    for unit in units:
+        if done >= wanted:
+            break
+        for job in unit:
+            job.asynchronous = True
+        done += len(unit)

@@ -81,11 +81,11 @@ class Producer(threading.Thread):
         first = group[0]
         kind = KINDS[first.kind]
         if first.by_name:
-            return [self.app.send(kind.task, *first.args(tokens[0])).id]
+            return [self.app.send(first.task, *first.args(tokens[0])).id]
         options: dict[str, Any] = {"queue": kind.queue, "max_attempts": kind.max_attempts}
         if first.priority:
             options["priority"] = first.priority
-        task = self.app.task_for(kind.task).with_options(**options)
+        task = self.app.task_for(first.task).with_options(**options)
         if len(group) > 1:
             return [h.id for h in task.delay_many([job.args(t) for job, t in zip(group, tokens, strict=True)])]
         if first.delay:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
+
 from .analysis import ACK_SLACK, Run, classify, disruption, documented_keyspace, keyspace_violation, parse_runs
 from .faults import GRACE, KINDS, LONG_PAUSE, Fault, plan_faults
+from .jobs import ASYNC_SHARE, PATIENT, plan_jobs
 from .jobs import KINDS as JOB_KINDS
-from .jobs import PATIENT, plan_jobs
 from .procs import tracebacks
 
 QUEUES = {"default", "bulk"}
@@ -200,16 +202,28 @@ def test_job_plan_mixes_every_kind_and_replays() -> None:
     assert {j.kind for j in jobs} == set(JOB_KINDS)
     assert any(j.delay for j in jobs) and any(j.batch for j in jobs) and any(j.by_name for j in jobs)
     assert any(j.priority for j in jobs)
-    assert [(j.kind, j.extra, j.delay) for j in jobs] == [
-        (j.kind, j.extra, j.delay) for j in plan_jobs(random.Random("5:jobs"), 2000)
+    assert [(j.kind, j.extra, j.delay, j.asynchronous) for j in jobs] == [
+        (j.kind, j.extra, j.delay, j.asynchronous) for j in plan_jobs(random.Random("5:jobs"), 2000)
     ]
+
+
+@pytest.mark.parametrize("n", [1, 7, 60, 300, 2000])
+def test_at_least_the_async_share_goes_to_async_twins_whole_batches_at_once(n: int) -> None:
+    jobs = plan_jobs(random.Random(f"{n}:jobs"), n)
+    assert sum(j.asynchronous for j in jobs) >= ASYNC_SHARE * n
+    if n >= 2000:
+        assert {j.kind for j in jobs if j.asynchronous} == set(JOB_KINDS)
+        assert any(not j.asynchronous for j in jobs)
+    for batch in {j.batch for j in jobs if j.batch}:
+        assert len({j.asynchronous for j in jobs if j.batch == batch}) == 1
 
 
 def test_the_app_and_the_expectations_agree() -> None:
     source = Path(__file__).with_name("chaosapp.py").read_text()
     assert f"PATIENT = {PATIENT}" in source
     assert "@app.task(max_attempts=3, backoff=0.05)\ndef doomed" in source and JOB_KINDS["doomed"].max_attempts == 3
+    assert "@app.task(max_attempts=3, backoff=0.05)\nasync def aio_doomed" in source
     for name, kind in JOB_KINDS.items():
-        assert f"\ndef {name}(token" in source
+        assert f"\ndef {name}(token" in source and f"\nasync def aio_{name}(token" in source
         if kind.queue != "default":
             assert f'queue="{kind.queue}"' in source

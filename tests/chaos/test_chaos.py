@@ -3,6 +3,8 @@
 Real ``taskforge worker`` processes run a mixed workload against a private,
 durable redis-server (AOF, fsync always) while a seeded fault driver kills
 children, kills and terminates whole workers, restarts Redis and freezes it.
+A third of the jobs are ``async def`` tasks (chaosapp's ``aio_*`` twins), run on
+the children's event loops beside the sync lanes.
 Workflows go through the same storm (flows.py): chains, chords, chains with
 a group, and a few made to die. Then every acknowledged job must have
 reached its designed final state, its side effect must have happened, every
@@ -151,7 +153,8 @@ def test_no_job_lost_or_run_twice_unexplained_under_faults(artifacts: Artifacts,
         estimate = estimated_seconds(planned)
         journal(
             f"plan: {len(planned)} faults, about {estimate:.0f} s; {len(jobs)} jobs "
-            f"{dict(Counter(j.kind for j in jobs))}; {len(flows)} workflows {dict(Counter(f.shape for f in flows))}"
+            f"{dict(Counter(j.kind for j in jobs))}, {sum(j.asynchronous for j in jobs)} of them async; "
+            f"{len(flows)} workflows {dict(Counter(f.shape for f in flows))}"
         )
         t0 = time.monotonic()
 
