@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import weakref
 from collections.abc import Callable
-from datetime import timedelta
-from pathlib import Path
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from .broker.connection import connect, redact, resolve_url
@@ -19,6 +16,7 @@ from .hooks import Event, Hooks, Middleware
 from .job import BackoffPolicy, JobInfo, Priority
 from .periodic import Schedule
 from .task import Task, TaskOptions
+from .task_options import module_name
 
 if TYPE_CHECKING:
     from .broker.aio import AsyncBroker
@@ -36,35 +34,6 @@ def _seconds(name: str, value: timedelta | float) -> float:
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
         raise ConfigurationError(f"{name}={value!r}: use a positive timedelta or number of seconds")
     return float(seconds)
-
-
-def module_name(func: Callable[..., Any]) -> str:
-    """The module a function belongs to, as a worker importing it would name it.
-
-    Run as ``python myapp.py``, a module is ``__main__``; the worker imports it
-    as ``myapp``.  Naming it by its file, relative to ``sys.path``, makes the
-    task names of producer and worker identical.
-    """
-    module = getattr(func, "__module__", None) or "__main__"
-    if module != "__main__":
-        return module
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    if spec is not None and spec.name and spec.name != "__main__":
-        return str(spec.name)  # "pkg.__main__" for python -m pkg: what a worker must import
-    path = getattr(main, "__file__", None)
-    if not path:
-        return module
-    file = Path(path).resolve()
-    for entry in sys.path:
-        try:
-            rel = file.relative_to(Path(entry or os.getcwd()).resolve())
-        except ValueError:
-            continue
-        parts = rel.with_suffix("").parts
-        if all(part.isidentifier() for part in parts):
-            return ".".join(parts)
-    return file.stem
 
 
 class TaskForge:
@@ -208,6 +177,9 @@ class TaskForge:
         unique_key: Callable[..., Any] | None = None,
         rate_limit: str | None = None,
         concurrency: int | None = None,
+        retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+        dont_retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+        expires: float | timedelta | datetime | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -226,6 +198,9 @@ class TaskForge:
         unique_key: Callable[..., Any] | None = None,
         rate_limit: str | None = None,
         concurrency: int | None = None,
+        retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+        dont_retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+        expires: float | timedelta | datetime | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function as a task: ``@app.task`` or ``@app.task(priority="high", ...)``.
 
@@ -242,6 +217,9 @@ class TaskForge:
             unique_key=unique_key,
             rate_limit=rate_limit,
             concurrency=concurrency,
+            retry_on=retry_on,
+            dont_retry_on=dont_retry_on,
+            expires=expires,
         )
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise ConfigurationError(f"task name {name!r}: use a non-empty string")

@@ -55,6 +55,7 @@ class FailureKind(str, enum.Enum):
     SERIALIZATION = "serialization"  # its return value cannot be stored (type or size)
     CORRUPT = "corrupt"  # its record cannot be run: junk attempts or state, a corrupt payload, no task name
     ABORTED = "aborted"  # JobHandle.abort() stopped it
+    EXPIRED = "expired"  # not started by its ``expires`` time: cancelled unrun
 
     def __str__(self) -> str:
         return self.value

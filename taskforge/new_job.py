@@ -8,6 +8,7 @@ queued it, and none of them needs a private method of ``Task``.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .broker.queue import NewJob
@@ -39,9 +40,18 @@ def build_job(
     if opts.unique_for is not None:
         unique_digest = task.unique_lock(args, kwargs, payload)
         lock_ttl_ms = int(opts.unique_for * 1000)
-    check_size(task, payload, unique_digest)
+    fields = opts.retry_fields()
+    expires_at_ms, expires_in_ms = None, 0
+    if opts.expires is not None:
+        if isinstance(opts.expires, datetime):
+            expires_at_ms = int(opts.expires.timestamp() * 1000)
+        else:
+            expires_in_ms = max(1, int(opts.expires * 1000))
+        # An expired job ends cancelled inside the claim script, which has no app to ask.
+        fields["keep_ms"] = str(int(getattr(task.app, "retention", 86400) * 1000))
+    check_size(task, payload, unique_digest, fields)
     return NewJob(
-        id=uuid.uuid4().hex,
+        id=opts.job_id or uuid.uuid4().hex,
         task=task.name,
         payload=payload,
         priority=int(opts.priority),
@@ -53,17 +63,21 @@ def build_job(
         limits=opts.limits,
         unique_digest=unique_digest,
         lock_ttl_ms=lock_ttl_ms,
+        expires_at_ms=expires_at_ms,
+        expires_in_ms=expires_in_ms,
+        fields=fields or None,
     )
 
 
-def check_size(task: Task[Any, Any], payload: bytes, unique_digest: str) -> None:
+def check_size(task: Task[Any, Any], payload: bytes, unique_digest: str, fields: dict[str, str] | None = None) -> None:
     """max_job_size bounds what the job record stores, not only its arguments: a job sent by a
     megabyte-long task name costs Redis as much memory as one with a megabyte argument."""
     limit = task.app.max_job_size
     if not limit:
         return
     opts = task.options
-    options = (int(opts.priority), opts.max_attempts, opts.timeout, opts.limits, unique_digest)
+    options = [int(opts.priority), opts.max_attempts, opts.timeout, opts.limits, unique_digest, opts.job_id]
+    options += (fields or {}).values()
     size = len(payload) + len(task.name.encode()) + sum(len(str(o).encode()) for o in options if o is not None)
     if size > limit:
         what = "arguments" if len(payload) > limit else "task name, options and arguments"

@@ -5,11 +5,8 @@ from __future__ import annotations
 import enum
 import hashlib
 import inspect
-import math
-import numbers
-import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar
 
@@ -18,6 +15,16 @@ from .errors import ConfigurationError, SerializationError
 from .handle import JobHandle, async_access
 from .job import BackoffPolicy, Priority, backoff_policy
 from .new_job import build_job
+from .task_options import (
+    MAX_DELAY_SECONDS,
+    TaskOptions,
+    is_real_number,
+    parse_expires,
+    parse_rate_limit,
+    validate_job_id,
+)
+
+__all__ = ["Task", "TaskOptions", "is_real_number", "parse_rate_limit"]
 
 if TYPE_CHECKING:
     from .broker.record import NewJob
@@ -28,94 +35,10 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-UNIQUE_DEFAULT_TTL = 24 * 3600.0
-MAX_DELAY_SECONDS = 100 * 365.25 * 86400
-_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*(s|sec|second|m|min|minute|h|hour|d|day)s?\s*$", re.IGNORECASE)
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_rate_limit(value: str) -> tuple[int, float]:
-    """``"100/m"`` -> (100, 60.0): at most 100 starts in any 60-second window."""
-    match = _RATE.match(value) if isinstance(value, str) else None
-    if not match or int(match[1]) < 1:
-        raise ConfigurationError(
-            f"rate_limit={value!r}: use 'N/unit' with N >= 1 and unit s, m, h or d (e.g. '100/m', '5/10s')"
-        )
-    return int(match[1]), float(match[2] or 1) * _UNIT_SECONDS[match[3][0].lower()]
-
-
-def is_real_number(value: object) -> bool:
-    """A finite int, float or other ``numbers.Real``, and not a bool: what a seconds option accepts.
-
-    Takes ``object`` because the options are checked at run time, for callers
-    whose code no type checker has seen (a ``"30"`` from a config file).
-    """
-    return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
-
-
 class _Keep(enum.Enum):
     """The default of an option whose None has a meaning of its own."""
 
     KEEP = 0
-
-
-@dataclass(frozen=True)
-class TaskOptions:
-    """What a job carries from its task's definition; validated once, at decoration."""
-
-    queue: str = "default"
-    priority: Priority = Priority.NORMAL
-    max_attempts: int = 3
-    timeout: float | None = None
-    unique_for: float | None = None  # None: not unique
-    unique_key: Callable[..., Any] | None = None
-    rate_limit: tuple[int, float] | None = None
-    concurrency: int = 0
-
-    @property
-    def limits(self) -> str:
-        """The limits as the enqueue script stores them ('' when unlimited)."""
-        if self.rate_limit is None and not self.concurrency:
-            return ""
-        rate, period = self.rate_limit or (0, 1.0)
-        return f"{rate}:{int(period * 1000)}:{self.concurrency}"
-
-    @classmethod
-    def build(
-        cls,
-        queue: str = "default",
-        priority: Priority | str | int = Priority.NORMAL,
-        max_attempts: int = 3,
-        timeout: float | None = None,
-        unique: bool = False,
-        unique_for: float | None = None,
-        unique_key: Callable[..., Any] | None = None,
-        rate_limit: str | None = None,
-        concurrency: int | None = None,
-    ) -> TaskOptions:
-        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-            raise ConfigurationError(f"max_attempts={max_attempts!r}: use a whole number >= 1 (total runs)")
-        if timeout is not None and (not is_real_number(timeout) or timeout <= 0):
-            raise ConfigurationError(f"timeout={timeout!r}: use a number of seconds > 0, or None")
-        if unique_for is not None and (not is_real_number(unique_for) or unique_for <= 0):
-            raise ConfigurationError(f"unique_for={unique_for!r}: use a number of seconds > 0")
-        if unique_key is not None and not callable(unique_key):
-            raise ConfigurationError(f"unique_key={unique_key!r}: use a callable taking the task's arguments")
-        if concurrency is not None and (
-            isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
-        ):
-            raise ConfigurationError(f"concurrency={concurrency!r}: use a whole number >= 1")
-        is_unique = bool(unique) or unique_for is not None or unique_key is not None
-        return cls(
-            queue=validate_queue_name(queue),
-            priority=Priority.parse(priority),
-            max_attempts=max_attempts,
-            timeout=None if timeout is None else float(timeout),
-            unique_for=(float(unique_for) if unique_for else UNIQUE_DEFAULT_TTL) if is_unique else None,
-            unique_key=unique_key,
-            rate_limit=None if rate_limit is None else parse_rate_limit(rate_limit),
-            concurrency=concurrency or 0,
-        )
 
 
 def _due_ms(when: datetime) -> int:
@@ -224,18 +147,32 @@ class Task(Generic[P, R]):
         priority: Priority | str | int | None = None,
         max_attempts: int | None = None,
         timeout: float | None | Literal[_Keep.KEEP] = _Keep.KEEP,
+        retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+        dont_retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+        expires: float | timedelta | datetime | None = None,
+        job_id: str | None = None,
     ) -> Task[P, R]:
         """A copy of this task whose jobs use other options; the registry is unchanged.
 
         ``timeout=None`` means "no timeout" (as in ``@app.task``), so leaving the
-        task's own timeout is told apart by a default of its own.
+        task's own timeout is told apart by a default of its own. ``job_id``
+        names the job the copy's next ``delay()`` stores: while a job with that
+        id exists in the queue, nothing is stored and its handle comes back.
         """
         current = self.options
         options = replace(
             current,
             queue=current.queue if queue is None else validate_queue_name(queue),
             priority=current.priority if priority is None else Priority.parse(priority),
+            job_id=current.job_id if job_id is None else validate_job_id(job_id),
         )
+        if retry_on is not None or dont_retry_on is not None:
+            filters = TaskOptions.build(retry_on=retry_on, dont_retry_on=dont_retry_on)
+            options = replace(
+                options, retry_on=filters.retry_on, dont_retry_on=filters.dont_retry_on, retry_set_per_call=True
+            )
+        if expires is not None:
+            options = replace(options, expires=parse_expires(expires))
         keep_timeout = timeout is _Keep.KEEP
         if max_attempts is not None or not keep_timeout:
             checked = TaskOptions.build(
@@ -259,10 +196,15 @@ class Task(Generic[P, R]):
         jobs = self._jobs_of(calls)
         if not jobs:
             return []
-        ids = self.app.broker.enqueue(self.queue, jobs, self.app.max_size)
+        ids = self.app.broker.enqueue(self.queue, jobs, self.app.max_size, resend=False)
         return [JobHandle(self.app, job_id, self.queue) for job_id in ids]
 
     def _jobs_of(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]]) -> list[NewJob]:
+        if self.options.job_id is not None:
+            raise ConfigurationError(
+                f"{self.name}: delay_many() with job_id={self.options.job_id!r}: one id names one job; "
+                "send each with with_options(job_id=...).delay()"
+            )
         jobs = []
         for index, call in enumerate(calls):
             if isinstance(call, tuple):
@@ -288,7 +230,8 @@ class Task(Generic[P, R]):
 
     def _enqueue_one(self, args: tuple[Any, ...], kwargs: dict[str, Any], **timing: Any) -> JobHandle[R]:
         job = build_job(self, args, kwargs, **timing)
-        [job_id] = self.app.broker.enqueue(self.queue, [job], self.app.max_size)
+        chosen = self.options.job_id is not None  # an id already stored is left alone, and comes back
+        [job_id] = self.app.broker.enqueue(self.queue, [job], self.app.max_size, resend=chosen)
         handle: JobHandle[R] = JobHandle(self.app, job_id, self.queue)
         self.app.enqueued(handle)  # eager mode drains here, when the testing kit installed it
         return handle
@@ -317,7 +260,9 @@ class Task(Generic[P, R]):
 
     async def _aenqueue_one(self, args: tuple[Any, ...], kwargs: dict[str, Any], **timing: Any) -> JobHandle[R]:
         job = build_job(self, args, kwargs, **timing)  # checked and serialized before any await
-        [job_id] = await async_access(self.app).async_broker().enqueue(self.queue, [job], self.app.max_size)
+        chosen = self.options.job_id is not None
+        broker = async_access(self.app).async_broker()
+        [job_id] = await broker.enqueue(self.queue, [job], self.app.max_size, resend=chosen)
         handle: JobHandle[R] = JobHandle(self.app, job_id, self.queue)
         self.app.enqueued(handle)
         return handle

@@ -35,6 +35,7 @@ API_MODULES = [
     "taskforge.serialization.framing",
     "taskforge.serialization.messages",
     "taskforge.task",
+    "taskforge.task_options",
     "taskforge.testing",
     "taskforge.workflows",
     "taskforge.workflows.aio_delivery",

@@ -61,6 +61,9 @@ def _job_fields(q: QueueKeys, job: NewJob) -> str:
         job.lock_ttl_ms,
         tick,
         job.workflow,
+        job.fields or "",
+        "" if job.expires_at_ms is None else job.expires_at_ms,
+        job.expires_in_ms,
     ]
     return json.dumps(fields, separators=(",", ":"))
 

@@ -47,6 +47,15 @@ class Inspection:
                 return None
         return fields or None
 
+    def job_fields(self, queue: str, job_id: str, names: Sequence[str]) -> list[str | None]:
+        """Some fields of a job's hash, decoded (None where missing, or when the key is no hash)."""
+        with broker_errors(self.url):
+            try:
+                raw = cast("list[bytes | None]", self.client.hmget(QueueKeys(queue).job(job_id), list(names)))
+            except redis.ResponseError:
+                return [None] * len(names)
+        return [None if value is None else value.decode(errors="replace") for value in raw]
+
     def limited_groups(self, queue: str) -> list[str]:
         """Tasks of ``queue`` with a rate or concurrency limit (each has its own pending set)."""
         with self.guard(queue):

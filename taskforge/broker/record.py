@@ -48,6 +48,8 @@ class Field(str, enum.Enum):
     PROGRESS = "progress"  # 0..1
     PROGRESS_MESSAGE = "progress_message"
     WORKFLOW = "workflow"  # the id of the workflow this job is a step of
+    EXPIRES = "expires"  # ms: not started by then, it ends cancelled ("expired")
+    KEEP_MS = "keep_ms"  # the retention of a job that expires (the claim script has no app to ask)
 
     @property
     def key(self) -> bytes:
@@ -80,6 +82,9 @@ class NewJob:
     lock_ttl_ms: int = 0  # TTL of the unique lock or periodic tick key
     tick_ms: int | None = None  # a periodic tick (ms since the epoch): enqueued once across all workers
     workflow: str = ""  # the workflow this job is a step of; its id is then fixed by the workflow
+    expires_at_ms: int | None = None  # absolute, producer's clock (an aware datetime)
+    expires_in_ms: int = 0  # relative to the enqueue, on Redis's clock
+    fields: dict[str, str] | None = None  # rarely used plain fields stored as they are (retry filters, keep_ms)
 
 
 @dataclass(frozen=True)

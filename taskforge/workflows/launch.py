@@ -41,6 +41,11 @@ def step_spec(signature: Signature[Any], given: Shape | None, where: str) -> byt
         raise TypeError(f"{where}: {exc}".replace("the job was not", "the workflow was not")) from None
     check_size(task, payload, "")
     opts = task.options
+    if opts.job_id is not None or opts.expires is not None or opts.retry_set_per_call:
+        raise ConfigurationError(
+            f"{where} ({task.name}): job_id, expires and per-call retry filters are not for workflow steps "
+            "(a step's id is fixed by its workflow, and a step that expired would hold its workflow up)"
+        )
     spec = {
         "task": task.name,
         "queue": opts.queue,

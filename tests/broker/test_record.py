@@ -13,7 +13,7 @@ LUA = resources.files("taskforge.broker").joinpath("lua")
 # Lowercase string literals in the Lua that are not job fields, and why.
 NOT_FIELDS = {
     *(s.value for s in JobState),  # values of the state field
-    "aborted", "corrupt", "worker_lost",  # values of the failure field the scripts write themselves
+    "aborted", "corrupt", "worker_lost", "expired",  # values of the failure field the scripts write themselves
     "hash", "none", "zset",  # TYPE replies
     "number", "table",  # Lua type() names
     "ok",  # the status field of a TYPE reply
@@ -59,7 +59,7 @@ def test_the_failure_kinds_each_script_writes_are_the_readme_table() -> None:
     }
     assert written == documented, f"written, not documented: {written - documented}; back: {documented - written}"
     assert {kind for _, kind in written} <= {kind.value for kind in FailureKind}
-    assert {kind for _, kind in written} == {"aborted", "corrupt", "worker_lost"}  # as NOT_FIELDS lists them
+    assert {kind for _, kind in written} == {"aborted", "corrupt", "worker_lost", "expired"}  # as NOT_FIELDS lists them
 
 
 def test_the_fields_enqueue_writes_and_a_claim_reads_are_declared() -> None:

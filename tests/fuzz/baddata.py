@@ -172,6 +172,26 @@ def catalogue(rng: random.Random) -> list[Bad]:
                     fields={"priority": value},
                 )
             )
+    # expires: junk (or a time beyond reach) means no expiry, a past time ends the job unrun;
+    # either way it ends. keep_ms junk falls back to a day's retention.
+    for value, expect in (("abc", RUNS), ("", RUNS), ("nan", RUNS), ("inf", RUNS), ("1e400", RUNS),
+                          ("9" * 30, RUNS), ("-5", FINISHED), ("-1e400", FINISHED), ("0x10", FINISHED)):  # fmt: skip
+        for where in ("pending", "scheduled"):
+            items.append(
+                Bad(
+                    f"expires-{value[:6] or 'empty'}-{where}",
+                    f"expires {value!r} ({where})",
+                    expect,
+                    where=where,
+                    fields={"expires": value},
+                )  # fmt: skip
+            )
+    for value in ("abc", "-1", "nan", b"\xff\xfe"):
+        items.append(
+            Bad(
+                f"keep-ms-{value!r}", f"keep_ms {value!r}, expired", FINISHED, fields={"expires": "1", "keep_ms": value}
+            )
+        )
     for value in ("abc", "0", "-3", ""):
         items.append(
             Bad(f"max-attempts-{value or 'empty'}", f"max_attempts {value!r}", RUNS, fields={"max_attempts": value})

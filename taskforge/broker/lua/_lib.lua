@@ -169,28 +169,6 @@ local function notify_done(id, ttl)
   redis.call('PEXPIRE', dk, ttl)
 end
 
--- Move scheduled and retrying jobs whose time has come to pending, at most
--- `limit` per call so a million due jobs never stall Redis. Returns how many
--- ids had no job record left and were dropped.
-local function promote_due(now, limit)
-  local dropped = 0
-  local due = redis.call('ZRANGEBYSCORE', SCHEDULED, '-inf', now, 'LIMIT', 0, limit)
-  if #due > 0 then
-    need_zsets(PENDING)
-    need_seq()
-  end
-  for _, id in ipairs(due) do
-    redis.call('ZREM', SCHEDULED, id)
-    local jk = job_key(id)
-    if redis.call('TYPE', jk)['ok'] == 'hash' then
-      make_pending(id, jk)
-    else
-      dropped = dropped + 1
-    end
-  end
-  return dropped
-end
-
 -- The end of a job: its final state (plus `extra` field/value pairs) in one
 -- HSET.  `meta` is {unique, waiting, workflow} when the caller already read those
 -- fields, else nil: every redis.call costs a few microseconds inside Redis,
@@ -350,7 +328,51 @@ end
 -- The fields a claim hands to the worker, read in one HMGET; claim_row
 -- turns them into the 10 values of the reply layout dequeue.lua documents.
 local CLAIM_FIELDS = {'state', 'attempts', 'task', 'payload', 'max_attempts', 'timeout', 'priority', 'inherit',
-  'token', 'seq', 'workflow'}
+  'token', 'seq', 'workflow', 'expires'}
+
+-- Whether a job's `expires` field (ms; nil for none) has passed.  Junk counts
+-- as no expiry: a job is never dropped on a field nobody can read.
+local function is_expired(raw, now)
+  local at = raw and tonumber(raw)
+  return at ~= nil and at == at and at <= now
+end
+
+-- A job not started by its `expires` time ends cancelled, "expired", and never
+-- runs; its record is kept for the `keep_ms` the producer stored beside it.
+local function end_expired(id, jk, now)
+  local keep = tonumber(redis.call('HGET', jk, 'keep_ms'))
+  if not keep or keep ~= keep or keep <= 0 then
+    keep = 86400000
+  end
+  finish(id, jk, 'cancelled', now, keep, {'failure', 'expired', 'error', 'expired'})
+  count_outcome('expired', now)
+end
+
+-- Move scheduled and retrying jobs whose time has come to pending, at most
+-- `limit` per call so a million due jobs never stall Redis. Returns how many
+-- ids had no job record left and were dropped.
+local function promote_due(now, limit)
+  local dropped = 0
+  local due = redis.call('ZRANGEBYSCORE', SCHEDULED, '-inf', now, 'LIMIT', 0, limit)
+  if #due > 0 then
+    need_zsets(PENDING)
+    need_seq()
+  end
+  for _, id in ipairs(due) do
+    redis.call('ZREM', SCHEDULED, id)
+    local jk = job_key(id)
+    local expires = redis.pcall('HGET', jk, 'expires')
+    if type(expires) == 'string' and is_expired(expires, now) then
+      end_expired(id, jk, now)
+    elseif redis.call('TYPE', jk)['ok'] == 'hash' then
+      make_pending(id, jk)
+    else
+      dropped = dropped + 1
+    end
+  end
+  return dropped
+end
+
 
 local function claim_row(out, id, f, attempts)
   local damage = ''
@@ -414,6 +436,10 @@ local function take(id, jk, attempts, token, now, lease, group, key, score)
   end
 end
 
+-- How many expired jobs one claim ends at most before it answers (it may answer
+-- empty-handed, with wait 0: the client calls again at once).
+local EXPIRE_LIMIT = 100
+
 -- How many of the latest claims a retried dequeue looks through for its token.
 local RECOVER_SCAN = 500
 
@@ -468,7 +494,8 @@ local function claim_ready(token, lease, limit, count, now, opts)
   local out = {0, -1}
   local ids = {}
   local blocked_wait = -1
-  while #ids < count do
+  local expired = 0
+  while #ids < count and expired < EXPIRE_LIMIT do
     local key, group = PENDING, nil
     if #groups > 0 then
       key, group, blocked_wait = best_ready(now, groups)
@@ -484,7 +511,10 @@ local function claim_ready(token, lease, limit, count, now, opts)
     local jk = job_key(id)
     local f = read_claim_fields(jk)
     local state = f and f[1]
-    if f and state ~= 'running' and state ~= 'succeeded' and state ~= 'dead' and state ~= 'cancelled' then
+    if f and f[12] and state == 'pending' and is_expired(f[12], now) then
+      end_expired(id, jk, now)
+      expired = expired + 1
+    elseif f and state ~= 'running' and state ~= 'succeeded' and state ~= 'dead' and state ~= 'cancelled' then
       -- Pending, or a record with junk in its state or attempts: claimed
       -- alike, and the client dead-letters a damaged one with the reason
       -- (claim_row says which); a lease keeps it safe meanwhile.
@@ -496,6 +526,11 @@ local function claim_ready(token, lease, limit, count, now, opts)
       -- An id whose record expired or was deleted by hand: it can never run.
       dropped = dropped + 1
     end
+  end
+  if #ids == 0 and expired >= EXPIRE_LIMIT then
+    out[1] = dropped
+    out[2] = 0
+    return out
   end
   if #ids == 0 and not (opts.promote and opts.limited) then
     out = claim_ready(token, lease, limit, count, now, {promote = true, limited = true})

@@ -19,7 +19,12 @@
 --   tick       ('' or a periodic tick key: SET NX, so each tick of a
 --               periodic task is enqueued once however many workers try)
 --   workflow   ('' or the id of the workflow this job is a step of: its
---               final transition leaves a report in the queue's outbox)]
+--               final transition leaves a report in the queue's outbox)
+--   fields     ('' or an object of plain fields stored as they are: the
+--               retry filters with_options chose, keep_ms of an expiring job)
+--   expires_at ('' or an absolute time in ms: not started by then, the job
+--               ends cancelled, "expired", unrun)
+--   expires_in (ms after now, on the server clock; 0 = none)]
 -- Returns {'OK', id or existing id or '' (tick already enqueued) per job},
 -- or {'FULL', size}.
 -- The max_size check and the inserts run in one script, so concurrent
@@ -96,6 +101,16 @@ local function store(f, payload, id, jk)
   end
   if f[13] and f[13] ~= '' then
     add('workflow', f[13])
+  end
+  if type(f[14]) == 'table' then
+    for name, value in pairs(f[14]) do
+      add(name, value)
+    end
+  end
+  if f[15] and f[15] ~= '' then
+    add('expires', f[15])
+  elseif f[16] and tonumber(f[16]) > 0 then
+    add('expires', now + tonumber(f[16]))
   end
   local grouped = limited(f)
   if grouped then

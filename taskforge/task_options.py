@@ -1,0 +1,205 @@
+"""A task's options: what a job carries from its task's definition, each checked once.
+
+Kept apart from ``task.py`` (calling a task) so both stay small; every
+``@app.task`` and ``with_options`` option is validated here, so a typo fails
+at import time rather than in a worker.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from .broker.keys import validate_queue_name
+from .errors import ConfigurationError
+from .job import Priority
+
+UNIQUE_DEFAULT_TTL = 24 * 3600.0
+MAX_DELAY_SECONDS = 100 * 365.25 * 86400
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*(s|sec|second|m|min|minute|h|hour|d|day)s?\s*$", re.IGNORECASE)
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_rate_limit(value: str) -> tuple[int, float]:
+    """``"100/m"`` -> (100, 60.0): at most 100 starts in any 60-second window."""
+    match = _RATE.match(value) if isinstance(value, str) else None
+    if not match or int(match[1]) < 1:
+        raise ConfigurationError(
+            f"rate_limit={value!r}: use 'N/unit' with N >= 1 and unit s, m, h or d (e.g. '100/m', '5/10s')"
+        )
+    return int(match[1]), float(match[2] or 1) * _UNIT_SECONDS[match[3][0].lower()]
+
+
+def is_real_number(value: object) -> bool:
+    """A finite int, float or other ``numbers.Real``, and not a bool: what a seconds option accepts.
+
+    Takes ``object`` because the options are checked at run time, for callers
+    whose code no type checker has seen (a ``"30"`` from a config file).
+    """
+    return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """What a job carries from its task's definition; validated once, at decoration."""
+
+    queue: str = "default"
+    priority: Priority = Priority.NORMAL
+    max_attempts: int = 3
+    timeout: float | None = None
+    unique_for: float | None = None  # None: not unique
+    unique_key: Callable[..., Any] | None = None
+    rate_limit: tuple[int, float] | None = None
+    concurrency: int = 0
+    retry_on: tuple[type[BaseException], ...] | None = None  # None: every exception is retried
+    dont_retry_on: tuple[type[BaseException], ...] = ()
+    expires: float | datetime | None = None  # seconds after the enqueue, or an aware datetime
+    job_id: str | None = None  # with_options only: the caller's id for the next job
+    retry_set_per_call: bool = False  # with_options chose the retry filters: the job record carries them
+
+    @property
+    def limits(self) -> str:
+        """The limits as the enqueue script stores them ('' when unlimited)."""
+        if self.rate_limit is None and not self.concurrency:
+            return ""
+        rate, period = self.rate_limit or (0, 1.0)
+        return f"{rate}:{int(period * 1000)}:{self.concurrency}"
+
+    @classmethod
+    def build(
+        cls,
+        queue: str = "default",
+        priority: Priority | str | int = Priority.NORMAL,
+        max_attempts: int = 3,
+        timeout: float | None = None,
+        unique: bool = False,
+        unique_for: float | None = None,
+        unique_key: Callable[..., Any] | None = None,
+        rate_limit: str | None = None,
+        concurrency: int | None = None,
+        retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+        dont_retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+        expires: float | timedelta | datetime | None = None,
+    ) -> TaskOptions:
+        if retry_on is not None and dont_retry_on is not None:
+            raise ConfigurationError(
+                "retry_on= and dont_retry_on= together: give one (retry only these, or retry all but these)"
+            )
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ConfigurationError(f"max_attempts={max_attempts!r}: use a whole number >= 1 (total runs)")
+        if timeout is not None and (not is_real_number(timeout) or timeout <= 0):
+            raise ConfigurationError(f"timeout={timeout!r}: use a number of seconds > 0, or None")
+        if unique_for is not None and (not is_real_number(unique_for) or unique_for <= 0):
+            raise ConfigurationError(f"unique_for={unique_for!r}: use a number of seconds > 0")
+        if unique_key is not None and not callable(unique_key):
+            raise ConfigurationError(f"unique_key={unique_key!r}: use a callable taking the task's arguments")
+        if concurrency is not None and (
+            isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+        ):
+            raise ConfigurationError(f"concurrency={concurrency!r}: use a whole number >= 1")
+        is_unique = bool(unique) or unique_for is not None or unique_key is not None
+        return cls(
+            queue=validate_queue_name(queue),
+            priority=Priority.parse(priority),
+            max_attempts=max_attempts,
+            timeout=None if timeout is None else float(timeout),
+            unique_for=(float(unique_for) if unique_for else UNIQUE_DEFAULT_TTL) if is_unique else None,
+            unique_key=unique_key,
+            rate_limit=None if rate_limit is None else parse_rate_limit(rate_limit),
+            concurrency=concurrency or 0,
+            retry_on=None if retry_on is None else exception_classes("retry_on", retry_on),
+            dont_retry_on=() if dont_retry_on is None else exception_classes("dont_retry_on", dont_retry_on),
+            expires=None if expires is None else parse_expires(expires),
+        )
+
+    def retry_fields(self) -> dict[str, str]:
+        """The retry filters as the job record stores them, when with_options chose them for a call."""
+        if not self.retry_set_per_call:
+            return {}
+        return {
+            "retry_on": "*" if self.retry_on is None else class_names(self.retry_on),
+            "dont_retry_on": class_names(self.dont_retry_on),
+        }
+
+
+def exception_classes(
+    option: str, value: type[BaseException] | tuple[type[BaseException], ...]
+) -> tuple[type[BaseException], ...]:
+    """An exception class or a tuple of them, as ``except`` takes them."""
+    classes = value if isinstance(value, tuple) else (value,)
+    for cls in classes:
+        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+            raise ConfigurationError(f"{option}={value!r}: use an exception class or a tuple of them, as in except")
+    return classes
+
+
+def class_names(classes: tuple[type[BaseException], ...]) -> str:
+    """``module.qualname`` of each class, comma-separated: a worker matches them against an
+    exception's MRO, so it never imports anything a job names."""
+    return ",".join(f"{cls.__module__}.{cls.__qualname__}" for cls in classes)
+
+
+MAX_JOB_ID = 200
+
+
+def validate_job_id(job_id: object) -> str:
+    if (
+        not isinstance(job_id, str)
+        or not job_id
+        or len(job_id) > MAX_JOB_ID
+        or not job_id.isprintable()
+        or any(c.isspace() for c in job_id)
+    ):
+        raise ConfigurationError(
+            f"job_id={job_id!r}: use a printable string of 1 to {MAX_JOB_ID} characters without spaces"
+        )
+    return job_id
+
+
+def parse_expires(value: object) -> float | datetime:
+    """Seconds after the enqueue (a number or a timedelta), or an aware datetime."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ConfigurationError(f"expires={value!r}: a datetime must be aware (give it a tzinfo)")
+        return value
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if not is_real_number(seconds) or seconds <= 0 or seconds > MAX_DELAY_SECONDS:  # type: ignore[operator]
+        raise ConfigurationError(f"expires={value!r}: use seconds > 0, a timedelta, or an aware datetime")
+    return float(seconds)  # type: ignore[arg-type]
+
+
+def module_name(func: Callable[..., Any]) -> str:
+    """The module a function belongs to, as a worker importing it would name it.
+
+    Run as ``python myapp.py``, a module is ``__main__``; the worker imports it
+    as ``myapp``.  Naming it by its file, relative to ``sys.path``, makes the
+    task names of producer and worker identical.
+    """
+    module = getattr(func, "__module__", None) or "__main__"
+    if module != "__main__":
+        return module
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":
+        return str(spec.name)  # "pkg.__main__" for python -m pkg: what a worker must import
+    path = getattr(main, "__file__", None)
+    if not path:
+        return module
+    file = Path(path).resolve()
+    for entry in sys.path:
+        try:
+            rel = file.relative_to(Path(entry or os.getcwd()).resolve())
+        except ValueError:
+            continue
+        parts = rel.with_suffix("").parts
+        if all(part.isidentifier() for part in parts):
+            return ".".join(parts)
+    return file.stem
