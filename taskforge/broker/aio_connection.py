@@ -136,8 +136,9 @@ def _cluster_client(url: str, shown: str, options: dict[str, Any]) -> AsyncRedis
 
 def _sentinel_client(url: str, shown: str, options: dict[str, Any]) -> aioredis.Redis:
     credentials, hosts, service, db = sentinel_target(url, shown)
-    asking = {k: options[k] for k in ("socket_connect_timeout", "socket_timeout", "retry") if k in options}
-    sentinel = Sentinel(hosts, sentinel_kwargs=asking)  # type: ignore[no-untyped-call]
+    shared = ("socket_connect_timeout", "socket_timeout", "retry")
+    asking: dict[str, Any] = {k: options[k] for k in shared if k in options}
+    sentinel = Sentinel(hosts, sentinel_kwargs=asking)  # type: ignore[no-untyped-call, unused-ignore]
     return cast(aioredis.Redis, sentinel.master_for(service, db=db, **credentials, **options))
 
 

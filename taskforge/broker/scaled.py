@@ -111,7 +111,8 @@ def sentinel_client(url: str, shown: str, options: dict[str, Any]) -> redis.Redi
     credentials, hosts, service, db = sentinel_target(url, shown)
     # The sentinels get the short timeouts and retries too: redis-py's default
     # retries with backoff would make an unreachable set take ~25 s to report.
-    asking = {k: options[k] for k in ("socket_connect_timeout", "socket_timeout", "retry") if k in options}
+    shared = ("socket_connect_timeout", "socket_timeout", "retry")
+    asking: dict[str, Any] = {k: options[k] for k in shared if k in options}
     sentinel = Sentinel(hosts, sentinel_kwargs=asking)
     # redis-py leaves master_for unannotated; it builds a redis.Redis bound to the master.
     return cast(redis.Redis, sentinel.master_for(service, db=db, **credentials, **options))
