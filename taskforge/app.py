@@ -179,6 +179,7 @@ class TaskForge:
         concurrency: int | None = None,
         retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
         dont_retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+        soft_timeout: float | None = None,
         expires: float | timedelta | datetime | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
@@ -200,6 +201,7 @@ class TaskForge:
         concurrency: int | None = None,
         retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
         dont_retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+        soft_timeout: float | None = None,
         expires: float | timedelta | datetime | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function as a task: ``@app.task`` or ``@app.task(priority="high", ...)``.
@@ -219,6 +221,7 @@ class TaskForge:
             concurrency=concurrency,
             retry_on=retry_on,
             dont_retry_on=dont_retry_on,
+            soft_timeout=soft_timeout,
             expires=expires,
         )
         if name is not None and (not isinstance(name, str) or not name.strip()):

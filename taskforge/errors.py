@@ -10,6 +10,7 @@ Catch ``TaskforgeError`` to handle them all::
     ├── CorruptQueue                a queue's fixed keys were overwritten; names the key
     ├── UnknownTask                 a job names a task the worker does not know
     ├── TaskFailed                  the job is dead; carries the remote error and traceback
+    ├── SoftTimeout                 raised inside a task past its soft_timeout (catch it to clean up)
     ├── JobNotFound                 no such job (never existed, or past its retention)
     │   └── WorkflowNotFound        no such workflow
     ├── BrokerUnavailable           Redis cannot be reached; says which URL and what to do
@@ -48,6 +49,7 @@ __all__ = [
     "QueueFull",
     "Retry",
     "SerializationError",
+    "SoftTimeout",
     "TaskFailed",
     "TaskforgeError",
     "UnknownTask",
@@ -116,6 +118,19 @@ class JobNotFound(TaskforgeError, LookupError):
 
 class WorkflowNotFound(JobNotFound):
     """No workflow with this id: it never existed or its record has expired."""
+
+
+class SoftTimeout(TaskforgeError):
+    """Raised inside a running task past its ``soft_timeout``: time to clean up; ``timeout`` still kills.
+
+    In a worker child's only lane (the main thread) it interrupts a blocking
+    call such as ``time.sleep``; in a ``-t`` lane it is raised when the task
+    next runs Python code, so a blocking call ends first. An async task is
+    cancelled instead (it sees ``CancelledError``).
+    """
+
+    def __init__(self, message: str = "the job ran past its soft timeout") -> None:
+        super().__init__(message)
 
 
 class BrokerUnavailable(TaskforgeError, ConnectionError):

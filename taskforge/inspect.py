@@ -83,6 +83,7 @@ class QueueStatus:
     dead: int
     next_due: datetime | None
     estimated: bool = False  # scheduled/retrying split estimated from a sample
+    expired_last_hour: int = 0  # jobs that reached their ``expires`` time unrun, in the last 60 minutes
 
     @property
     def pending(self) -> int:
@@ -99,6 +100,7 @@ class QueueStatus:
             "dead": self.dead,
             "estimated": self.estimated,
             "next_due": iso(self.next_due),
+            "expired_last_hour": self.expired_last_hour,
         }
 
 
@@ -194,6 +196,7 @@ def queue_status(app: TaskForge, name: str, sample: int = SAMPLE) -> QueueStatus
         dead=counts["dead"],
         next_due=ms_to_datetime(due),
         estimated=estimated,
+        expired_last_hour=broker.expired_last_hour(name),
     )
 
 

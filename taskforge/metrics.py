@@ -20,6 +20,7 @@ Metrics (the ``job`` counters are labelled by ``queue`` and ``task``):
     taskforge_loop_blocked_total      times a child's event loop was blocked over a second, by the job
                                       blocking it (queue and task; blank when no job's code held it)
     taskforge_queue_jobs              jobs in each state, by queue and state (read at scrape time)
+    taskforge_jobs_expired_last_hour  jobs that reached their expires time unrun in the last hour, by queue
     taskforge_workers_alive           workers with a fresh heartbeat on this Redis
     taskforge_broker_up               1 if the scrape could read Redis, else 0
 """
@@ -66,6 +67,11 @@ class QueueCollector:
         from . import inspect
 
         depth = GaugeMetricFamily("taskforge_queue_jobs", "Jobs in each state, by queue.", labels=["queue", "state"])
+        expired = GaugeMetricFamily(
+            "taskforge_jobs_expired_last_hour",
+            "Jobs that reached their expires time unrun, last 60 minutes.",
+            labels=["queue"],
+        )
         alive = GaugeMetricFamily("taskforge_workers_alive", "Workers with a fresh heartbeat on this Redis.")
         up = GaugeMetricFamily("taskforge_broker_up", "1 if this scrape could read Redis.")
         try:
@@ -73,6 +79,7 @@ class QueueCollector:
                 status = inspect.queue_status(self.app, name).to_dict()
                 for state in QUEUE_STATES:
                     depth.add_metric([name, state], status[state])
+                expired.add_metric([name], status["expired_last_hour"])
             alive.add_metric([], len(inspect.workers(self.app)))
         except (TaskforgeError, redis.RedisError) as exc:
             log.warning("metrics scrape could not read Redis: %s", exc)
@@ -80,7 +87,7 @@ class QueueCollector:
             yield up
             return
         up.add_metric([], 1)
-        yield from (depth, alive, up)
+        yield from (depth, expired, alive, up)
 
 
 class WorkerMetrics:

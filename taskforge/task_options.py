@@ -61,6 +61,7 @@ class TaskOptions:
     concurrency: int = 0
     retry_on: tuple[type[BaseException], ...] | None = None  # None: every exception is retried
     dont_retry_on: tuple[type[BaseException], ...] = ()
+    soft_timeout: float | None = None  # SoftTimeout raised inside the task; timeout still kills
     expires: float | datetime | None = None  # seconds after the enqueue, or an aware datetime
     job_id: str | None = None  # with_options only: the caller's id for the next job
     retry_set_per_call: bool = False  # with_options chose the retry filters: the job record carries them
@@ -87,11 +88,19 @@ class TaskOptions:
         concurrency: int | None = None,
         retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
         dont_retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+        soft_timeout: float | None = None,
         expires: float | timedelta | datetime | None = None,
     ) -> TaskOptions:
         if retry_on is not None and dont_retry_on is not None:
             raise ConfigurationError(
                 "retry_on= and dont_retry_on= together: give one (retry only these, or retry all but these)"
+            )
+        if soft_timeout is not None and (not is_real_number(soft_timeout) or soft_timeout <= 0):
+            raise ConfigurationError(f"soft_timeout={soft_timeout!r}: use a number of seconds > 0, or None")
+        if soft_timeout is not None and is_real_number(timeout) and soft_timeout >= timeout:  # type: ignore[operator]
+            raise ConfigurationError(
+                f"soft_timeout={soft_timeout!r} is not below timeout={timeout!r}: the soft one warns the task "
+                "before the hard one kills it"
             )
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise ConfigurationError(f"max_attempts={max_attempts!r}: use a whole number >= 1 (total runs)")
@@ -117,6 +126,7 @@ class TaskOptions:
             concurrency=concurrency or 0,
             retry_on=None if retry_on is None else exception_classes("retry_on", retry_on),
             dont_retry_on=() if dont_retry_on is None else exception_classes("dont_retry_on", dont_retry_on),
+            soft_timeout=None if soft_timeout is None else float(soft_timeout),
             expires=None if expires is None else parse_expires(expires),
         )
 
@@ -151,6 +161,8 @@ MAX_JOB_ID = 200
 
 
 def validate_job_id(job_id: object) -> str:
+    if isinstance(job_id, str) and len(job_id) > MAX_JOB_ID:
+        raise ConfigurationError(f"job_id of {len(job_id)} characters: the limit is {MAX_JOB_ID}")
     if (
         not isinstance(job_id, str)
         or not job_id

@@ -171,6 +171,24 @@ class Inspection:
             total, rows = pipe.execute()
         return int(total), [(job_id.decode(), int(score)) for job_id, score in rows]
 
+    def expired_last_hour(self, queue: str) -> int:
+        """Jobs of ``queue`` that expired unrun in the last 60 minutes (Redis's clock), from its per-minute stats."""
+        with broker_errors(self.url):
+            seconds, _ = self.client.time()
+            last = int(seconds) // 60
+            q = QueueKeys(queue)
+            pipe = self.client.pipeline(transaction=False)
+            for minute in range(last - 59, last + 1):
+                pipe.hget(q.stats(minute), "expired")
+            rows = pipe.execute(raise_on_error=False)
+        total = 0
+        for value in rows:
+            try:
+                total += max(0, int(value or 0))
+            except (TypeError, ValueError):  # a damaged key counts as nothing
+                pass
+        return total
+
     def outcome_history(self, queues: Sequence[str], minutes: int = 60) -> tuple[int, dict[str, list[tuple[int, int]]]]:
         """Runs succeeded and failed per minute over the last ``minutes``, oldest first, per queue.
 

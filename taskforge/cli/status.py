@@ -18,6 +18,8 @@ RETRYING share one Redis set; above 500 such jobs in a queue their split
 is estimated from a random sample (marked ~). DONE is each live worker's
 count of finished runs (any outcome) since it started; per-queue successes
 and failures of the last hour are on the dashboard (taskforge dashboard).
+EXPIRED counts the jobs that reached their `expires` time unrun in the
+last 60 minutes (they end cancelled, "expired").
 The workflows line counts those running now, and those that ended (succeeded,
 dead, cancelled) within the app's retention.
 
@@ -35,7 +37,7 @@ strings or null, counts are integers):
   queues          [{name, pending, pending_by_priority: {critical, high,
                   normal, low}, scheduled, retrying, running, dead,
                   estimated (true: scheduled/retrying split sampled),
-                  next_due}]
+                  next_due, expired_last_hour}]
   workers         [{id, host, pid, queues: [name], concurrency, jobs_done,
                   current: [{id, task, queue, started_at}], started_at,
                   heartbeat}]
@@ -104,6 +106,7 @@ def queue_table(snapshot: inspect.Status) -> str:
         "RETRYING",
         "RUNNING",
         "DEAD",
+        "EXPIRED",
         "NEXT DUE",
     ]
     rows = []
@@ -122,6 +125,7 @@ def queue_table(snapshot: inspect.Status) -> str:
                 Cell(f"{mark}{q.retrying}", fg="yellow" if q.retrying else None, right=True),
                 count(q.running, "green"),
                 count(q.dead, "red"),
+                count(q.expired_last_hour, "magenta"),
                 cell(relative(q.next_due, snapshot.generated_at)),
             ]
         )

@@ -37,13 +37,12 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..broker.queue import Claim
-from .aio_run import ABORT, TIMEOUT, Flight, arun_claim, guarded
+from .aio_run import ABORT, SOFT, TIMEOUT, Flight, arun_claim, guarded
 from .lane import LANE_WAIT, adopted, log_outcome
-from .messages import CancelJob, JobFinished, JobStarted, LaneIdle, LoopBlocked, from_wire
+from .messages import CancelJob, JobFinished, JobStarted, LaneIdle, LoopBlocked
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -67,10 +66,9 @@ def is_async_task(task: Any) -> bool:
 class AsyncSide:
     """The event loop of one child, its slots, and the threads that watch it."""
 
-    def __init__(self, child: Child, slots: int, first_slot: int, control: Connection | None) -> None:
+    def __init__(self, child: Child, slots: int, first_slot: int) -> None:
         self.child = child
         self.context = child.context
-        self.control = control
         self.kinds = {name: is_async_task(task) for name, task in self.context.tasks.items()}
         self.slots = slots
         self.free = list(range(first_slot + slots - 1, first_slot - 1, -1))  # pop() gives the lowest id
@@ -93,8 +91,6 @@ class AsyncSide:
     def start(self) -> None:
         self.thread.start()
         threading.Thread(target=self.watch, name="taskforge-loop-watch", daemon=True).start()
-        if self.control is not None:
-            threading.Thread(target=self.listen, name="taskforge-control", daemon=True).start()
 
     def run_loop(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -124,7 +120,7 @@ class AsyncSide:
         try:
             claim = adopted(self.context, claim, self.child.outage)
             fields = (claim.id, claim.token, claim.queue, claim.task, claim.attempts, claim.timeout, claim.max_attempts)
-            self.child.send(JobStarted(slot, *fields))
+            self.child.send(JobStarted(slot, *fields, self.child.soft_timeout(claim.task)))
         except BaseException:
             self.release(slot)
             raise
@@ -218,16 +214,28 @@ class AsyncSide:
 
     # -- threads around the loop -----------------------------------------
 
-    def listen(self) -> None:
-        """The supervisor's requests; they reach the loop even while it is blocked (then run when it is free)."""
-        assert self.control is not None
-        while not self.closed.is_set():
-            try:
-                message = from_wire(self.control.recv())
-            except (EOFError, OSError):
-                return
-            if isinstance(message, CancelJob) and message.reason in (TIMEOUT, ABORT):
-                self.loop.call_soon_threadsafe(self.cancel_now, message.job_id, message.reason)
+    def on_control(self, message: CancelJob) -> bool:
+        """A request of the supervisor's about one of this loop's jobs; False if the job is none of them.
+
+        Called from the child's control listener: it reaches the loop even while
+        the loop is blocked (and runs once it is free).
+        """
+        if message.job_id not in self.flights:
+            return False
+        if message.reason in (TIMEOUT, ABORT):
+            self.loop.call_soon_threadsafe(self.cancel_now, message.job_id, message.reason)
+        elif message.reason == SOFT:
+            self.loop.call_soon_threadsafe(self.soft_cancel, message.job_id)
+        return True
+
+    def soft_cancel(self, job_id: str) -> None:
+        """Past its soft timeout: cancel the task, whose own code decides the outcome (it may catch it)."""
+        flight = self.flights.get(job_id)
+        if flight is None or flight.reason is not None or flight.user is None or flight.user.done():
+            return
+        flight.soft = True
+        log.info("task %s job %s: cancelled (it ran past its soft timeout)", flight.claim.task, job_id)
+        flight.user.cancel()
 
     def watch(self) -> None:
         """Say when the loop has not run for over LAG_LIMIT seconds, naming the job blocking it, once per stall."""

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from ..broker.queue import Claim
 from ..context import enter, leave
+from ..errors import SoftTimeout
 from ..job import FailureKind
 from ..workflows.delivery import deliver_if_step
 from .outage import Outage
@@ -38,6 +39,7 @@ Offload = Callable[[Callable[[], T]], Awaitable[T]]
 
 TIMEOUT = "timeout"
 ABORT = "abort"
+SOFT = "soft"  # past its soft timeout: cancelled, and the task's own code decides the outcome
 
 
 @dataclass
@@ -49,6 +51,7 @@ class Flight:
     started: float = field(default_factory=time.monotonic)
     user: asyncio.Task[Any] | None = None  # the task's own code, the only part ever cancelled
     reason: str | None = None  # TIMEOUT or ABORT, once the supervisor asked
+    soft: bool = False  # cancelled for its soft timeout (the task may have caught it)
 
 
 async def direct(call: Callable[[], T]) -> T:
@@ -109,8 +112,11 @@ async def arun_claim(
         failure = (text, "", retry_delay(context, claim.task, claim.attempts))
         outcome = await offload(partial(failed, context, claim, info, failure, started, outage, FailureKind.TIMEOUT))
         return outcome
-    if user.cancelled():  # cancelled by the task's own code, not by us: a failure like any other
-        error: BaseException | None = asyncio.CancelledError("the task's coroutine was cancelled")
+    if user.cancelled() and flight is not None and flight.soft:
+        error: BaseException | None = SoftTimeout("the job ran past its soft timeout and was cancelled")
+        value = None
+    elif user.cancelled():  # cancelled by the task's own code, not by us: a failure like any other
+        error = asyncio.CancelledError("the task's coroutine was cancelled")
         value = None
     else:
         error = user.exception()

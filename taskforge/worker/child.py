@@ -33,10 +33,12 @@ from typing import TYPE_CHECKING
 from ..broker.stats import FLUSH_EVERY_S
 from ..logs import configure_logging
 from ..workflows.delivery import Courier
+from . import soft
 from .aio_feed import AsyncFeeder
 from .aio_loop import AsyncSide, is_async_task
+from .aio_run import SOFT
 from .lane import EXIT_RECYCLE, IDLE_BLOCK, LANE_WAIT, Lane
-from .messages import Heartbeat, Message, Recycling
+from .messages import CancelJob, Heartbeat, Message, Recycling, from_wire
 from .outage import Outage
 from .runner import AppContext
 
@@ -115,6 +117,7 @@ class Child:
 
         self.config = config
         self.pipe = pipe
+        self.control = control
         self.stopping = False
         self.recycling = False  # max_jobs reached: lanes finish their job and stop claiming
         # The app is read once: the lanes need only what running a job needs.
@@ -138,7 +141,27 @@ class Child:
         self.lanes_running = 0  # thread lanes whose loop has not ended (the loop's claimer not counted)
         if config.async_slots > 0 and any(map(is_async_task, self.context.tasks.values())):
             # Slot ids follow the lanes' indexes: the supervisor tells them apart by number.
-            self.aio = AsyncSide(self, config.async_slots, max(1, config.threads), control)
+            self.aio = AsyncSide(self, config.async_slots, max(1, config.threads))
+
+    def soft_timeout(self, task: str) -> float | None:
+        """The soft timeout of this worker's definition of ``task`` (the supervisor enforces it)."""
+        definition = self.context.tasks.get(task)
+        return None if definition is None else definition.options.soft_timeout
+
+    def listen(self) -> None:
+        """The supervisor's requests (``CancelJob``): for the event loop's jobs, or a lane's soft timeout."""
+        assert self.control is not None
+        while True:
+            try:
+                message = from_wire(self.control.recv())
+            except (EOFError, OSError):
+                return
+            if not isinstance(message, CancelJob):
+                continue
+            if self.aio is not None and self.aio.on_control(message):
+                continue
+            if message.reason == SOFT and soft.interrupt(message.job_id):
+                log.info("job %s: SoftTimeout raised in its lane (past its soft timeout)", message.job_id)
 
     def request_stop(self, *_: object) -> None:
         self.stopping = True
@@ -217,6 +240,8 @@ class Child:
 
     def run(self) -> int:
         keep_counts_written(self.broker, self.counts_written)
+        if self.control is not None:
+            threading.Thread(target=self.listen, name="taskforge-control", daemon=True).start()
         lanes = [Lane(self, index) for index in range(max(1, self.config.threads))]
         self.lanes_running = len(lanes)
         if self.aio is not None:
@@ -241,11 +266,14 @@ class Child:
                 sys.stderr.flush()
                 os._exit(1)
 
+        # The first lane runs in the main thread: a soft timeout's signal interrupts a
+        # blocking call there (soft.py); a signal handler runs in the main thread only.
         threads = [
-            threading.Thread(target=run_lane, args=(lane,), name=f"taskforge-lane-{lane.index}") for lane in lanes
+            threading.Thread(target=run_lane, args=(lane,), name=f"taskforge-lane-{lane.index}") for lane in lanes[1:]
         ]
         for thread in threads:
             thread.start()
+        run_lane(lanes[0])
         for thread in threads:
             while thread.is_alive():  # a timed join keeps the main thread free for SIGTERM
                 thread.join(timeout=0.5)
@@ -261,6 +289,7 @@ def child_main(config: ChildConfig, pipe: Connection, control: Connection | None
     configure_logging(config.log_level, f"child {config.index} pid {os.getpid()}")
     child = Child(config, pipe, control)
     signal.signal(signal.SIGTERM, child.request_stop)
+    soft.install()
     code = child.run()
     if child.context.courier is not None:
         child.context.courier.flush()  # what is left after that, the reconciler delivers

@@ -281,6 +281,7 @@ class Lane:
                     claim.attempts,
                     claim.timeout,
                     claim.max_attempts,
+                    self.child.soft_timeout(claim.task),
                 )
             )
         finally:

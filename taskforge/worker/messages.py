@@ -57,6 +57,7 @@ class JobStarted(Message):
     attempts: int
     timeout: float | None
     max_attempts: int = 0  # for the supervisor's log line when it records the run (0: not said)
+    soft_timeout: float | None = None  # the worker's task definition's: the supervisor warns the task then
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +97,8 @@ class LoopBlocked(Message):
 
 @dataclass(frozen=True, slots=True)
 class CancelJob(Message):
-    """Supervisor to child: cancel this async job (``reason``: ``timeout`` or ``abort``).
+    """Supervisor to child: cancel this async job (``reason``: ``timeout`` or ``abort``), or, with
+    ``soft``, warn any job past its soft timeout (``SoftTimeout`` in a lane, cancellation on the loop).
 
     The job sees ``CancelledError``; if it has not ended ``CANCEL_GRACE``
     seconds later, the supervisor kills the child as it does for a lane.

@@ -30,7 +30,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
-from .aio_run import ABORT, TIMEOUT
+from .aio_run import ABORT, SOFT, TIMEOUT
 from .child import ChildConfig, child_main
 from .lane import EXIT_RECYCLE
 from .messages import (
@@ -80,6 +80,12 @@ class Running:
     give_back: bool = False
     aborted: bool = False
     cancel_sent: float | None = None  # when the child was asked to cancel this async job
+    soft_sent: bool = False  # the child was told this job ran past its soft timeout
+
+    def soft_due(self, now: float) -> bool:
+        """Past its soft timeout, and its child not told yet."""
+        soft = self.job.soft_timeout
+        return soft is not None and soft > 0 and not self.soft_sent and now - self.started > soft
 
     def overdue(self, now: float) -> bool:
         """Past its timeout and not yet killed for it."""
@@ -290,6 +296,10 @@ class Pool:
         """Kill the children running a job past its timeout (an async job: asked to cancel first), or gone silent."""
         for slot in self.children.values():
             self.read_messages(slot)  # the job may have just ended, and another started
+            for running in slot.lanes.values():
+                if running.soft_due(now):
+                    running.soft_sent = True
+                    self.tell(slot, CancelJob(running.job.job_id, SOFT))
             late = [r for r in slot.lanes.values() if r.overdue(now)]
             for running in late:
                 running.timed_out = True
@@ -306,11 +316,16 @@ class Pool:
         if not self.options.is_async_slot(running.job.lane) or slot.control is None:
             return False
         running.cancel_sent = now
+        self.tell(slot, CancelJob(running.job.job_id, reason))
+        return True
+
+    def tell(self, slot: ChildSlot, message: CancelJob) -> None:
+        if slot.control is None:
+            return
         try:
-            slot.control.send(CancelJob(running.job.job_id, reason).wire())
+            slot.control.send(message.wire())
         except (OSError, ValueError):  # the child is going: its sentinel tells the rest
             pass
-        return True
 
     def stop_aborted(self, job_ids: set[str]) -> None:
         """Stop the jobs someone aborted (the lease renewal brought the news): cancel an async one, else kill."""

@@ -27,6 +27,7 @@ from ..errors import CorruptQueue, Retry, SerializationError, UnknownTask
 from ..job import FailureKind, JobInfo, JobState, Priority
 from ..serialization import dumps_result
 from ..workflows.delivery import Courier, deliver, report_of
+from . import soft
 from .outage import OUTAGE_ERRORS, Outage
 
 if TYPE_CHECKING:
@@ -182,7 +183,8 @@ def run_claim(
     hooks.emit("job_started", info)
     current = enter(claim, context.broker)
     try:
-        value = hooks.run(info, lambda: task.func(*claim.args, **claim.kwargs))
+        with soft.running(claim.id, task.options.soft_timeout):
+            value = hooks.run(info, lambda: task.func(*claim.args, **claim.kwargs))
     except Exception as exc:
         return record_outcome(context, claim, info, started, outage, error=exc)
     finally:

@@ -52,6 +52,7 @@ STATUS_SCHEMA = {
             "dead": int,
             "estimated": bool,
             "next_due": NULLABLE_ISO,
+            "expired_last_hour": int,
         }
     ],
     "workers": [

@@ -113,6 +113,22 @@ BAD_OPTIONS = [
     ("name", ""),
     ("name", " "),
     ("name", 5),
+    ("retry_on", "ValueError"),
+    ("retry_on", 5),
+    ("retry_on", (ValueError, "KeyError")),
+    ("dont_retry_on", ValueError()),
+    ("dont_retry_on", int),
+    ("soft_timeout", 0),
+    ("soft_timeout", -1),
+    ("soft_timeout", NAN),
+    ("soft_timeout", "5"),
+    ("soft_timeout", True),
+    ("expires", 0),
+    ("expires", -5),
+    ("expires", NAN),
+    ("expires", float("inf")),
+    ("expires", "1h"),
+    ("expires", True),
 ]
 
 
@@ -127,8 +143,10 @@ def test_an_invalid_task_option_raises_at_decoration(option: str, value: object)
 
 
 WITH_OPTIONS = [
-    (o, v) for o, v in BAD_OPTIONS if o in ("queue", "priority", "max_attempts", "timeout") and v is not None
-]
+    (o, v)
+    for o, v in BAD_OPTIONS
+    if o in ("queue", "priority", "max_attempts", "timeout", "retry_on", "dont_retry_on", "expires") and v is not None
+] + [("job_id", v) for v in ("", "a b", "x" * 201, "new\nline", 5, b"bytes")]
 
 
 @pytest.mark.parametrize(("option", "value"), WITH_OPTIONS, ids=[f"{o}={v!r}"[:40] for o, v in WITH_OPTIONS])

@@ -50,6 +50,8 @@ def test_scrapes_during_a_run_show_the_counters_moving(start_worker, redis_url: 
         producer.send("userapp.record", f"m{i}")
     doomed = producer.send("userapp.always_crash", "boom")  # crashes its child twice, then dead
     retried = producer.send("userapp.retry_me", "again")  # asks for a retry twice, then succeeds
+    # Due after its expiry: the worker's promotion ends it unrun.
+    late = producer.task_for("userapp.record").with_options(expires=0.2).apply_in(0.5, "late")
 
     def settled() -> dict[str, float] | None:
         now = scrape(port)
@@ -60,11 +62,13 @@ def test_scrapes_during_a_run_show_the_counters_moving(start_worker, redis_url: 
             if done
             and dead
             and value(now, "taskforge_jobs_retried_total", queue="default", task="userapp.retry_me") == 2
+            and value(now, "taskforge_jobs_expired_last_hour", queue="default") == 1
             else None
         )
 
     after = wait_for(settled, 60, "counters to reach the run's totals", interval=0.3)
     assert doomed.status().value == "dead" and retried.result(timeout=20) == "third time"
+    assert late.info().error == "expired"
     crash = {"queue": "default", "task": "userapp.always_crash"}
     assert value(after, "taskforge_jobs_started_total", **crash) == 2
     assert value(after, "taskforge_jobs_failed_total", **crash) == 2

@@ -18,9 +18,11 @@ from tests.worker.conftest import Worker, stop_workers, wait_for
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
 APP = """
+import asyncio
 import os
+import time
 import redis
-from taskforge import TaskForge
+from taskforge import SoftTimeout, TaskForge
 
 app = TaskForge("controls")
 side = redis.Redis.from_url(os.environ["SIDE_REDIS"])
@@ -39,6 +41,42 @@ def mark(key):
 def picky(key, kind):
     side.rpush(f"side:{key}", kind)
     raise ValueError(kind) if kind == "value" else Transient(kind)
+
+
+@app.task(name="controls.tidy", soft_timeout=0.5, timeout=20, max_attempts=1)
+def tidy(key, step):
+    started = time.monotonic()
+    try:
+        while True:
+            time.sleep(step)  # one long sleep in the only lane, short ones in a -t lane
+    except SoftTimeout:
+        side.rpush(f"side:{key}", f"{time.monotonic() - started:.2f}")
+        return "tidied"
+
+
+@app.task(name="controls.careless", soft_timeout=0.3, timeout=20, max_attempts=1)
+def careless(key):
+    side.rpush(f"side:{key}", "started")
+    time.sleep(10)
+
+
+@app.task(name="controls.stubborn", soft_timeout=0.3, timeout=1.5, max_attempts=1)
+def stubborn(key):
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            time.sleep(0.05)
+        except SoftTimeout:
+            side.incr(f"side:{key}")
+
+
+@app.task(name="controls.asoft", soft_timeout=0.5, timeout=20, max_attempts=1)
+async def asoft(key):
+    try:
+        await asyncio.sleep(20)
+    except asyncio.CancelledError:
+        side.rpush(f"side:{key}", "cancelled")
+        return "cleaned"
 """
 
 
@@ -120,3 +158,27 @@ def test_a_job_id_sent_200_times_at_once_from_4_processes_stores_one_job(redis_u
     assert app.broker.counts("default")["pending"] == 1
     assert len(side.keys("taskforge:{default}:job:*")) == 1
     assert app.job("invoice-7").info().task == "controls.mark"
+
+
+def test_soft_timeouts_reach_the_task_in_the_only_lane_in_a_threaded_lane_and_on_the_loop(start_worker, producer, side):
+    """Caught, the task returns (succeeded); uncaught, the job fails with SoftTimeout; ignored, timeout kills it."""
+    tidy, careless = producer.task_for("controls.tidy"), producer.task_for("controls.careless")
+    single = start_worker("-c", "1")
+    caught, failed = tidy.delay("main", 20), careless.delay("careless")
+    assert final(caught) is JobState.SUCCEEDED and caught.result(timeout=1) == "tidied"
+    assert 0.3 < float(side.lindex("side:main", 0)) < 5, "the sleep was interrupted at the soft timeout"
+    assert final(failed) is JobState.DEAD
+    assert failed.info().error.startswith("SoftTimeout: "), failed.info().error
+    stubborn = producer.task_for("controls.stubborn").delay("stubborn")
+    assert final(stubborn) is JobState.DEAD
+    assert stubborn.info().failure is FailureKind.TIMEOUT and int(side.get("side:stubborn")) == 1
+    single.signal(__import__("signal").SIGTERM)
+    assert single.wait(30) == 0, single.output()
+
+    start_worker("-c", "1", "-t", "4")
+    lane = tidy.delay("lane", 0.05)
+    loop = producer.task_for("controls.asoft").delay("loop")
+    assert final(lane) is JobState.SUCCEEDED and lane.result(timeout=1) == "tidied"
+    assert 0.3 < float(side.lindex("side:lane", 0)) < 5
+    assert final(loop) is JobState.SUCCEEDED and loop.result(timeout=1) == "cleaned"
+    assert side.lrange("side:loop", 0, -1) == [b"cancelled"]
