@@ -162,5 +162,5 @@ def test_a_server_older_than_the_minimum_is_refused_at_the_first_connection(old_
 
 def test_a_server_without_hello_is_refused_too(old_server: OldServer) -> None:
     old_server.version = None  # redis-py's own RESP3 handshake meets the unknown HELLO first
-    with pytest.raises(ConfigurationError, match=r"'HELLO'.*Redis 6\.2"):
+    with pytest.raises(ConfigurationError, match=r"[`']HELLO[`'].*Redis 6\.2"):  # redis-py quotes it either way
         TaskForge("old", broker=f"redis://127.0.0.1:{old_server.port}/0").broker.ping()
