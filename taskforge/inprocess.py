@@ -35,6 +35,9 @@ if TYPE_CHECKING:
     from .job import JobInfo
 
 DRAIN_LEASE_MS = 3_600_000
+# Passes that claimed nothing but were told to try again (corrupt jobs dead-lettered, a
+# due job just promoted) before a drain gives up: a bound, so it can never spin forever.
+MAX_RETRIES = 1000
 
 
 def drain(app: TaskForge, *, advance: timedelta | float | None = None, max_jobs: int = 100_000) -> list[JobInfo]:
@@ -43,14 +46,16 @@ def drain(app: TaskForge, *, advance: timedelta | float | None = None, max_jobs:
     seconds = advance.total_seconds() if isinstance(advance, timedelta) else advance
     broker = app.broker
     ran: list[JobInfo] = []
+    retries = 0
     while len(ran) < max_jobs:
         # Read again each pass: a workflow's next step may be on a queue not seen before.
         queues = list(dict.fromkeys([*app.queues(), *broker.queues()]))
-        claimed = False
+        claimed = again = False
         for queue in queues:
             if seconds:
                 broker.fast_forward(queue, seconds)
-            claims, _ = broker.dequeue(queue, DRAIN_LEASE_MS)
+            claims, wait = broker.dequeue(queue, DRAIN_LEASE_MS)
+            again = again or wait == 0.0  # it dead-lettered a corrupt job: more may be ready
             for claim in claims:
                 if is_async(app, claim):
                     run_async(app, claim)
@@ -58,7 +63,7 @@ def drain(app: TaskForge, *, advance: timedelta | float | None = None, max_jobs:
                     run_claim(app, claim)
                 ran.append(JobHandle(app, claim.id, queue).info())
                 claimed = True
-        if not claimed:
+        if not claimed and (not again or (retries := retries + 1) > MAX_RETRIES):
             return ran
     return ran
 
@@ -76,13 +81,15 @@ async def adrain(app: TaskForge, *, advance: timedelta | float | None = None, ma
     seconds = advance.total_seconds() if isinstance(advance, timedelta) else advance
     broker = app.broker
     ran: list[JobInfo] = []
+    retries = 0
     while len(ran) < max_jobs:
         queues = await offload(lambda: list(dict.fromkeys([*app.queues(), *broker.queues()])))
-        claimed = False
+        claimed = again = False
         for queue in queues:
             if seconds:
                 await offload(partial(broker.fast_forward, queue, seconds))
-            claims, _ = await offload(partial(broker.dequeue, queue, DRAIN_LEASE_MS))
+            claims, wait = await offload(partial(broker.dequeue, queue, DRAIN_LEASE_MS))
+            again = again or wait == 0.0  # it dead-lettered a corrupt job: more may be ready
             for claim in claims:
                 if is_async(app, claim):
                     await arun_claim(app, claim, offload)
@@ -90,7 +97,7 @@ async def adrain(app: TaskForge, *, advance: timedelta | float | None = None, ma
                     await offload(partial(run_claim, app, claim))
                 ran.append(await offload(JobHandle(app, claim.id, queue).info))
                 claimed = True
-        if not claimed:
+        if not claimed and (not again or (retries := retries + 1) > MAX_RETRIES):
             return ran
     return ran
 

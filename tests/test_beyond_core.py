@@ -106,6 +106,20 @@ def test_drain_advance_plays_out_retries_and_schedules(app: TaskForge) -> None:
     assert later.result(timeout=1) == "done"
 
 
+def test_drain_goes_on_past_a_corrupt_job_dead_lettered_at_the_claim(app: TaskForge) -> None:
+    @app.task
+    def echo(x: int) -> int:
+        return x
+
+    corrupt = echo.delay(1)
+    fine = echo.delay(2)
+    client = app.broker.client
+    [key] = [k for k in client.keys(f"*{corrupt.id}*") if b":job:" in k]
+    client.hset(key, "payload", b"\xc1")  # no msgpack value starts with 0xc1
+    assert [i.id for i in app.drain()] == [fine.id]
+    assert corrupt.status() is JobState.DEAD and fine.result(timeout=1) == 2
+
+
 def test_testing_kit_example_runs_under_pytest_like_a_users_suite(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "examples" / "testing_kit")],
