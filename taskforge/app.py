@@ -15,6 +15,7 @@ from .handle import JobHandle
 from .hooks import Event, Hooks, Middleware
 from .job import BackoffPolicy, JobInfo, Priority
 from .periodic import Schedule
+from .sending import SendHook, check_hook
 from .task import Task, TaskOptions
 from .task_options import module_name
 
@@ -70,6 +71,7 @@ class TaskForge:
         self.durability = durability
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.hooks = Hooks()
+        self.send_hooks: list[SendHook] = []  # producer hooks, around every enqueue (see taskforge.sending)
         self.schedules: list[Schedule] = []
         # Called with the handle of each job delay(), apply_at(), apply_in() or send() stored.
         self.after_enqueue: list[Callable[[JobHandle[Any]], object]] = []
@@ -305,6 +307,13 @@ class TaskForge:
     def middleware(self, func: Middleware) -> Middleware:
         """Wrap every task run in this app's workers: ``func(job_info, call_next)``."""
         return self.hooks.add_middleware(func)
+
+    def around_enqueue(self, func: SendHook) -> SendHook:
+        """Wrap every enqueue from this app: ``func(outgoing)`` may add ``outgoing.headers`` and may
+        return a context manager held around the store (see ``taskforge.sending``)."""
+        check_hook(func)
+        self.send_hooks.append(func)
+        return func
 
     def drain(self, *, advance: timedelta | float | None = None, max_jobs: int = 100_000) -> list[JobInfo]:
         """Run every ready job in this process, until none is ready; returns what ran.

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .errors import ConfigurationError, TaskforgeError
@@ -17,7 +18,7 @@ _current: ContextVar[CurrentJob | None] = ContextVar("taskforge_current_job", de
 
 @dataclass(frozen=True)
 class CurrentJob:
-    """The job the calling task runs: its id, attempt (1 for the first run) and progress."""
+    """The job the calling task runs: its id, attempt (1 for the first run), headers and progress."""
 
     id: str
     attempt: int
@@ -25,6 +26,7 @@ class CurrentJob:
     queue: str
     _token: str
     _broker: Broker | None
+    headers: Mapping[str, str] = field(default_factory=dict)  # set at enqueue by producer hooks
 
     def set_progress(self, fraction: float, message: str | None = None) -> None:
         """Record progress (0.0 to 1.0) for ``info()``, ``taskforge job`` and status.
@@ -47,7 +49,8 @@ def current_job() -> CurrentJob:
 
 
 def enter(claim: Claim, broker: Broker | None) -> object:
-    return _current.set(CurrentJob(claim.id, claim.attempts, claim.task, claim.queue, claim.token, broker))
+    job = CurrentJob(claim.id, claim.attempts, claim.task, claim.queue, claim.token, broker, claim.headers or {})
+    return _current.set(job)
 
 
 def leave(token: object) -> None:

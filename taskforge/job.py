@@ -9,7 +9,7 @@ import enum
 import math
 import random
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -155,6 +155,7 @@ class JobInfo:
     progress: float | None = None
     progress_message: str | None = None
     failure: FailureKind | None = None  # why the latest attempt failed; None if none ever did
+    headers: dict[str, str] = field(default_factory=dict)  # set at enqueue by producer hooks (trace context)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form with the field names of ``JobInfo`` (``job --json``)."""

@@ -9,11 +9,13 @@ double, a workflow's step sender to come).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .broker.queue import Broker
     from .handle import JobHandle
+    from .sending import SendHook
 
 
 class BrokerAccess(Protocol):
@@ -33,5 +35,8 @@ class Producer(BrokerAccess, Protocol):
 
     @property
     def max_job_size(self) -> int: ...
+
+    @property
+    def send_hooks(self) -> Sequence[SendHook]: ...
 
     def enqueued(self, handle: JobHandle[Any]) -> None: ...

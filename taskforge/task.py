@@ -14,7 +14,8 @@ from .broker.keys import validate_queue_name
 from .errors import ConfigurationError, SerializationError
 from .handle import JobHandle, async_access
 from .job import BackoffPolicy, Priority, backoff_policy
-from .new_job import build_job
+from .new_job import build_job, check_size
+from .sending import Outgoing, around, stamped
 from .task_options import (
     MAX_DELAY_SECONDS,
     TaskOptions,
@@ -196,8 +197,30 @@ class Task(Generic[P, R]):
         jobs = self._jobs_of(calls)
         if not jobs:
             return []
-        ids = self.app.broker.enqueue(self.queue, jobs, self.app.max_size, resend=False)
+        ids = self._store(jobs, resend=False, operation="send_many")
         return [JobHandle(self.app, job_id, self.queue) for job_id in ids]
+
+    def _store(self, jobs: list[NewJob], *, resend: bool, operation: str = "send") -> list[str]:
+        hooks = self.app.send_hooks
+        if not hooks:
+            return self.app.broker.enqueue(self.queue, jobs, self.app.max_size, resend=resend)
+        outgoing = Outgoing(operation, self.name, self.queue, tuple(job.id for job in jobs))
+        with around(hooks, outgoing):
+            jobs = stamped(jobs, outgoing.headers, self._check_size)
+            return self.app.broker.enqueue(self.queue, jobs, self.app.max_size, resend=resend)
+
+    async def _astore(self, jobs: list[NewJob], *, resend: bool, operation: str = "send") -> list[str]:
+        broker = async_access(self.app).async_broker()
+        hooks = self.app.send_hooks
+        if not hooks:
+            return await broker.enqueue(self.queue, jobs, self.app.max_size, resend=resend)
+        outgoing = Outgoing(operation, self.name, self.queue, tuple(job.id for job in jobs))
+        with around(hooks, outgoing):
+            jobs = stamped(jobs, outgoing.headers, self._check_size)
+            return await broker.enqueue(self.queue, jobs, self.app.max_size, resend=resend)
+
+    def _check_size(self, job: NewJob) -> None:
+        check_size(self, job.payload, job.unique_digest, job.fields)
 
     def _jobs_of(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]]) -> list[NewJob]:
         if self.options.job_id is not None:
@@ -231,7 +254,7 @@ class Task(Generic[P, R]):
     def _enqueue_one(self, args: tuple[Any, ...], kwargs: dict[str, Any], **timing: Any) -> JobHandle[R]:
         job = build_job(self, args, kwargs, **timing)
         chosen = self.options.job_id is not None  # an id already stored is left alone, and comes back
-        [job_id] = self.app.broker.enqueue(self.queue, [job], self.app.max_size, resend=chosen)
+        [job_id] = self._store([job], resend=chosen)
         handle: JobHandle[R] = JobHandle(self.app, job_id, self.queue)
         self.app.enqueued(handle)  # eager mode drains here, when the testing kit installed it
         return handle
@@ -255,14 +278,13 @@ class Task(Generic[P, R]):
         jobs = self._jobs_of(calls)
         if not jobs:
             return []
-        ids = await async_access(self.app).async_broker().enqueue(self.queue, jobs, self.app.max_size)
+        ids = await self._astore(jobs, resend=False, operation="send_many")
         return [JobHandle(self.app, job_id, self.queue) for job_id in ids]
 
     async def _aenqueue_one(self, args: tuple[Any, ...], kwargs: dict[str, Any], **timing: Any) -> JobHandle[R]:
         job = build_job(self, args, kwargs, **timing)  # checked and serialized before any await
         chosen = self.options.job_id is not None
-        broker = async_access(self.app).async_broker()
-        [job_id] = await broker.enqueue(self.queue, [job], self.app.max_size, resend=chosen)
+        [job_id] = await self._astore([job], resend=chosen)
         handle: JobHandle[R] = JobHandle(self.app, job_id, self.queue)
         self.app.enqueued(handle)
         return handle

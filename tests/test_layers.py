@@ -29,6 +29,7 @@ API_MODULES = [
     "taskforge.new_job",
     "taskforge.periodic",
     "taskforge.protocols",
+    "taskforge.sending",
     "taskforge.serialization",
     "taskforge.serialization.codec",
     "taskforge.serialization.format",
@@ -203,3 +204,13 @@ def test_no_module_of_the_package_is_over_400_lines() -> None:
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > 400
     }
     assert not long, f"split these by responsibility: {long}"
+
+
+def test_nothing_outside_contrib_imports_an_integration() -> None:
+    """``contrib`` needs extras (opentelemetry, Django): the package itself must never load it."""
+    for path in PACKAGE.rglob("*.py"):
+        module = ".".join(("taskforge", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+        if module.startswith("taskforge.contrib"):
+            continue
+        for name, _, line in imports(module):
+            assert not name.startswith("taskforge.contrib"), f"{module}:{line} imports {name}"

@@ -117,6 +117,7 @@ class Outbox:
         self.max_size = 0
         self.max_job_size = 0
         self.stored: list[str] = []
+        self.send_hooks: list[Any] = []
 
     def find_queue(self, job_id: str) -> str:
         return "default"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import CorruptPayload
 from ..job import FailureKind
 from ..serialization import loads_call
-from .record import Claim
+from .record import Claim, decode_headers
 from .replies import ClaimBatch, ClaimReply, ClaimRow, FailOutcome
 
 log = logging.getLogger("taskforge.broker")
@@ -112,4 +112,5 @@ class ClaimVetting:
             priority=_int(row.priority, 1),
             inherit=bool(row.inherit),
             workflow=row.workflow.decode() if row.workflow else "",
+            headers=decode_headers(row.headers),
         )

@@ -10,6 +10,7 @@ empty on the other.
 from __future__ import annotations
 
 import enum
+import json
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,7 @@ class Field(str, enum.Enum):
     WORKFLOW = "workflow"  # the id of the workflow this job is a step of
     EXPIRES = "expires"  # ms: not started by then, it ends cancelled ("expired")
     KEEP_MS = "keep_ms"  # the retention of a job that expires (the claim script has no app to ask)
+    HEADERS = "headers"  # a JSON object of strings set by producer hooks (trace context); absent: none
 
     @property
     def key(self) -> bytes:
@@ -103,6 +105,29 @@ class Claim:
     priority: int
     inherit: bool = False
     workflow: str = ""  # a workflow step: its outcome is reported to that workflow
+    headers: dict[str, str] | None = None  # the job's headers; None when it was sent without any
+
+
+def encode_headers(headers: dict[str, str]) -> str:
+    """The ``headers`` field: JSON, so that any tool reading the record can read it too."""
+    return json.dumps(headers, separators=(",", ":"), ensure_ascii=False)
+
+
+def decode_headers(raw: bytes | None) -> dict[str, str] | None:
+    """A job's headers, or None for none; junk (written by something else) reads as none.
+
+    Headers are metadata (trace context), never what a task computes with, so
+    a damaged field costs the job its trace, not its run.
+    """
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    if type(value) is not dict or not all(type(v) is str for v in value.values()):
+        return None
+    return value
 
 
 def new_token() -> str:
@@ -183,4 +208,5 @@ def job_info(job_id: str, queue: str, fields: dict[bytes, bytes]) -> JobInfo:
         progress=_fraction(fields, Field.PROGRESS),
         progress_message=_text(fields, Field.PROGRESS_MESSAGE),
         failure=FailureKind.decode(_text(fields, Field.FAILURE)),
+        headers=decode_headers(fields.get(Field.HEADERS.key)) or {},
     )

@@ -26,7 +26,7 @@ def decode_enqueue(raw: list[Any]) -> list[str] | EnqueueRefused:
 
 
 class ClaimRow(NamedTuple):
-    """One claimed job as claim_ready (lua/_lib.lua) lays it out: 10 raw values."""
+    """One claimed job as claim_ready (lua/_lib.lua) lays it out: 11 raw values."""
 
     id: bytes
     task: bytes
@@ -37,6 +37,7 @@ class ClaimRow(NamedTuple):
     priority: bytes
     inherit: bytes
     workflow: bytes  # '' or the id of the workflow the job is a step of
+    headers: bytes  # '' or a JSON object of strings (producer hooks' headers)
     damage: bytes  # '' or '<field> <value>': that field holds junk
 
 

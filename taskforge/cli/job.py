@@ -26,7 +26,7 @@ max_attempts, created_at, scheduled_at, started_at, finished_at (ISO 8601
 UTC or null), error, traceback, result, progress, progress_message, failure
 (why the latest attempt failed, a FailureKind value: exception, retry,
 timeout, crashed, worker_lost, unknown_task, serialization, corrupt, aborted;
-or null).
+or null), headers (an object of strings, {} for a job sent without any).
 Values in args, kwargs and result that JSON has no type for are rendered:
 datetime, date, time as ISO 8601 strings; timedelta as seconds; UUID and
 Decimal as strings; tuple as an array; set and frozenset as sorted arrays;
@@ -85,6 +85,7 @@ def format_job(info: JobInfo) -> str:
         ("args", repr(info.args)),
         ("kwargs", repr(info.kwargs)),
     ]
+    rows += [(f"header {name}", value) for name, value in info.headers.items()]
     if info.state is JobState.SUCCEEDED:
         rows.append(("result", repr(info.result)))
     if info.progress is not None:

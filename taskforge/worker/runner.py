@@ -160,6 +160,7 @@ def claim_info(claim: Claim) -> JobInfo:
         scheduled_at=None,
         started_at=None,
         finished_at=None,
+        headers=claim.headers or {},
     )
 
 

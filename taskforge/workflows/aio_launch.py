@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
 from ..handle import JobHandle, async_access
+from ..sending import around
 from .aio_delivery import asend
 from .handle import WorkflowHandle
-from .launch import first_signature, record_fields
+from .launch import first_signature, outgoing, record_fields
 from .plan import make_plan
 
 if TYPE_CHECKING:
@@ -33,10 +34,13 @@ async def alaunch(root: Node, on_failure: Signature[Any] | None) -> WorkflowHand
     workflow = uuid.uuid4().hex
     broker = async_access(app).async_broker()
     roots = [i for i, step in enumerate(plan.steps) if not step.after]
-    await broker.create_workflow(workflow, len(plan.steps), fields)
-    reply = await broker.workflow_flight(workflow)  # the roots' specs, exactly as a worker will read them
-    await asend(broker, workflow, reply.ready)
-    await broker.workflow_launched(workflow)
     first = plan.steps[roots[0]].signature.task
+    with around(app.send_hooks, outgoing(workflow, first, plan)) as headers:
+        if headers:
+            fields = record_fields(plan, on_failure, headers)
+        await broker.create_workflow(workflow, len(plan.steps), fields)
+        reply = await broker.workflow_flight(workflow)  # the roots' specs, exactly as a worker will read them
+        await asend(broker, workflow, reply.ready)
+        await broker.workflow_launched(workflow)
     app.enqueued(JobHandle(app, f"{workflow}.{roots[0]}", first.queue))
     return WorkflowHandle(app, workflow)

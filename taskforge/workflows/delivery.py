@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..broker.record import NewJob
+from ..broker.record import NewJob, encode_headers
 from ..broker.workflows import StepReport
 from ..serialization import dumps_call, loads, loads_call
 from .plan import fill
@@ -66,6 +66,7 @@ def step_job(workflow: str, step: StepToSend) -> tuple[str, NewJob]:
         inherit=spec["inherit"],
         limits=spec["limits"],
         workflow=workflow,
+        fields={"headers": encode_headers(headers)} if (headers := spec.get("headers")) else None,
     )
     return spec["queue"], job
 

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigurationError, SerializationError
 from ..handle import JobHandle
 from ..new_job import check_size
+from ..sending import Outgoing, around
 from ..serialization import dumps, dumps_call
 from .canvas import Chain, Node, Signature
-from .delivery import send
+from .delivery import send, step_id
 from .handle import WorkflowHandle
 from .plan import Plan, Shape, leaves, make_plan
 
@@ -27,8 +28,14 @@ if TYPE_CHECKING:
     from ..task import Task
 
 
-def step_spec(signature: Signature[Any], given: Shape | None, where: str) -> bytes:
-    """What the workflow record keeps to send a step later (msgpack; Lua never reads it)."""
+def step_spec(
+    signature: Signature[Any], given: Shape | None, where: str, headers: dict[str, str] | None = None
+) -> bytes:
+    """What the workflow record keeps to send a step later (msgpack; Lua never reads it).
+
+    ``headers`` (from producer hooks) are kept in every step's spec, so each
+    step carries those its workflow was started with, whichever worker sends it.
+    """
     task: Task[Any, Any] = signature.task
     args, kwargs = signature.args, signature.kwargs
     try:
@@ -57,13 +64,17 @@ def step_spec(signature: Signature[Any], given: Shape | None, where: str) -> byt
         "call": payload,
         "input": given,
     }
+    if headers:
+        spec["headers"] = headers
     return dumps(spec)
 
 
-def record_fields(plan: Plan, on_failure: Signature[Any] | None) -> list[tuple[str, bytes | str]]:
+def record_fields(
+    plan: Plan, on_failure: Signature[Any] | None, headers: dict[str, str] | None = None
+) -> list[tuple[str, bytes | str]]:
     fields: list[tuple[str, bytes | str]] = [("steps", str(len(plan.steps))), ("shape", dumps(plan.result))]
     for index, step in enumerate(plan.steps):
-        fields.append((f"spec:{index}", step_spec(step.signature, step.input, f"step {index}")))
+        fields.append((f"spec:{index}", step_spec(step.signature, step.input, f"step {index}", headers)))
         fields.append((f"queue:{index}", step.signature.task.queue))
         if step.next:
             fields.append((f"next:{index}", ",".join(map(str, step.next))))
@@ -73,10 +84,15 @@ def record_fields(plan: Plan, on_failure: Signature[Any] | None) -> list[tuple[s
             fields.append((f"input:{index}", ",".join(map(str, leaves(step.input)))))
     if on_failure is not None:
         index = len(plan.steps)
-        fields.append((f"spec:{index}", step_spec(on_failure, None, "on_failure")))
+        fields.append((f"spec:{index}", step_spec(on_failure, None, "on_failure", headers)))
         fields.append((f"queue:{index}", on_failure.task.queue))
         fields.append(("on_failure", str(index)))
     return fields
+
+
+def outgoing(workflow: str, first: Task[Any, Any], plan: Plan) -> Outgoing:
+    """A workflow's start as producer hooks see it: named by its first step, listing every step's id."""
+    return Outgoing("workflow", first.name, first.queue, tuple(step_id(workflow, i) for i in range(len(plan.steps))))
 
 
 def first_signature(node: Node) -> Signature[Any]:
@@ -95,11 +111,14 @@ def launch(root: Node, on_failure: Signature[Any] | None) -> WorkflowHandle[Any]
     workflow = uuid.uuid4().hex
     broker = app.broker
     roots = [i for i, step in enumerate(plan.steps) if not step.after]
-    broker.create_workflow(workflow, len(plan.steps), fields)
-    reply = broker.workflow_flight(workflow)  # the roots' specs, exactly as a worker will read them
-    send(broker, workflow, reply.ready)
-    broker.workflow_launched(workflow)
     first = plan.steps[roots[0]].signature.task
+    with around(app.send_hooks, outgoing(workflow, first, plan)) as headers:
+        if headers:
+            fields = record_fields(plan, on_failure, headers)
+        broker.create_workflow(workflow, len(plan.steps), fields)
+        reply = broker.workflow_flight(workflow)  # the roots' specs, exactly as a worker will read them
+        send(broker, workflow, reply.ready)
+        broker.workflow_launched(workflow)
     # Eager mode runs the workflow here, when the testing kit installed it.
     app.enqueued(JobHandle(app, f"{workflow}.{roots[0]}", first.queue))
     return WorkflowHandle(app, workflow)

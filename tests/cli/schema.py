@@ -95,5 +95,6 @@ JOB_SCHEMA = {
     "result": JSON_VALUE,
     "progress": (float, int, type(None)),
     "progress_message": (str, type(None)),
+    "headers": (dict,),
     "failure": (str, type(None)),
 }

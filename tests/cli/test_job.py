@@ -89,6 +89,22 @@ def test_pending_job_has_null_times_and_result(cli_app: TaskForge, invoke) -> No
     assert data["started_at"] is None and data["finished_at"] is None and data["result"] is None
 
 
+def test_headers_show_in_both_outputs(cli_app: TaskForge, invoke) -> None:
+    def tenant(outgoing) -> None:
+        outgoing.headers["tenant"] = "acme"
+
+    cli_app.around_enqueue(tenant)
+    try:
+        handle = cli_app.tasks["cliapp.send"].delay("x@y.z")
+    finally:
+        cli_app.send_hooks.remove(tenant)
+    assert json.loads(invoke("job", "cliapp:app", handle.id, "--json").stdout)["headers"] == {"tenant": "acme"}
+    assert "header tenant" in invoke("job", "cliapp:app", handle.id).stdout
+    plain = cli_app.tasks["cliapp.send"].delay("x@y.z")
+    assert json.loads(invoke("job", "cliapp:app", plain.id, "--json").stdout)["headers"] == {}
+    assert "header" not in invoke("job", "cliapp:app", plain.id).stdout
+
+
 def test_unknown_job_id_exits_2_with_one_line(cli_app: TaskForge, invoke) -> None:
     result = invoke("job", "cliapp:app", "0" * 32)
     assert result.exit_code == 2

@@ -192,6 +192,11 @@ def catalogue(rng: random.Random) -> list[Bad]:
                 f"keep-ms-{value!r}", f"keep_ms {value!r}, expired", FINISHED, fields={"expires": "1", "keep_ms": value}
             )
         )
+    # headers: metadata, never what a task computes with; junk costs the job its headers, not its run.
+    for value in ("{not json", '{"h": 1}', "[1, 2]", b"\xff\xfe", '"text"', "", "{}", "x" * MIB):
+        items.append(
+            Bad(f"headers-{str(value)[:8]!r}", f"headers {str(value)[:20]!r}", RUNS, fields={"headers": value})
+        )
     for value in ("abc", "0", "-3", ""):
         items.append(
             Bad(f"max-attempts-{value or 'empty'}", f"max_attempts {value!r}", RUNS, fields={"max_attempts": value})

@@ -326,9 +326,9 @@ local function unfinished_count()
 end
 
 -- The fields a claim hands to the worker, read in one HMGET; claim_row
--- turns them into the 10 values of the reply layout dequeue.lua documents.
+-- turns them into the 11 values of the reply layout dequeue.lua documents.
 local CLAIM_FIELDS = {'state', 'attempts', 'task', 'payload', 'max_attempts', 'timeout', 'priority', 'inherit',
-  'token', 'seq', 'workflow', 'expires'}
+  'token', 'seq', 'workflow', 'expires', 'headers'}
 
 -- Whether a job's `expires` field (ms; nil for none) has passed.  Junk counts
 -- as no expiry: a job is never dropped on a field nobody can read.
@@ -382,7 +382,7 @@ local function claim_row(out, id, f, attempts)
     damage = 'attempts ' .. tostring(f[2])
   end
   local values = {id, f[3] or '', f[4] or '', attempts or f[2], f[5] or '', f[6] or '', f[7] or '', f[8] or '',
-    f[11] or '', damage}
+    f[11] or '', f[13] or '', damage}
   for _, v in ipairs(values) do
     out[#out + 1] = v
   end

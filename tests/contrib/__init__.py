@@ -1,0 +1,1 @@
+"""Integrations: job headers, OpenTelemetry, Django."""
