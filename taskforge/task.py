@@ -188,6 +188,28 @@ class Task(Generic[P, R]):
             clone.registered = True  # explicit options win over the worker's definition
         return clone
 
+    def delay_on_commit(self, *args: P.args, **kwargs: P.kwargs) -> None:
+        """``delay()`` once the current Django database transaction commits; never if it rolls back.
+
+        The call is checked and serialized now, so a bad argument raises here,
+        inside the transaction, rather than after the commit where nobody
+        would see it. Outside a transaction (autocommit) it is stored at once.
+        Returns None: the job does not exist until the commit, as with
+        Celery's ``delay_on_commit``. Needs Django (``taskforge[django]``).
+        """
+        try:
+            from django.db import transaction
+        except ImportError:
+            raise ConfigurationError(
+                f"{self.name}.delay_on_commit() needs Django: pip install 'taskforge-redis[django]'"
+            ) from None
+        job = build_job(self, args, kwargs)
+        transaction.on_commit(lambda: self._store_later(job))
+
+    def _store_later(self, job: NewJob) -> None:
+        [job_id] = self._store([job], resend=self.options.job_id is not None)
+        self.app.enqueued(JobHandle(self.app, job_id, self.queue))
+
     def delay_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]]) -> list[JobHandle[R]]:
         """Queue many runs in one round trip; a tuple is args, a dict is kwargs.
 

@@ -67,6 +67,13 @@ CASES = {
             "20 requests awaited their results",
         ],
     ),
+    "otel": (
+        EXAMPLES / "otel",
+        "tasks:app",
+        "demo.py",
+        ["-c", "1"],
+        ["job headers:   {'traceparent': '00-", "same trace: True"],
+    ),
     "priorities": (
         EXAMPLES,
         "priorities:app",

@@ -3,9 +3,10 @@
 Blocks are found by their fences: the tour is the Python block that starts
 ``# myapp.py``; the API block is the one importing from ``myapp``. Every other
 Python block is a fragment run with an ``app`` (on ``memory://``) and a job
-handle ``h`` in scope. Every ``taskforge COMMAND`` line in any block must name
-a real command, and every ``pip install`` of the published package must use
-its distribution name.
+handle ``h`` in scope. Blocks fenced ``py`` are shown, not run: they need
+Django 6 (Python 3.12+), and ``examples/django`` runs their code. Every
+``taskforge COMMAND`` line in any block must name a real command, and every
+``pip install`` of the published package must use its distribution name.
 """
 
 from __future__ import annotations

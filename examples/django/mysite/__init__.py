@@ -1,0 +1,1 @@
+"""A minimal Django project whose background tasks run on taskforge."""

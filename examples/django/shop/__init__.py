@@ -1,0 +1,1 @@
+"""The example app: one Django task and the views that use it."""
