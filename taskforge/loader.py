@@ -8,7 +8,7 @@ import sys
 import traceback
 from typing import TYPE_CHECKING
 
-from .errors import AppNotFound
+from .errors import AppNotFound, TaskforgeError
 
 if TYPE_CHECKING:
     from .app import TaskForge
@@ -51,6 +51,12 @@ def load_app(spec: str) -> TaskForge:
         app = getattr(module, attr)
     except AttributeError:
         raise AppNotFound(f"module {module_name!r} has no attribute {attr!r} (APP {spec!r})") from None
+    except Exception as exc:  # a module __getattr__ that builds the app (taskforge.contrib.django) raised
+        # Taskforge's own errors say what to do; anything else gets the traceback of the code that raised.
+        details = None if isinstance(exc, TaskforgeError) else _user_traceback(exc)
+        raise AppNotFound(
+            f"getting {attr!r} from {module_name!r} failed: {type(exc).__name__}: {exc}", details=details
+        ) from None
     if not isinstance(app, TaskForge):
         raise AppNotFound(f"{spec!r} is a {type(app).__name__}, not a TaskForge app")
     return app

@@ -256,7 +256,10 @@ def __getattr__(name: str) -> Any:
         )
     django.setup()
     alias = os.environ.get("TASKFORGE_DJANGO_BACKEND", "default")
-    backend = task_backends[alias]
+    try:
+        backend = task_backends[alias]
+    except Exception as exc:  # InvalidTaskBackend, ImproperlyConfigured: the settings' own words
+        raise ConfigurationError(f"TASKS[{alias!r}]: {exc}") from None
     if not isinstance(backend, TaskforgeBackend):
         raise ConfigurationError(f"TASKS[{alias!r}] uses {type(backend).__name__}, not TaskforgeBackend")
     return backend.app

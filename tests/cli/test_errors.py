@@ -63,3 +63,21 @@ def test_bad_app_exits_2_with_one_line(down_app, invoke, args: list[str]) -> Non
 def test_app_that_is_not_an_app_exits_2(down_app, invoke) -> None:
     result = invoke("status", "downapp:ping")
     assert result.exit_code == 2 and "not a TaskForge app" in one_line_error(result)
+
+
+def test_an_app_built_on_access_that_fails_exits_2_with_its_reason(down_app, invoke, tmp_path: Path) -> None:
+    # As taskforge.contrib.django:app does: a module __getattr__ builds the app, and may raise.
+    (tmp_path / "lazyapp.py").write_text(
+        "from taskforge.errors import ConfigurationError\n\n"
+        "def __getattr__(name):\n"
+        "    if name == 'app':\n"
+        "        raise ConfigurationError('needs DJANGO_SETTINGS_MODULE')\n"
+        "    raise RuntimeError('broken ' + name)\n"
+    )
+    result = invoke("status", "lazyapp:app")
+    assert result.exit_code == 2, result.output
+    assert "lazyapp" in one_line_error(result) and "needs DJANGO_SETTINGS_MODULE" in result.stderr
+    result = invoke("status", "lazyapp:other")  # not taskforge's error: its traceback is shown too
+    assert result.exit_code == 2, result.output
+    last = result.stderr.strip().splitlines()[-1]
+    assert "Traceback" in result.stderr and last.endswith("RuntimeError: broken other")

@@ -155,3 +155,22 @@ def test_a_task_taking_djangos_context_sees_its_attempt_and_id(worker: Worker) -
     result = which_attempt.enqueue("ctx")
     wait_for(lambda: (result.refresh(), result.is_finished)[1], 30, "the context task to finish")
     assert result.return_value == f"ctx: attempt 1 of result {result.id}"
+
+
+def test_bad_setups_get_one_clear_error(project: Path) -> None:
+    import subprocess
+
+    from django.tasks.exceptions import TaskResultDoesNotExist
+    from shop.tasks import thumbnail
+
+    with pytest.raises(TaskResultDoesNotExist):
+        thumbnail.get_result("0" * 32)
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    command = [sys.executable, "-m", "taskforge", "worker", "taskforge.contrib.django:app", "--burst"]
+    run = subprocess.run(command, cwd=EXAMPLE, env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "needs DJANGO_SETTINGS_MODULE" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+    env["DJANGO_SETTINGS_MODULE"] = "mysite.settings"
+    env["TASKFORGE_DJANGO_BACKEND"] = "nosuch"
+    run = subprocess.run(command, cwd=EXAMPLE, env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "TASKS['nosuch']" in run.stderr and "Traceback" not in run.stderr, run.stderr
