@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from .broker.record import encode_headers
 from .errors import ConfigurationError, SerializationError
+from .new_job import check_size
 
 if TYPE_CHECKING:
     from .broker.queue import NewJob
-
-OPERATIONS = ("send", "send_many", "workflow")
+    from .task import Task
 
 
 @dataclass
@@ -70,7 +70,16 @@ def around(hooks: Sequence[SendHook], outgoing: Outgoing) -> Iterator[dict[str, 
         yield outgoing.headers
 
 
-def stamped(jobs: list[NewJob], headers: dict[str, str], check: Callable[[NewJob], None]) -> list[NewJob]:
+@contextmanager
+def sending(
+    hooks: Sequence[SendHook], outgoing: Outgoing, jobs: list[NewJob], task: Task[Any, Any]
+) -> Iterator[list[NewJob]]:
+    """``around`` the store of ``jobs`` (of ``task``), which the body gets back carrying the hooks' headers."""
+    with around(hooks, outgoing) as headers:
+        yield stamped(jobs, headers, task)
+
+
+def stamped(jobs: list[NewJob], headers: dict[str, str], task: Task[Any, Any]) -> list[NewJob]:
     """``jobs`` carrying ``headers`` (the record's ``headers`` field), each checked again
     against ``max_job_size``, which counts them."""
     if not headers:
@@ -79,7 +88,7 @@ def stamped(jobs: list[NewJob], headers: dict[str, str], check: Callable[[NewJob
     field = encode_headers(headers)
     out = [replace(job, fields={**(job.fields or {}), "headers": field}) for job in jobs]
     for job in out:
-        check(job)
+        check_size(task, job.payload, job.unique_digest, job.fields)
     return out
 
 

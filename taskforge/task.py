@@ -6,6 +6,7 @@ import enum
 import hashlib
 import inspect
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar
@@ -14,8 +15,8 @@ from .broker.keys import validate_queue_name
 from .errors import ConfigurationError, SerializationError
 from .handle import JobHandle, async_access
 from .job import BackoffPolicy, Priority, backoff_policy
-from .new_job import build_job, check_size
-from .sending import Outgoing, around, stamped
+from .new_job import build_job
+from .sending import Outgoing, sending
 from .task_options import (
     MAX_DELAY_SECONDS,
     TaskOptions,
@@ -223,26 +224,22 @@ class Task(Generic[P, R]):
         return [JobHandle(self.app, job_id, self.queue) for job_id in ids]
 
     def _store(self, jobs: list[NewJob], *, resend: bool, operation: str = "send") -> list[str]:
-        hooks = self.app.send_hooks
-        if not hooks:
+        if not self.app.send_hooks:  # the plain path: no hook, nothing to wrap
             return self.app.broker.enqueue(self.queue, jobs, self.app.max_size, resend=resend)
-        outgoing = Outgoing(operation, self.name, self.queue, tuple(job.id for job in jobs))
-        with around(hooks, outgoing):
-            jobs = stamped(jobs, outgoing.headers, self._check_size)
-            return self.app.broker.enqueue(self.queue, jobs, self.app.max_size, resend=resend)
+        with self._sending(jobs, operation) as stamped:
+            return self.app.broker.enqueue(self.queue, stamped, self.app.max_size, resend=resend)
 
     async def _astore(self, jobs: list[NewJob], *, resend: bool, operation: str = "send") -> list[str]:
         broker = async_access(self.app).async_broker()
-        hooks = self.app.send_hooks
-        if not hooks:
+        if not self.app.send_hooks:
             return await broker.enqueue(self.queue, jobs, self.app.max_size, resend=resend)
-        outgoing = Outgoing(operation, self.name, self.queue, tuple(job.id for job in jobs))
-        with around(hooks, outgoing):
-            jobs = stamped(jobs, outgoing.headers, self._check_size)
-            return await broker.enqueue(self.queue, jobs, self.app.max_size, resend=resend)
+        with self._sending(jobs, operation) as stamped:
+            return await broker.enqueue(self.queue, stamped, self.app.max_size, resend=resend)
 
-    def _check_size(self, job: NewJob) -> None:
-        check_size(self, job.payload, job.unique_digest, job.fields)
+    def _sending(self, jobs: list[NewJob], operation: str) -> AbstractContextManager[list[NewJob]]:
+        """The producer hooks around storing ``jobs``, which come back carrying their headers."""
+        outgoing = Outgoing(operation, self.name, self.queue, tuple(job.id for job in jobs))
+        return sending(self.app.send_hooks, outgoing, jobs, self)
 
     def _jobs_of(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]]) -> list[NewJob]:
         if self.options.job_id is not None:

@@ -17,7 +17,7 @@ from ..handle import JobHandle, async_access
 from ..sending import around
 from .aio_delivery import asend
 from .handle import WorkflowHandle
-from .launch import first_signature, outgoing, record_fields
+from .launch import first_signature, outgoing, record_fields, with_headers
 from .plan import make_plan
 
 if TYPE_CHECKING:
@@ -36,9 +36,7 @@ async def alaunch(root: Node, on_failure: Signature[Any] | None) -> WorkflowHand
     roots = [i for i, step in enumerate(plan.steps) if not step.after]
     first = plan.steps[roots[0]].signature.task
     with around(app.send_hooks, outgoing(workflow, first, plan)) as headers:
-        if headers:
-            fields = record_fields(plan, on_failure, headers)
-        await broker.create_workflow(workflow, len(plan.steps), fields)
+        await broker.create_workflow(workflow, len(plan.steps), with_headers(fields, headers))
         reply = await broker.workflow_flight(workflow)  # the roots' specs, exactly as a worker will read them
         await asend(broker, workflow, reply.ready)
         await broker.workflow_launched(workflow)

@@ -17,7 +17,7 @@ from ..errors import ConfigurationError, SerializationError
 from ..handle import JobHandle
 from ..new_job import check_size
 from ..sending import Outgoing, around
-from ..serialization import dumps, dumps_call
+from ..serialization import dumps, dumps_call, loads
 from .canvas import Chain, Node, Signature
 from .delivery import send, step_id
 from .handle import WorkflowHandle
@@ -28,14 +28,8 @@ if TYPE_CHECKING:
     from ..task import Task
 
 
-def step_spec(
-    signature: Signature[Any], given: Shape | None, where: str, headers: dict[str, str] | None = None
-) -> bytes:
-    """What the workflow record keeps to send a step later (msgpack; Lua never reads it).
-
-    ``headers`` (from producer hooks) are kept in every step's spec, so each
-    step carries those its workflow was started with, whichever worker sends it.
-    """
+def step_spec(signature: Signature[Any], given: Shape | None, where: str) -> bytes:
+    """What the workflow record keeps to send a step later (msgpack; Lua never reads it)."""
     task: Task[Any, Any] = signature.task
     args, kwargs = signature.args, signature.kwargs
     try:
@@ -64,17 +58,13 @@ def step_spec(
         "call": payload,
         "input": given,
     }
-    if headers:
-        spec["headers"] = headers
     return dumps(spec)
 
 
-def record_fields(
-    plan: Plan, on_failure: Signature[Any] | None, headers: dict[str, str] | None = None
-) -> list[tuple[str, bytes | str]]:
+def record_fields(plan: Plan, on_failure: Signature[Any] | None) -> list[tuple[str, bytes | str]]:
     fields: list[tuple[str, bytes | str]] = [("steps", str(len(plan.steps))), ("shape", dumps(plan.result))]
     for index, step in enumerate(plan.steps):
-        fields.append((f"spec:{index}", step_spec(step.signature, step.input, f"step {index}", headers)))
+        fields.append((f"spec:{index}", step_spec(step.signature, step.input, f"step {index}")))
         fields.append((f"queue:{index}", step.signature.task.queue))
         if step.next:
             fields.append((f"next:{index}", ",".join(map(str, step.next))))
@@ -84,10 +74,24 @@ def record_fields(
             fields.append((f"input:{index}", ",".join(map(str, leaves(step.input)))))
     if on_failure is not None:
         index = len(plan.steps)
-        fields.append((f"spec:{index}", step_spec(on_failure, None, "on_failure", headers)))
+        fields.append((f"spec:{index}", step_spec(on_failure, None, "on_failure")))
         fields.append((f"queue:{index}", on_failure.task.queue))
         fields.append(("on_failure", str(index)))
     return fields
+
+
+def with_headers(fields: list[tuple[str, bytes | str]], headers: dict[str, str]) -> list[tuple[str, bytes | str]]:
+    """The record's fields with ``headers`` (from producer hooks) in every step's spec, so each
+    step carries those its workflow was started with, whichever worker sends it."""
+    if not headers:
+        return fields
+    stamped: list[tuple[str, bytes | str]] = []
+    for name, value in fields:
+        if name.startswith("spec:") and isinstance(value, bytes):
+            spec: dict[str, Any] = loads(value)  # type: ignore[assignment]
+            value = dumps({**spec, "headers": headers})
+        stamped.append((name, value))
+    return stamped
 
 
 def outgoing(workflow: str, first: Task[Any, Any], plan: Plan) -> Outgoing:
@@ -113,9 +117,7 @@ def launch(root: Node, on_failure: Signature[Any] | None) -> WorkflowHandle[Any]
     roots = [i for i, step in enumerate(plan.steps) if not step.after]
     first = plan.steps[roots[0]].signature.task
     with around(app.send_hooks, outgoing(workflow, first, plan)) as headers:
-        if headers:
-            fields = record_fields(plan, on_failure, headers)
-        broker.create_workflow(workflow, len(plan.steps), fields)
+        broker.create_workflow(workflow, len(plan.steps), with_headers(fields, headers))
         reply = broker.workflow_flight(workflow)  # the roots' specs, exactly as a worker will read them
         send(broker, workflow, reply.ready)
         broker.workflow_launched(workflow)

@@ -30,13 +30,20 @@ def test_an_app_without_hooks_stores_no_headers(app: TaskForge) -> None:
     assert ran.result == 3 and ran.headers == {}
 
 
-def test_hooks_add_headers_to_every_kind_of_enqueue(app: TaskForge) -> None:
+def marking(app: TaskForge, name: str, value: str) -> list[Outgoing]:
+    """A hook that adds one header to every enqueue of ``app``; returns what it saw."""
     seen: list[Outgoing] = []
 
     @app.around_enqueue
-    def tenant(outgoing: Outgoing) -> None:
+    def mark(outgoing: Outgoing) -> None:
         seen.append(outgoing)
-        outgoing.headers["tenant"] = "acme"
+        outgoing.headers[name] = value
+
+    return seen
+
+
+def test_hooks_add_headers_to_every_kind_of_enqueue(app: TaskForge) -> None:
+    seen = marking(app, "tenant", "acme")
 
     @app.task
     def echo(x: Any) -> Any:
@@ -68,12 +75,7 @@ def test_hooks_add_headers_to_every_kind_of_enqueue(app: TaskForge) -> None:
 
 
 def test_every_step_of_a_workflow_carries_its_start_headers(app: TaskForge) -> None:
-    seen: list[Outgoing] = []
-
-    @app.around_enqueue
-    def mark(outgoing: Outgoing) -> None:
-        seen.append(outgoing)
-        outgoing.headers["trace"] = "t1"
+    seen = marking(app, "trace", "t1")
 
     @app.task
     def add(x: int, y: int) -> int:
