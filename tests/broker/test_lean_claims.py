@@ -8,7 +8,7 @@ the very same jobs back, on memory:// and on a real Redis.
 
 from __future__ import annotations
 
-from taskforge import JobState, Priority, TaskForge
+from taskforge import JobState, Priority, Task, TaskForge
 from taskforge.broker import calls, connection
 from taskforge.broker.keys import QueueKeys
 
@@ -35,7 +35,9 @@ def test_a_lost_dequeue_reply_hands_back_the_same_jobs(app: TaskForge) -> None:
     assert [c.id for c in nxt] == [h.id for h in handles[2:]]
 
 
-def test_the_same_jobs_come_back_in_their_order_in_line(app: TaskForge) -> None:
+def low_and_high(app: TaskForge) -> tuple[Task[..., object], Task[..., object]]:
+    """Two tasks of the default queue, LOW and HIGH priority, each returning its argument."""
+
     @app.task(priority=Priority.LOW)
     def later(n):
         return n
@@ -44,11 +46,35 @@ def test_the_same_jobs_come_back_in_their_order_in_line(app: TaskForge) -> None:
     def urgent(n):
         return n
 
+    return later, urgent
+
+
+def test_the_same_jobs_come_back_in_their_order_in_line(app: TaskForge) -> None:
+    later, urgent = low_and_high(app)
     line = [later.delay(0), urgent.delay(1), later.delay(2), urgent.delay(3)]
     lost = lose_reply(app.broker, lambda: app.broker.dequeue("default", LEASE, 3, token="t2"))
     again, _ = app.broker.dequeue("default", LEASE, 3, token="t2")
     assert [c.id for c in again] == [row.id.decode() for row in lost.rows]
     assert [c.id for c in again] == [line[1].id, line[3].id, line[0].id]
+
+
+def test_a_higher_priority_job_arriving_during_a_multi_job_claim_is_not_held_back(app: TaskForge) -> None:
+    """A claim of several jobs whose reply is lost, then a HIGH job: the re-send hands back
+    exactly the lost claim (not the HIGH job, not more LOW ones), and the HIGH job is the
+    next one anybody claims, ahead of the LOW jobs still in line."""
+
+    later, urgent = low_and_high(app)
+    line = [later.delay(n) for n in range(5)]
+    lost = lose_reply(app.broker, lambda: app.broker.dequeue("default", LEASE, 3, token="t4"))
+    assert [row.id.decode() for row in lost.rows] == [h.id for h in line[:3]]
+    jumped = urgent.delay(99)  # arrives while the lost claim's jobs are held
+    again, _ = app.broker.dequeue("default", LEASE, 3, token="t4")  # the re-send
+    assert [(c.id, c.attempts) for c in again] == [(h.id, 1) for h in line[:3]]
+    assert jumped.status() is JobState.PENDING
+    nxt, _ = app.broker.dequeue("default", LEASE, 2, token="t5")
+    assert [c.id for c in nxt] == [jumped.id, line[3].id]
+    counts = app.broker.counts("default")
+    assert (counts["pending"], counts["running"]) == (1, 5)
 
 
 def test_a_lost_reply_of_a_chained_claim_hands_back_the_next_job(app: TaskForge) -> None:
