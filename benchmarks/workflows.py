@@ -1,6 +1,7 @@
 """What workflow bookkeeping costs: workflows against the same number of plain jobs, and the gap between steps.
 
     python benchmarks/workflows.py --redis redis://127.0.0.1:6379/14
+    python benchmarks/workflows.py --redis URL --shapes chains --gaps 0 --rounds 5
 
 * chains: 2,000 chains of 3 no-op steps drained by ``taskforge worker -c 2
   --burst``, against 6,000 plain no-op jobs drained the same way;
@@ -118,10 +119,16 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=10_000)
     parser.add_argument("--gaps", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--shapes", default="chains,chord", help="which of chains,chord to run (default both)")
     args = parser.parse_args()
+    from redis.utils import HIREDIS_AVAILABLE
+
+    print(f"redis-py {redis.__version__}, hiredis {'yes' if HIREDIS_AVAILABLE else 'no'} (the worker's too)\n")
     print("| workload | plain jobs drain s | workflow drain s | workflow / plain | producer s |")
     print("|---|---|---|---|---|")
     for shape, n in (("chains", args.chains), ("chord", args.group)):
+        if shape not in args.shapes.split(","):
+            continue
         rounds = [one_round(args.redis, shape, n) for _ in range(args.rounds)]
         plain = statistics.median(r[0] for r in rounds)
         flows = statistics.median(r[1] for r in rounds)
