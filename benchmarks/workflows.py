@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import redis
+from redis.utils import HIREDIS_AVAILABLE
 
 HERE = Path(__file__).resolve().parent
 APP = "workflows_app:app"
@@ -121,13 +122,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--shapes", default="chains,chord", help="which of chains,chord to run (default both)")
     args = parser.parse_args()
-    from redis.utils import HIREDIS_AVAILABLE
-
+    shapes = set(args.shapes.split(","))
+    if shapes - set(SHAPES):
+        parser.error(f"--shapes: unknown {', '.join(sorted(shapes - set(SHAPES)))} (known: {', '.join(SHAPES)})")
     print(f"redis-py {redis.__version__}, hiredis {'yes' if HIREDIS_AVAILABLE else 'no'} (the worker's too)\n")
     print("| workload | plain jobs drain s | workflow drain s | workflow / plain | producer s |")
     print("|---|---|---|---|---|")
     for shape, n in (("chains", args.chains), ("chord", args.group)):
-        if shape not in args.shapes.split(","):
+        if shape not in shapes:
             continue
         rounds = [one_round(args.redis, shape, n) for _ in range(args.rounds)]
         plain = statistics.median(r[0] for r in rounds)
