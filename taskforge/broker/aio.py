@@ -27,7 +27,15 @@ from redis.exceptions import NoScriptError
 
 from ..errors import BrokerUnavailable, QueueFull
 from . import calls, keys
-from .aio_connection import AsyncClient, aconnect, client_connections, drop_connection, sent_once, wait_for_list
+from .aio_connection import (
+    AsyncClient,
+    abandon_client,
+    aconnect,
+    client_connections,
+    drop_connection,
+    sent_once,
+    wait_for_list,
+)
 from .aio_workflows import AsyncWorkflowStore
 from .calls import ScriptCall
 from .connection import broker_errors, redact
@@ -136,8 +144,7 @@ class AsyncBroker(AsyncWorkflowStore):
         clients = self._clients()
         self._masters.clear()
         for client in clients:
-            for connection in list(client_connections(client)):
-                drop_connection(connection)
+            abandon_client(client)
 
     # -- sending scripts ---------------------------------------------------
 

@@ -182,6 +182,16 @@ def drop_connection(connection: Any) -> None:
         connection._writer = connection._reader = None
 
 
+def abandon_client(client: Any) -> None:
+    """``client.aclose()`` for a client whose loop is closed: every connection dropped, a cluster's topology too."""
+    for connection in list(client_connections(client)):
+        drop_connection(connection)
+    manager = getattr(client, "nodes_manager", None)
+    if manager is not None:  # what the cluster client's aclose() marks: closed, to learn the nodes again if used
+        manager.default_node = None
+        client._initialize = True
+
+
 async def wait_for_list(client: Any, key: str, timeout: float, memory: bool = False) -> bool:
     """``compat.wait_for_list`` awaited: the list moved onto itself (so many may wait), or, under a tick, a look.
 
