@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import weakref
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
+from .broker.aio_loops import LoopBrokers
 from .broker.connection import connect, redact, resolve_url
 from .broker.queue import Broker
 from .errors import ConfigurationError, JobNotFound
@@ -77,10 +76,8 @@ class TaskForge:
         self.after_enqueue: list[Callable[[JobHandle[Any]], object]] = []
         self._eager: Callable[[JobHandle[Any]], object] | None = None
         self._broker: Broker | None = None
-        # One async broker (one pool) per event loop, whose connections belong to it; weak: a finished loop's goes.
-        self._async_brokers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncBroker] = (
-            weakref.WeakKeyDictionary()
-        )
+        # One async broker (one pool) per live event loop, closed when its loop ends (aio_loops.py).
+        self._async_brokers = LoopBrokers()
 
     def __repr__(self) -> str:
         return f"<TaskForge {self.name} broker={redact(self.url)} tasks={len(self.tasks)}>"
@@ -103,22 +100,19 @@ class TaskForge:
 
         On ``memory://`` it shares the sync broker's in-process server: ``app.drain()`` runs what ``adelay()`` stored.
         """
-        loop = asyncio.get_running_loop()
-        broker = self._async_brokers.get(loop)
-        if broker is None:
-            from .broker.aio import AsyncBroker
+        return self._async_brokers.get(self._open_async_broker)
 
-            url = self._broker.url if self._broker is not None else self.url
-            memory = self.broker.client if url.startswith("memory:") else None
-            retention_ms, dead_ms = int(self.retention * 1000), int(self.dead_retention * 1000)
-            broker = self._async_brokers[loop] = AsyncBroker.open(url, memory, retention_ms, dead_ms, self.durability)
-        return broker
+    def _open_async_broker(self) -> AsyncBroker:
+        from .broker.aio import AsyncBroker
+
+        url = self._broker.url if self._broker is not None else self.url
+        memory = self.broker.client if url.startswith("memory:") else None
+        retention_ms, dead_ms = int(self.retention * 1000), int(self.dead_retention * 1000)
+        return AsyncBroker.open(url, memory, retention_ms, dead_ms, self.durability)
 
     async def aclose(self) -> None:
-        """Close the running loop's connections (at the end of a program or test: redis.asyncio warns of open ones)."""
-        broker = self._async_brokers.pop(asyncio.get_running_loop(), None)
-        if broker is not None:
-            await broker.close()
+        """Close the running loop's connections now (they are closed at the loop's end anyway)."""
+        await self._async_brokers.aclose()
 
     def reset_connection(self) -> None:
         """Drop the connection, e.g. in a child process that must not share its parent's socket."""
