@@ -115,6 +115,7 @@ class WorkerStatus:
     current: list[dict[str, Any]]  # {"id", "task", "queue", "started_at": datetime | None}
     started_at: datetime | None
     heartbeat: datetime | None
+    clock_offset_ms: int = 0  # the worker's wall clock minus Redis's, at its last heartbeat
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -127,6 +128,7 @@ class WorkerStatus:
             "current": [{**job, "started_at": iso(job["started_at"])} for job in self.current],
             "started_at": iso(self.started_at),
             "heartbeat": iso(self.heartbeat),
+            "clock_offset_ms": self.clock_offset_ms,
         }
 
 
@@ -220,6 +222,7 @@ def worker_status(raw: dict[str, Any]) -> WorkerStatus:
         current=current,
         started_at=ms_to_datetime(raw["started_at"] or None),
         heartbeat=ms_to_datetime(raw["heartbeat"] or None),
+        clock_offset_ms=int(raw.get("clock_offset_ms", 0)),
     )
 
 

@@ -8,6 +8,10 @@ key with SET NX (TTL two periods) in the same atomic step that stores the job.
 Ticks missed while no worker ran are not replayed in a burst: a scheduler
 that starts enqueues only the most recent tick (at most one catch-up), and
 only if no worker enqueued it already.
+
+Which tick is due comes from Redis's clock (``broker/clock.py``), not the
+worker's: workers whose clocks disagree by minutes still agree on the tick,
+so each runs once, on time by Redis's clock.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from .task import is_real_number
 if TYPE_CHECKING:
     from croniter import croniter
 
+    from .broker.clock import RedisClock
     from .task import Task
 
 log = logging.getLogger("taskforge.periodic")
@@ -96,13 +101,17 @@ class Schedule:
 class Scheduler:
     """Enqueues due ticks of an app's periodic tasks; one per worker supervisor."""
 
-    def __init__(self, schedules: list[Schedule]) -> None:
+    def __init__(self, schedules: list[Schedule], clock: RedisClock | None = None) -> None:
         self.schedules = schedules
+        self.clock = clock  # None: this process's clock (tests pass ``now``)
         self.done: dict[str, datetime] = {}
 
     def run_due(self, now: datetime | None = None) -> int:
         """Enqueue each schedule's latest tick unless this or another worker did; returns how many."""
-        now = now or datetime.now(timezone.utc)
+        if now is None:
+            now = self.redis_now() if self.clock is not None else datetime.now(timezone.utc)
+        if now is None:
+            return 0
         enqueued = 0
         for schedule in self.schedules:
             task = schedule.task
@@ -126,3 +135,17 @@ class Scheduler:
                 enqueued += 1
                 log.info("periodic %s: enqueued the tick of %s as %s", task.name, tick.isoformat(), job_id)
         return enqueued
+
+    def redis_now(self) -> datetime | None:
+        """Redis's time when a tick may be due, else None: no round trip on the passes between ticks.
+
+        The estimate from the last ``TIME`` read says whether any schedule has a
+        tick it has not taken; only then is ``TIME`` read afresh, and that
+        reading decides (an estimate a few ms ahead never enqueues early).
+        """
+        if self.clock is None:
+            raise AssertionError("redis_now() needs a clock")
+        estimate = self.clock.now()
+        if all(self.done.get(s.task.name) == s.latest(estimate) for s in self.schedules):
+            return None
+        return datetime.fromtimestamp(self.clock.sync() / 1000, tz=timezone.utc)

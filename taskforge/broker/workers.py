@@ -72,4 +72,5 @@ def decode(fields: Mapping[bytes, bytes]) -> dict[str, Any]:
         "jobs_done": int(data.get("jobs_done", 0)),
         "current": json.loads(data.get("current", "[]")),
         "heartbeat": int(data.get("heartbeat", 0)),
+        "clock_offset_ms": int(data.get("clock_offset_ms", 0)),  # its wall clock minus Redis's
     }

@@ -7,6 +7,7 @@ import json
 import click
 
 from .. import inspect
+from ..broker.clock import SKEW_WARN_MS
 from .common import cli_errors, open_app
 from .table import Cell, cell, count, duration, relative, render, timestamp
 
@@ -40,7 +41,8 @@ strings or null, counts are integers):
                   next_due, expired_last_hour}]
   workers         [{id, host, pid, queues: [name], concurrency, jobs_done,
                   current: [{id, task, queue, started_at}], started_at,
-                  heartbeat}]
+                  heartbeat, clock_offset_ms (its wall clock minus
+                  Redis's; times shown are Redis's)}]
   jobs_done       the sum of the workers' jobs_done
   next_due        the soonest next_due of all queues
   periodic        [{task, queue, schedule, next_run}]: the app's periodic tasks
@@ -143,7 +145,7 @@ def workflow_line(counts: dict[str, int], retention: float) -> str:
 
 
 def worker_table(snapshot: inspect.Status) -> str:
-    headers = ["WORKER", "HOST", "PID", "CONC", "RUNNING", "DONE", "QUEUES", "HEARTBEAT"]
+    headers = ["WORKER", "HOST", "PID", "CONC", "RUNNING", "DONE", "QUEUES", "HEARTBEAT", "CLOCK"]
     rows = []
     for w in snapshot.workers:
         running = ", ".join(str(job["task"]) for job in w.current)
@@ -159,6 +161,14 @@ def worker_table(snapshot: inspect.Status) -> str:
                 cell(w.jobs_done),
                 cell(",".join(w.queues)),
                 cell(relative(w.heartbeat, snapshot.generated_at)),
+                clock_cell(w.clock_offset_ms),
             ]
         )
     return render(headers, rows)
+
+
+def clock_cell(offset_ms: int) -> Cell:
+    """'ok', or how far the worker's wall clock is off Redis's (in yellow: its logs' times are off too)."""
+    if abs(offset_ms) <= SKEW_WARN_MS:
+        return cell("ok")
+    return Cell(f"{offset_ms / 1000:+.1f} s", fg="yellow")

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..broker import workers
+from ..broker.clock import RedisClock
 from ..broker.workers import Client
 
 if TYPE_CHECKING:
@@ -22,8 +23,13 @@ if TYPE_CHECKING:
 
 
 class WorkerRegistry:
-    def __init__(self, client: Client, queues: list[str], concurrency: int, ttl: float) -> None:
+    def __init__(
+        self, client: Client, queues: list[str], concurrency: int, ttl: float, clock: RedisClock | None = None
+    ) -> None:
         self.client = client
+        # Redis's clock, not this host's: the listing is pruned by these times,
+        # and a worker minutes off must neither prune live workers nor be pruned.
+        self.clock = clock or RedisClock(client)
         self.id = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(2).hex()}"
         self.ttl_ms = int(ttl * 1000)
         self.static: dict[str, workers.Field] = {
@@ -32,26 +38,28 @@ class WorkerRegistry:
             "pid": os.getpid(),
             "queues": json.dumps(queues),
             "concurrency": concurrency,
-            "started_at": int(time.time() * 1000),
+            "started_at": 0,  # Redis's time at the first beat
         }
 
     def beat(self, running: Iterable[Running], jobs_done: int) -> None:
         """Renew this worker's entry, listing the jobs its children run now."""
-        now = int(time.time() * 1000)
-        current = [describe(job) for job in running]
+        now = self.clock.sync()
+        self.static["started_at"] = self.static["started_at"] or now
+        current = [describe(job, now) for job in running]
         fields = {**self.static, "jobs_done": jobs_done, "current": json.dumps(current), "heartbeat": now}
+        fields["clock_offset_ms"] = self.clock.offset_ms
         workers.beat(self.client, self.id, fields, self.ttl_ms, now)
 
     def remove(self) -> None:
         workers.remove(self.client, self.id)
 
 
-def describe(running: Running) -> dict[str, Any]:
-    """One running job as the listing shows it; its start on the wall clock, from the monotonic one."""
+def describe(running: Running, now_ms: int) -> dict[str, Any]:
+    """One running job as the listing shows it; its start on Redis's clock (``now_ms``), from the monotonic one."""
     job = running.job
     return {
         "id": job.job_id,
         "task": job.task,
         "queue": job.queue,
-        "started_at": int((time.time() - (time.monotonic() - running.started)) * 1000),
+        "started_at": int(now_ms - (time.monotonic() - running.started) * 1000),
     }

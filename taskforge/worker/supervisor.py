@@ -26,6 +26,7 @@ import signal
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..broker.clock import RedisClock
 from ..periodic import Scheduler
 from ..workflows.reconcile import Reconciler
 from .banner import banner
@@ -59,10 +60,15 @@ class Supervisor:
         self.outcomes = PendingOutcomes(app, metrics)
         self.damage = DamageLog()
         self.leases = Leases(app.broker, options.lease_ms, self.damage.report, metrics)
+        self.clock = RedisClock(app.broker.client)  # what decides shared things: Redis's time, not this host's
         self.registry = WorkerRegistry(
-            app.broker.client, list(options.queues), options.concurrency * options.threads, ttl=10 * HEARTBEAT_EVERY
+            app.broker.client,
+            list(options.queues),
+            options.concurrency * options.threads,
+            ttl=10 * HEARTBEAT_EVERY,
+            clock=self.clock,
         )
-        scheduler = Scheduler(app.schedules) if options.periodic and app.schedules else None
+        scheduler = Scheduler(app.schedules, self.clock) if options.periodic and app.schedules else None
         self.housekeeping = Housekeeping(
             self.renew_leases,
             self.reclaim,
@@ -129,6 +135,13 @@ class Supervisor:
         self.leases.reclaim(self.options.queues)
         self.reconciler.run()
 
+    def check_clock(self) -> None:
+        """Say once, at start, when this host's clock is off Redis's by more than a few seconds."""
+        self.clock.sync()
+        skew = self.clock.skew_text()
+        if skew:
+            log.warning("%s", skew)
+
     def heartbeat(self) -> None:
         self.registry.beat(self.pool.running(), self.pool.jobs_done)
 
@@ -146,6 +159,7 @@ class Supervisor:
         signal.signal(signal.SIGTERM, self.on_signal)
         signal.signal(signal.SIGINT, self.on_signal)
         log.info("%s", banner(self.app, self.app_spec, self.registry.id, self.options))
+        self.housekeeping.run(self.check_clock)
         self.housekeeping.run(self.reclaim)
         self.housekeeping.run(self.register_limits)
         self.app.hooks.emit("worker_started")

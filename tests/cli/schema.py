@@ -66,6 +66,7 @@ STATUS_SCHEMA = {
             "current": [{"id": str, "task": str, "queue": str, "started_at": NULLABLE_ISO}],
             "started_at": NULLABLE_ISO,
             "heartbeat": NULLABLE_ISO,
+            "clock_offset_ms": int,
         }
     ],
     "jobs_done": int,

@@ -1,0 +1,175 @@
+"""The processes one fault scenario owns: a private Redis, a proxy per client, the workers.
+
+The Redis server and its helpers are the chaos suite's (``tests/chaos/procs.py``:
+a foreground ``redis-server`` on a free loopback port, AOF on); each worker
+and the producer reach it only through their own ``FaultProxy``, so a fault
+can be aimed at one of them. Workers may run under libfaketime with their
+wall clock shifted (``skew``), found at run time.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from taskforge import TaskForge
+from taskforge.broker.scripts import script_source
+
+from ..chaos.procs import RedisServer, kill_group, wait_for
+from .proxy import FaultProxy
+
+HERE = Path(__file__).parent
+FAKETIME_GLOBS = (
+    "/usr/lib/*/faketime/libfaketime.so.1",
+    "/usr/lib/faketime/libfaketime.so.1",
+    "/usr/lib*/libfaketime.so.1",
+)
+
+
+def faketime_library() -> str | None:
+    """libfaketime's preload library (Debian: ``apt-get install libfaketime``), or None."""
+    for pattern in FAKETIME_GLOBS:
+        found = sorted(glob.glob(pattern))
+        if found:
+            return found[0]
+    return None
+
+
+def script_words(*names: str) -> dict[bytes, str]:
+    """The SHA of each named queue script, as the proxy sees it in an EVALSHA, -> its name."""
+    return {hashlib.sha1(script_source(name).encode()).hexdigest().encode(): name for name in names}
+
+
+class FaultRedis(RedisServer):
+    """The chaos suite's private Redis, with the AOF fsync policy a scenario asks for (or no AOF)."""
+
+    def __init__(self, directory: Path, fsync: str | None = "always") -> None:
+        super().__init__(directory)
+        self.fsync = fsync
+
+    def command(self) -> list[str]:
+        argv = super().command()
+        if self.fsync is None:
+            argv[argv.index("--appendonly") + 1] = "no"
+        else:
+            argv[argv.index("--appendfsync") + 1] = self.fsync
+        return argv
+
+
+class FaultWorker:
+    """One ``taskforge worker faultapp:app`` behind its own proxy, maybe with a shifted clock."""
+
+    def __init__(self, rig: Rig, number: int, args: list[str], skew: str | None, env: dict[str, str]) -> None:
+        self.number = number
+        self.name = f"w{number}"
+        self.proxy = FaultProxy(rig.redis.port, rig.seed * 100 + number, self.name)
+        self.log_path = rig.dir / f"{self.name}.log"
+        environ = {
+            **os.environ,
+            "TASKFORGE_BROKER_URL": self.proxy.url,
+            "FAULT_SIDE": rig.redis.url,
+            "FAULT_WORKER": self.name,
+            "PYTHONUNBUFFERED": "1",
+            **env,
+        }
+        if skew:
+            library = faketime_library()
+            if library is None:
+                raise RuntimeError("libfaketime is not installed: apt-get install faketime libfaketime")
+            # FORCE_MONOTONIC_FIX: without it, Python 3.11+ sleeps (clock_nanosleep) fail or hang.
+            environ.update(LD_PRELOAD=library, FAKETIME=skew, FAKETIME_FORCE_MONOTONIC_FIX="1")
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "taskforge", "worker", "faultapp:app", *args],
+                cwd=rig.dir,
+                env=environ,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, timeout: float = 20) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        kill_group(self.proc.pid)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        self.proxy.close()
+
+
+class Rig:
+    """A private Redis, workers and a producer app, each client behind its own proxy; ``close()`` ends all."""
+
+    def __init__(self, seed: int, fsync: str | None = "always", durability: str = "async") -> None:
+        self.seed = seed
+        self.dir = Path(tempfile.mkdtemp(prefix="taskforge-faults-"))
+        shutil.copy(HERE / "faultapp.py", self.dir / "faultapp.py")
+        self.redis = FaultRedis(self.dir, fsync)
+        self.redis.start()
+        self.side = redis.Redis(host="127.0.0.1", port=self.redis.port, socket_timeout=10)
+        self.workers: list[FaultWorker] = []
+        self.producer_proxy = FaultProxy(self.redis.port, seed * 100, "producer")
+        self.producer = TaskForge("faultapp", self.producer_proxy.url, durability=durability)
+        self.tasks: dict[str, Any] = {}
+        for name in ("work", "awork", "add"):
+            self.tasks[name] = self.producer.task(name=f"faultapp.{name}", max_attempts=20, backoff=0.2)(_stub)
+
+    def worker(self, *args: str, skew: str | None = None, **env: str) -> FaultWorker:
+        worker = FaultWorker(self, len(self.workers) + 1, list(args), skew, env)
+        self.workers.append(worker)
+        return worker
+
+    def wait_listed(self, n: int, timeout: float = 30) -> None:
+        """Until ``n`` workers have announced themselves (their first heartbeat)."""
+        wait_for(lambda: self.side.zcard("taskforge:workers") >= n, timeout, f"{n} workers listed")
+
+    def redis_ms(self) -> int:
+        seconds, micros = self.side.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.stop(timeout=5)
+        self.producer_proxy.close()
+        self.side.close()
+        self.redis.cleanup()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> Rig:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _stub(*args: Any) -> None:
+    """The producer only sends: the workers run faultapp's real tasks."""
+    raise AssertionError("the producer never runs a task")
+
+
+def settle(predicate: Any, timeout: float, what: str) -> Any:
+    return wait_for(predicate, timeout, what, interval=0.1)
+
+
+def elapsed_since(start: float) -> float:
+    return time.monotonic() - start
