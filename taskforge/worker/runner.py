@@ -28,6 +28,7 @@ from ..job import FailureKind, JobInfo, JobState, Priority
 from ..serialization import dumps_result
 from ..workflows.delivery import Courier, deliver, report_of
 from . import soft
+from .lost_acks import own_outcome, recorded_success
 from .outage import OUTAGE_ERRORS, Outage
 
 if TYPE_CHECKING:
@@ -295,6 +296,7 @@ def succeeded(
     link = chain() if chain is not None else None
     if link is None:
         ok = record(broker.succeed, claim.queue, claim.id, claim.token, result, outage=outage)
+        ok = ok or (ok is False and recorded_success(broker, claim))  # a lost reply, not a takeover
         return Outcome({True: "succeeded", False: "fenced"}.get(ok), duration)
     answer = record(
         broker.succeed_and_claim, claim.queue, claim.id, claim.token, result, link.lease_ms, link.token, outage=outage
@@ -302,6 +304,7 @@ def succeeded(
     if answer is None:
         return Outcome(None, duration)
     ok, following = answer
+    ok = ok or recorded_success(broker, claim)
     return Outcome("succeeded" if ok else "fenced", duration, next=following)
 
 
@@ -345,6 +348,8 @@ def failed(
     error, tb, retry_in = failure
     duration = time.monotonic() - started
     state = record(context.broker.fail, claim.queue, claim.id, claim.token, error, tb, retry_in, kind, outage=outage)
+    if state == "fenced":  # a lost reply, not a takeover, when the record names this claim's report
+        state = own_outcome(context.broker, claim) or state
     if claim.workflow and state == "dead":
         report_step(context, claim, "dead", b"", error)
     notify_failure(context, info, state, error, tb, kind)

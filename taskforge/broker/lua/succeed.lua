@@ -19,6 +19,9 @@
 -- here: a command fewer per job.
 -- The claim runs whatever the fencing said: a retry of this call after a lost
 -- reply is fenced (the job already succeeded) yet must get its claim back.
+-- The record keeps the token whose report finished it (outcome_token): a
+-- worker that lost this call's reply reads it back to tell its own success
+-- from a takeover (worker/lost_acks.py).
 -- A damaged queue (see need_zsets) fails the claim, not the success already
 -- recorded: the claim then answers "nothing claimed, ask again now", and the
 -- next dequeue reports the damage.
@@ -29,7 +32,7 @@ local now = now_ms()
 local ours, f = claim_guard(jk, token, 'group', 'unique', 'waiting', 'workflow')
 if ours then
   leave_running(id, jk, f[3])
-  finish(id, jk, 'succeeded', now, tonumber(ARGV[5]), {'result', ARGV[4]}, {f[4], f[5], f[6]})
+  finish(id, jk, 'succeeded', now, tonumber(ARGV[5]), {'result', ARGV[4], 'outcome_token', token}, {f[4], f[5], f[6]})
   ok = 1
 end
 if not ARGV[6] or ARGV[6] == '' then
