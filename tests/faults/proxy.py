@@ -34,9 +34,15 @@ CHUNK = 65536
 
 
 def _rst(sock: socket.socket) -> None:
-    """Close with an RST (SO_LINGER 0), as a peer that vanished does."""
+    """Close with an RST (SO_LINGER 0), as a peer that vanished does.
+
+    ``shutdown`` first: a bare ``close`` leaves the socket open while the
+    other pump thread is blocked in ``recv`` on it, and the client would wait
+    for its socket timeout instead of seeing the connection drop.
+    """
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
     try:

@@ -128,11 +128,28 @@ class Rig:
         self.redis.start()
         self.side = redis.Redis(host="127.0.0.1", port=self.redis.port, socket_timeout=10)
         self.workers: list[FaultWorker] = []
+        self.crashes: list[tuple[float, float]] = []
+        self.cuts = 2  # partitions per partition scenario
         self.producer_proxy = FaultProxy(self.redis.port, seed * 100, "producer")
         self.producer = TaskForge("faultapp", self.producer_proxy.url, durability=durability)
         self.tasks: dict[str, Any] = {}
         for name in ("work", "awork", "add"):
             self.tasks[name] = self.producer.task(name=f"faultapp.{name}", max_attempts=20, backoff=0.2)(_stub)
+
+    def add_replica(self) -> None:
+        """A replica of the private Redis, synced, so ``durability="replicated"`` writes are confirmed."""
+        self.replica = FaultRedis(self.dir / "replica", self.redis.fsync)
+        self.replica.dir.mkdir()
+        self.replica.command = lambda: [
+            *FaultRedis.command(self.replica),
+            "--replicaof",
+            "127.0.0.1",
+            str(self.redis.port),
+        ]  # type: ignore[method-assign]
+        self.replica.start()
+        wait_for(
+            lambda: self.replica.client.info("replication").get("master_link_status") == "up", 30, "the replica to sync"
+        )
 
     def worker(self, *args: str, skew: str | None = None, **env: str) -> FaultWorker:
         worker = FaultWorker(self, len(self.workers) + 1, list(args), skew, env)
@@ -142,6 +159,20 @@ class Rig:
     def wait_listed(self, n: int, timeout: float = 30) -> None:
         """Until ``n`` workers have announced themselves (their first heartbeat)."""
         wait_for(lambda: self.side.zcard("taskforge:workers") >= n, timeout, f"{n} workers listed")
+
+    def crash_redis(self) -> None:
+        """SIGKILL the private Redis and start it again on the same port, from its AOF."""
+        start = time.time()
+        self.redis.kill()
+        self.redis.start()
+        self.crashes.append((start, time.time()))
+
+    def faulted(self, start: float, end: float) -> str | None:
+        """'crash' if a Redis crash overlaps [start, end] (plus the lease it takes to notice)."""
+        for down, up in self.crashes:
+            if down <= end and start <= up + 5:
+                return "crash"
+        return None
 
     def redis_ms(self) -> int:
         seconds, micros = self.side.time()
@@ -153,7 +184,10 @@ class Rig:
         self.producer_proxy.close()
         self.side.close()
         self.redis.cleanup()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if getattr(self, "replica", None) is not None:
+            self.replica.cleanup()
+        if not os.environ.get("FAULTS_KEEP"):  # FAULTS_KEEP=1 keeps the logs for a look
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> Rig:
         return self

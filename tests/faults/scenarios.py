@@ -1,0 +1,340 @@
+"""Fault scenarios: jobs, async jobs, delayed jobs and workflows sent through one fault, then checked.
+
+Each scenario starts a private Redis (AOF), two workers and a producer, each
+behind its own ``FaultProxy``; switches the fault on while the producer sends;
+heals; waits until every job has ended; then checks, from the records and the
+runs the app wrote straight into Redis:
+
+* lost: a job or workflow the producer was told is stored that did not succeed;
+* duplicated: a job that started more than once; explained when each extra
+  run follows a run on a worker that was cut off (partition, reset, dropped
+  reply) while it ran, the at-least-once case after a lease expired;
+* early: a delayed job that started before it was due by Redis's clock;
+  late: how long after its due time the latest one started;
+* false fenced: a worker logged "not recorded: another worker took the job
+  over" for a job nobody else ran; hooks: succeeded jobs whose job_succeeded
+  hook did not fire exactly once.
+
+The fault plan and the mix of jobs come from ``random.Random(seed)``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any
+
+from taskforge import BrokerUnavailable, chain
+from taskforge.broker.keys import QueueKeys
+
+from .rig import Rig, script_words
+
+LEASE_S = 2.0
+WORKER_ARGS = ["-c", "2", "--visibility-timeout", str(LEASE_S), "--grace", "2", "--log-level", "info", "--no-periodic"]
+FENCED = re.compile(r"job ([0-9a-f.]+) .*not recorded: another worker took the job over")
+DONE_STATES = {b"succeeded", b"dead", b"cancelled"}
+
+
+@dataclass
+class Result:
+    scenario: str
+    seed: int
+    mode: str
+    jobs: int = 0
+    workflows: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    explained: int = 0
+    early: int = 0
+    late_s: float = 0.0
+    false_fenced: int = 0
+    hooks_off: int = 0
+    faults: str = ""
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+    lost_allowed: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not (
+            (self.lost and not self.lost_allowed)
+            or self.duplicated != self.explained
+            or self.early
+            or self.false_fenced
+            or self.hooks_off
+        )
+
+
+@dataclass
+class Plan:
+    """One scenario: how to start the workers, and the fault to run while the producer sends."""
+
+    name: str
+    fault: Callable[[Rig, random.Random, threading.Event], str]
+    jobs: int = 60
+    skews: tuple[str | None, str | None] = (None, None)
+    fsync: str | None = "always"
+    durability: str = "async"
+    work_s: tuple[float, float] = (0.0, 0.3)  # how long each job runs
+    lost_allowed: bool = False  # a crash with AOF everysec may lose the last second of writes
+
+
+# -- the faults ------------------------------------------------------------------------
+
+
+def no_fault(rig: Rig, rng: random.Random, stop: threading.Event) -> str:
+    return "none"
+
+
+def partition(rig: Rig, rng: random.Random, stop: threading.Event) -> str:
+    """Worker 1 cut off (TCP up, nothing delivered) for longer than a lease, twice."""
+    cuts = []
+    for _ in range(rig.cuts):
+        stop.wait(rng.uniform(1.0, 2.0))  # with jobs running on w1
+        seconds = rng.uniform(2.2, 3.0) * LEASE_S
+        rig.workers[0].proxy.partition()
+        stop.wait(seconds)
+        rig.workers[0].proxy.heal()
+        cuts.append(f"{seconds:.1f}")
+    return f"w1 blackholed {' s, '.join(cuts)} s (lease {LEASE_S:g} s)"
+
+
+def crash(rig: Rig, rng: random.Random, stop: threading.Event) -> str:
+    """Redis SIGKILLed mid-run and started again from its AOF, twice."""
+    for _ in range(2):
+        stop.wait(rng.uniform(1.0, 2.5))
+        rig.crash_redis()
+    return "Redis SIGKILLed and restarted twice"
+
+
+def dropped(*scripts: str, on: str, rate: float) -> Callable[[Rig, random.Random, threading.Event], str]:
+    def fault(rig: Rig, rng: random.Random, stop: threading.Event) -> str:
+        proxies = [rig.producer_proxy] if on == "producer" else [w.proxy for w in rig.workers]
+        for proxy in proxies:
+            proxy.drop_replies(rate, script_words(*scripts))
+        stop.wait(60)
+        counts: Counter[str] = Counter()
+        for proxy in proxies:
+            counts.update(proxy.stats.dropped)
+        return "dropped replies: " + (", ".join(f"{n} {name}" for name, n in sorted(counts.items())) or "none")
+
+    return fault
+
+
+def drop_everywhere(rig: Rig, rng: random.Random, stop: threading.Event) -> str:
+    """Lost replies on enqueue (the producer), claim and acknowledgement (the workers) at once."""
+    rig.producer_proxy.drop_replies(0.2, script_words("enqueue", "workflow_create"))
+    for worker in rig.workers:
+        worker.proxy.drop_replies(0.2, script_words("dequeue", *ACKS))
+    stop.wait(60)
+    counts: Counter[str] = Counter(rig.producer_proxy.stats.dropped)
+    for worker in rig.workers:
+        counts.update(worker.proxy.stats.dropped)
+    return "dropped replies: " + (", ".join(f"{n} {name}" for name, n in sorted(counts.items())) or "none")
+
+
+def delay(rig: Rig, rng: random.Random, stop: threading.Event) -> str:
+    for proxy in [rig.producer_proxy, *(w.proxy for w in rig.workers)]:
+        proxy.set_delay(0.020, 0.050)
+    stop.wait(60)
+    return "20-50 ms each way, every client"
+
+
+def resets(rig: Rig, rng: random.Random, stop: threading.Event) -> str:
+    proxies = [rig.producer_proxy, *(w.proxy for w in rig.workers)]
+    count = 0
+    while not stop.wait(rng.uniform(0.3, 0.9)):
+        count += rng.choice(proxies).reset_all()
+    return f"{count} connections reset"
+
+
+ACKS = ("succeed", "fail")
+PLANS = {
+    "baseline": Plan("baseline", no_fault),
+    "partition": Plan("partition", partition, jobs=50, work_s=(0.3, 1.2)),
+    "drop-enqueue": Plan("drop-enqueue", dropped("enqueue", "workflow_create", on="producer", rate=0.3)),
+    "drop-claim": Plan("drop-claim", dropped("dequeue", on="workers", rate=0.2)),
+    "drop-all": Plan("drop-all", drop_everywhere),
+    "drop-ack": Plan("drop-ack", dropped(*ACKS, on="workers", rate=0.3)),
+    "delay": Plan("delay", delay),
+    "resets": Plan("resets", resets),
+    "skew": Plan("skew", no_fault, skews=("+5m", "-5m")),
+    "crash-always": Plan("crash-always", crash, work_s=(0.2, 0.8)),
+    "crash-everysec": Plan("crash-everysec", crash, fsync="everysec", work_s=(0.2, 0.8), lost_allowed=True),
+    "replicated": Plan("replicated", no_fault, durability="replicated"),
+}
+QUICK = ("drop-all", "partition")
+
+
+# -- running one -----------------------------------------------------------------------
+
+
+def send(rig: Rig, rng: random.Random, plan: Plan) -> tuple[dict[str, float], list[tuple[str, int]]]:
+    """The producer's mix; returns {job id: delay s} and [(workflow id, expected sum)] it was told are stored."""
+    jobs: dict[str, float] = {}
+    flows: list[tuple[str, int]] = []
+    for number in range(plan.jobs):
+        kind = rng.random()
+        if kind < 0.12:
+            values = [rng.randrange(1, 9) for _ in range(3)]
+            steps = [rig.tasks["add"].s(0, values[0]), *(rig.tasks["add"].s(v) for v in values[1:])]
+            handle = patient(lambda steps=steps: chain(*steps).delay())
+            if handle is not None:
+                flows.append((handle.id, sum(values)))
+            continue
+        job_id = f"{plan.name}-{rig.seed}-{number}"
+        task = rig.tasks["awork" if kind < 0.4 else "work"].with_options(job_id=job_id)
+        seconds = round(rng.uniform(*plan.work_s), 2)
+        wait = round(rng.uniform(0.5, 2.5), 2) if kind > 0.85 else 0.0
+        if wait:
+            sent = patient(partial(task.apply_in, wait, job_id, seconds))
+        else:
+            sent = patient(partial(task.delay, job_id, seconds))
+        if sent is not None:
+            jobs[job_id] = wait
+        time.sleep(rng.uniform(0, 0.03))
+    return jobs, flows
+
+
+def patient(call: Callable[[], object]) -> object | None:
+    """Send, retrying the same call (same job id) through outages; None when it never got through."""
+    for _ in range(40):
+        try:
+            return call()
+        except BrokerUnavailable:
+            time.sleep(0.25)
+    return None
+
+
+def run(plan: Plan, seed: int, timeout: float = 90, quick: bool = False) -> Result:
+    """One scenario under one seed; ``quick``: fewer jobs, one partition (the normal suite's form)."""
+    started = time.monotonic()
+    if quick:
+        plan = replace(plan, jobs=min(plan.jobs, 30))
+    mode = f"{plan.durability}, AOF {plan.fsync or 'off'}"
+    result = Result(plan.name, seed, mode)
+    rng = random.Random(seed)
+    with Rig(seed, plan.fsync, plan.durability) as rig:
+        rig.cuts = 1 if quick else 2
+        if plan.durability == "replicated":
+            rig.add_replica()
+        for skew in plan.skews:
+            rig.worker(*WORKER_ARGS, skew=skew)
+        rig.wait_listed(len(plan.skews))
+        stop = threading.Event()
+        said: list[str] = []
+        thread = threading.Thread(target=lambda: said.append(plan.fault(rig, random.Random(seed), stop)), daemon=True)
+        thread.start()
+        jobs, flows = send(rig, rng, plan)
+        result.jobs, result.workflows = len(jobs), len(flows)
+        ended = ends(rig, jobs, flows, started + timeout)
+        stop.set()
+        thread.join(timeout=30)
+        for proxy in [rig.producer_proxy, *(w.proxy for w in rig.workers)]:
+            proxy.heal()
+        if not ended:
+            ends(rig, jobs, flows, time.monotonic() + 30)  # healed: what a fault held up may still end
+        result.faults = said[0] if said else "?"
+        check(rig, result, jobs, flows)
+        if plan.lost_allowed:
+            result.lost_allowed = True
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def ends(rig: Rig, jobs: dict[str, float], flows: list[tuple[str, int]], deadline: float) -> bool:
+    """Wait until every job and workflow has ended (any final state) or ``deadline``."""
+    keys = [QueueKeys("default").job(j) for j in jobs]
+    while time.monotonic() < deadline:
+        pipe = rig.side.pipeline(transaction=False)
+        for key in keys:
+            pipe.hget(key, "state")
+        states = pipe.execute()
+        if all(s in DONE_STATES for s in states) and all(flow_state(rig, w) != "running" for w, _ in flows):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def flow_state(rig: Rig, workflow: str) -> str:
+    try:
+        return rig.producer.workflow(workflow).info().state.value
+    except BrokerUnavailable:
+        return "running"
+
+
+def check(rig: Rig, result: Result, jobs: dict[str, float], flows: list[tuple[str, int]]) -> None:
+    side = rig.side
+    runs: dict[str, list[dict]] = {}
+    for raw in side.lrange("faults:runs", 0, -1):
+        entry = json.loads(raw)
+        runs.setdefault(entry["id"], []).append(entry)
+    hooks = Counter(i.decode() for i in side.lrange("faults:hook:succeeded", 0, -1))
+    proxies: dict[str, Any] = {w.name: w.proxy for w in rig.workers}
+    proxies["*"] = rig  # a Redis crash is a fault on every worker
+    queue = QueueKeys("default")
+    late = 0.0
+    for job_id, wait in jobs.items():
+        state, created = side.hmget(queue.job(job_id), "state", "created_at")
+        if state != b"succeeded":
+            result.lost += 1
+            result.problems.append(f"job {job_id}: {state!r}, runs {runs.get(job_id)}")
+            continue
+        mine = sorted(runs.get(job_id, []), key=lambda r: r["at"])
+        explain(result, job_id, mine, proxies)
+        if hooks[job_id] != 1:
+            result.hooks_off += 1
+            result.problems.append(f"job {job_id}: job_succeeded fired {hooks[job_id]} times")
+        if wait and mine:
+            due = int(created) + int(wait * 1000)
+            if mine[0]["at"] < due:
+                result.early += 1
+                result.problems.append(f"job {job_id}: started {due - mine[0]['at']} ms early")
+            late = max(late, (mine[0]["at"] - due) / 1000)
+    result.late_s = late
+    check_flows(rig, result, flows, runs, proxies)
+    check_logs(rig, result, runs)
+
+
+def check_flows(rig: Rig, result: Result, flows: list[tuple[str, int]], runs: dict, proxies: dict) -> None:
+    for workflow, expected in flows:
+        info = rig.producer.workflow(workflow).info()
+        if info.state.value != "succeeded":
+            result.lost += 1
+            result.problems.append(f"workflow {workflow}: {info.state}")
+            continue
+        final = info.steps[-1]
+        if final.result != expected:
+            result.problems.append(f"workflow {workflow}: result {final.result}, expected {expected}")
+            result.lost += 1
+        for step in info.steps:
+            explain(result, step.id, sorted(runs.get(step.id, []), key=lambda r: r["at"]), proxies)
+
+
+def check_logs(rig: Rig, result: Result, runs: dict) -> None:
+    for worker in rig.workers:
+        for job_id in FENCED.findall(worker.output()):
+            if len(runs.get(job_id, [])) < 2:
+                result.false_fenced += 1
+                result.problems.append(f"{worker.name}: job {job_id} ran once yet was logged as taken over")
+
+
+def explain(result: Result, job_id: str, runs: list[dict], proxies: dict) -> None:
+    """A job that ran more than once: is each extra run explained by a fault on the run before it?"""
+    if len(runs) < 2:
+        return
+    result.duplicated += 1
+    for before, after in zip(runs, runs[1:], strict=False):
+        start, end = before["at"] / 1000 - 1, after["at"] / 1000
+        proxy = proxies.get(before["worker"])
+        if (proxy is None or proxy.faulted(start, end) is None) and proxies["*"].faulted(start, end) is None:
+            result.problems.append(f"job {job_id}: ran again with no fault on {before['worker']}: {runs}")
+            return
+    result.explained += 1
