@@ -19,7 +19,7 @@ import redis
 
 from taskforge import TaskForge, current_job
 
-app = TaskForge("faultapp")
+app = TaskForge("faultapp", durability=os.environ.get("FAULT_DURABILITY", "async"))
 side = redis.Redis.from_url(os.environ["FAULT_SIDE"])
 WORKER = os.environ.get("FAULT_WORKER", "producer")
 TICK_EVERY = float(os.environ.get("FAULT_TICK_EVERY", "0") or 0)

@@ -79,6 +79,7 @@ class FaultWorker:
             "TASKFORGE_BROKER_URL": self.proxy.url,
             "FAULT_SIDE": rig.redis.url,
             "FAULT_WORKER": self.name,
+            "FAULT_DURABILITY": rig.durability,
             "PYTHONUNBUFFERED": "1",
             **env,
         }
@@ -122,6 +123,7 @@ class Rig:
 
     def __init__(self, seed: int, fsync: str | None = "always", durability: str = "async") -> None:
         self.seed = seed
+        self.durability = durability
         self.dir = Path(tempfile.mkdtemp(prefix="taskforge-faults-"))
         shutil.copy(HERE / "faultapp.py", self.dir / "faultapp.py")
         self.redis = FaultRedis(self.dir, fsync)

@@ -60,6 +60,7 @@ class Result:
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
     lost_allowed: bool = False
+    tick_problems: int = 0  # periodic ticks twice, late or missing
 
     @property
     def ok(self) -> bool:
@@ -84,6 +85,7 @@ class Plan:
     durability: str = "async"
     work_s: tuple[float, float] = (0.0, 0.3)  # how long each job runs
     lost_allowed: bool = False  # a crash with AOF everysec may lose the last second of writes
+    tick_every: int = 0  # > 0: both workers run a periodic task every this many seconds
 
 
 # -- the faults ------------------------------------------------------------------------
@@ -165,10 +167,10 @@ PLANS = {
     "drop-ack": Plan("drop-ack", dropped(*ACKS, on="workers", rate=0.3)),
     "delay": Plan("delay", delay),
     "resets": Plan("resets", resets),
-    "skew": Plan("skew", no_fault, skews=("+5m", "-5m")),
+    "skew": Plan("skew", no_fault, skews=("+5m", "-5m"), tick_every=2),
     "crash-always": Plan("crash-always", crash, work_s=(0.2, 0.8)),
     "crash-everysec": Plan("crash-everysec", crash, fsync="everysec", work_s=(0.2, 0.8), lost_allowed=True),
-    "replicated": Plan("replicated", no_fault, durability="replicated"),
+    "replicated": Plan("replicated", resets, durability="replicated"),
 }
 QUICK = ("drop-all", "partition")
 
@@ -225,8 +227,10 @@ def run(plan: Plan, seed: int, timeout: float = 90, quick: bool = False) -> Resu
         rig.cuts = 1 if quick else 2
         if plan.durability == "replicated":
             rig.add_replica()
+        args = [a for a in WORKER_ARGS if not (plan.tick_every and a == "--no-periodic")]
+        env = {"FAULT_TICK_EVERY": str(plan.tick_every)} if plan.tick_every else {}
         for skew in plan.skews:
-            rig.worker(*WORKER_ARGS, skew=skew)
+            rig.worker(*args, skew=skew, **env)
         rig.wait_listed(len(plan.skews))
         stop = threading.Event()
         said: list[str] = []
@@ -242,7 +246,10 @@ def run(plan: Plan, seed: int, timeout: float = 90, quick: bool = False) -> Resu
         if not ended:
             ends(rig, jobs, flows, time.monotonic() + 30)  # healed: what a fault held up may still end
         result.faults = said[0] if said else "?"
+        hooks_settle(rig, jobs)
         check(rig, result, jobs, flows)
+        if plan.tick_every:
+            result.faults += "; " + check_ticks(rig, result, plan.tick_every * 1000)
         if plan.lost_allowed:
             result.lost_allowed = True
     result.seconds = time.monotonic() - started
@@ -261,6 +268,16 @@ def ends(rig: Rig, jobs: dict[str, float], flows: list[tuple[str, int]], deadlin
             return True
         time.sleep(0.2)
     return False
+
+
+def hooks_settle(rig: Rig, jobs: dict[str, float], timeout: float = 5) -> None:
+    """A hook fires just after its outcome is stored: give the last ones a moment (bounded)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        fired = {i.decode() for i in rig.side.lrange("faults:hook:succeeded", 0, -1)}
+        if fired >= set(jobs):
+            return
+        time.sleep(0.1)
 
 
 def flow_state(rig: Rig, workflow: str) -> str:
@@ -301,6 +318,22 @@ def check(rig: Rig, result: Result, jobs: dict[str, float], flows: list[tuple[st
     result.late_s = late
     check_flows(rig, result, flows, runs, proxies)
     check_logs(rig, result, runs)
+
+
+def check_ticks(rig: Rig, result: Result, period: int) -> str:
+    """Each periodic tick once, enqueued within a second of the tick by Redis's clock."""
+    ticks: Counter[int] = Counter()
+    worst = 0
+    for raw in rig.side.lrange("faults:ticks", 0, -1):
+        created = int(rig.side.hget(QueueKeys("default").job(json.loads(raw)["id"]), "created_at") or 0)
+        tick = created // period * period
+        ticks[tick] += 1
+        worst = max(worst, created - tick)
+    twice = sum(1 for n in ticks.values() if n > 1)
+    if twice or worst >= 1000 or not ticks:
+        result.problems.append(f"periodic: {len(ticks)} ticks, {twice} more than once, worst {worst} ms after its tick")
+        result.tick_problems += 1
+    return f"{len(ticks)} periodic ticks, {twice} twice, at most {worst} ms after the tick"
 
 
 def check_flows(rig: Rig, result: Result, flows: list[tuple[str, int]], runs: dict, proxies: dict) -> None:
