@@ -70,6 +70,7 @@ class Result:
             or self.early
             or self.false_fenced
             or self.hooks_off
+            or self.tick_problems
         )
 
 
