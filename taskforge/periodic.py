@@ -143,9 +143,13 @@ class Scheduler:
         tick it has not taken; only then is ``TIME`` read afresh, and that
         reading decides (an estimate a few ms ahead never enqueues early).
         """
-        if self.clock is None:
-            raise AssertionError("redis_now() needs a clock")
-        estimate = self.clock.now()
+        estimate = self.estimate()
         if all(self.done.get(s.task.name) == s.latest(estimate) for s in self.schedules):
             return None
+        if self.clock is None:
+            raise AssertionError("redis_now() needs a clock")
         return datetime.fromtimestamp(self.clock.sync() / 1000, tz=timezone.utc)
+
+    def estimate(self) -> datetime:
+        """Redis's time as the last ``TIME`` read puts it (this process's clock without one)."""
+        return self.clock.now() if self.clock is not None else datetime.now(timezone.utc)

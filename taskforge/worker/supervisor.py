@@ -37,6 +37,7 @@ from .outage import Outage
 from .outcomes import PendingOutcomes
 from .pool import Pool, Running
 from .registry import WorkerRegistry
+from .ticker import Ticker
 
 if TYPE_CHECKING:
     from ..app import TaskForge
@@ -69,14 +70,17 @@ class Supervisor:
             clock=self.clock,
         )
         scheduler = Scheduler(app.schedules, self.clock) if options.periodic and app.schedules else None
+        outage = Outage(app.url)
+        # Ticks are taken on their own thread, on time whatever the loop does (ticker.py).
+        self.ticker = Ticker(scheduler, outage, lambda: self.stopping) if scheduler is not None else None
         self.housekeeping = Housekeeping(
             self.renew_leases,
             self.reclaim,
             self.heartbeat,
-            scheduler,
+            None,
             renew_every(options.visibility_timeout),
             self.damage,
-            Outage(app.url),
+            outage,
             idle=self.idle,
         )
         self.woken = False  # idle children woken once a stop began
@@ -165,8 +169,12 @@ class Supervisor:
         self.app.hooks.emit("worker_started")
         try:
             self.pool.start()
+            if self.ticker is not None:
+                self.ticker.start()
             self.loop()
         finally:
+            if self.ticker is not None:
+                self.ticker.stop()
             # Whatever went wrong, never leave children running without a
             # supervisor renewing their leases: that would run jobs twice.
             self.pool.kill_now()

@@ -51,7 +51,7 @@ def table(results: list[Result]) -> str:
             f"{max(r.late_s for r in group):.2f}",
             str(sum(r.false_fenced for r in group)),
             str(sum(r.hooks_off for r in group)),
-            "; ".join(r.faults for r in group),
+            " / ".join(dict.fromkeys(r.faults for r in group)),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
