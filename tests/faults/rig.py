@@ -132,6 +132,7 @@ class Rig:
         self.workers: list[FaultWorker] = []
         self.crashes: list[tuple[float, float]] = []
         self.cuts = 2  # partitions per partition scenario
+        self.listed_ms = 0
         self.producer_proxy = FaultProxy(self.redis.port, seed * 100, "producer")
         self.producer = TaskForge("faultapp", self.producer_proxy.url, durability=durability)
         self.tasks: dict[str, Any] = {}
@@ -161,6 +162,7 @@ class Rig:
     def wait_listed(self, n: int, timeout: float = 30) -> None:
         """Until ``n`` workers have announced themselves (their first heartbeat)."""
         wait_for(lambda: self.side.zcard("taskforge:workers") >= n, timeout, f"{n} workers listed")
+        self.listed_ms = self.redis_ms()  # ticks before this are start-up catch-ups, late by design
 
     def crash_redis(self) -> None:
         """SIGKILL the private Redis and start it again on the same port, from its AOF."""
