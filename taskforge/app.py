@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
@@ -37,6 +37,17 @@ def _seconds(name: str, value: timedelta | float) -> float:
     return float(seconds)
 
 
+def _module_names(include: Sequence[str]) -> tuple[str, ...]:
+    """``include=`` as dotted module names, refused at once when it is not a list of them."""
+    names = [include] if isinstance(include, str) else list(include)
+    for name in names:
+        if not isinstance(name, str) or not all(part.isidentifier() for part in name.split(".")):
+            raise ConfigurationError(
+                f"include={include!r}: use a list of dotted module names, e.g. include=['proj.tasks']"
+            )
+    return tuple(names)
+
+
 class TaskForge:
     """A task application: owns its broker connection, its tasks and its settings.
 
@@ -55,6 +66,7 @@ class TaskForge:
         dead_retention: timedelta | float = timedelta(days=7),
         durability: str = "async",
         max_job_size: int = DEFAULT_MAX_JOB_SIZE,
+        include: Sequence[str] = (),
     ) -> None:
         if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 0:
             raise ConfigurationError(f"max_size={max_size!r}: use a whole number >= 0 (0: unbounded)")
@@ -63,6 +75,8 @@ class TaskForge:
         if durability not in DURABILITY:
             raise ConfigurationError(f"durability={durability!r}: use one of {', '.join(DURABILITY)}")
         self.name = name
+        # Modules a worker imports at start (Celery's include=): where the tasks are defined.
+        self.include = _module_names(include)
         self.url = resolve_url(broker)
         self.max_size = max_size
         self.max_job_size = max_job_size

@@ -60,3 +60,28 @@ def load_app(spec: str) -> TaskForge:
     if not isinstance(app, TaskForge):
         raise AppNotFound(f"{spec!r} is a {type(app).__name__}, not a TaskForge app")
     return app
+
+
+def import_included(app: TaskForge) -> None:
+    """Import the modules the app's ``include=`` names, as a worker does at start, so their tasks register.
+
+    A module that cannot be imported is named with its cause: a worker that
+    started without it would dead-letter every job of its tasks.
+    """
+    for name in app.include:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
+                raise AppNotFound(
+                    f"app {app.name!r} has include={list(app.include)!r}, but module {name!r} "
+                    f"cannot be imported: no such module in {os.getcwd()} or on sys.path"
+                ) from None
+            raise AppNotFound(
+                f"importing {name!r} (include= of app {app.name!r}) failed: {exc}", details=_user_traceback(exc)
+            ) from None
+        except Exception as exc:  # the user's module raised while importing
+            raise AppNotFound(
+                f"importing {name!r} (include= of app {app.name!r}) failed: {type(exc).__name__}: {exc}",
+                details=_user_traceback(exc),
+            ) from None

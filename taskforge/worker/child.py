@@ -113,7 +113,7 @@ class Child:
     """What a child's lanes share: the run context, its broker, the pipe, the stop flag and the job count."""
 
     def __init__(self, config: ChildConfig, pipe: Connection, control: Connection | None = None) -> None:
-        from ..loader import load_app
+        from ..loader import import_included, load_app
 
         self.config = config
         self.pipe = pipe
@@ -121,7 +121,9 @@ class Child:
         self.stopping = False
         self.recycling = False  # max_jobs reached: lanes finish their job and stop claiming
         # The app is read once: the lanes need only what running a job needs.
-        context = AppContext.of(load_app(config.app_spec))
+        app = load_app(config.app_spec)
+        import_included(app)  # as the supervisor did: a module it imported is importable here too
+        context = AppContext.of(app)
         # Workflow steps' reports go out from a thread of their own, in batches.
         self.context = replace(context, courier=Courier(context.broker))
         self.broker = self.context.broker
