@@ -192,6 +192,14 @@ def requeue(q: QueueKeys, *, job_id: str, token: str) -> ScriptCall[bool]:
     return ScriptCall("requeue", q, [job_id, token], bool)
 
 
+def pass_job(q: QueueKeys, *, job_id: str, token: str, delay_ms: int, cap_ms: int) -> ScriptCall[int]:
+    return ScriptCall("pass", q, [job_id, token, delay_ms, cap_ms], int)
+
+
+def expire_owner(q: QueueKeys, *, owner: str) -> ScriptCall[int]:
+    return ScriptCall("expire_owner", q, [owner], int)
+
+
 def cancel(q: QueueKeys, *, job_id: str, retention_ms: int) -> ScriptCall[replies.CancelOutcome]:
     return ScriptCall("cancel", q, [job_id, retention_ms], lambda raw: replies.CancelOutcome(int(raw)))
 
@@ -255,6 +263,8 @@ CALLS: dict[str, Callable[..., ScriptCall[Any]]] = {
     "abandon": abandon,
     "reclaim": reclaim,
     "requeue": requeue,
+    "pass": pass_job,
+    "expire_owner": expire_owner,
     "cancel": cancel,
     "await": await_state,
     "retry_dead": retry_dead,

@@ -287,6 +287,18 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, Workflow
         with self.guard(queue):
             return self.scripts.run(calls.requeue(QueueKeys(queue), job_id=job_id, token=token))
 
+    def pass_job(self, queue: str, job_id: str, token: str, delay_ms: int, cap_ms: int) -> int:
+        """Give a job back unrun for a worker that serves its task: the delay in ms, -1 if fenced."""
+        with self.guard(queue):
+            return self.scripts.run(
+                calls.pass_job(QueueKeys(queue), job_id=job_id, token=token, delay_ms=delay_ms, cap_ms=cap_ms)
+            )
+
+    def expire_owner(self, queue: str, owner: str) -> int:
+        """Expire now the claims whose token starts with ``owner`` (a worker proved dead): how many."""
+        with self.guard(queue):
+            return self.scripts.run(calls.expire_owner(QueueKeys(queue), owner=owner))
+
     def wake_keys(self, queues: Iterable[str]) -> list[str]:
         return [QueueKeys(q).wake for q in queues]
 

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ..broker.queue import Broker
     from ..hooks import Hooks
     from ..task import Task
+    from .foreign import Elsewhere
 
 log = logging.getLogger("taskforge.worker")
 
@@ -70,6 +71,7 @@ class AppContext:
     broker: Broker
     max_job_size: int
     courier: Courier | None = None  # delivers workflow steps' reports in the background
+    elsewhere: Elsewhere | None = None  # which live workers serve the tasks this app does not know
 
     @classmethod
     def of(cls, app: RunContext) -> AppContext:
@@ -179,6 +181,10 @@ def run_claim(
     hooks = context.hooks
     task = context.tasks.get(claim.task)
     if task is None:
+        elsewhere: Elsewhere | None = getattr(context, "elsewhere", None)
+        passed = elsewhere.pass_on(claim) if elsewhere is not None else None
+        if passed is not None:  # another live worker serves it: left for that one (``foreign.py``)
+            return Outcome(passed[0], time.monotonic() - started, passed[1], passed[2])
         error = f"UnknownTask: {UnknownTask.named(claim.task, context.name, context.tasks)}"
         return failed(context, claim, info, (error, "", None), started, outage, FailureKind.UNKNOWN_TASK)
     hooks.emit("job_started", info)

@@ -26,16 +26,19 @@ import signal
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..broker.workers import live_workers
 from ..periodic import Scheduler
 from ..workflows.reconcile import Reconciler
 from .banner import banner
+from .foreign import differing_tasks
 from .housekeeping import HEARTBEAT_EVERY, DamageLog, Housekeeping
 from .leases import Leases, renew_every
 from .options import WorkerOptions
 from .outage import Outage
 from .outcomes import PendingOutcomes
 from .pool import Pool, Running
-from .registry import WorkerRegistry
+from .registry import WorkerRegistry, owner_tag
+from .rescue import Rescue
 
 if TYPE_CHECKING:
     from ..app import TaskForge
@@ -55,12 +58,18 @@ class Supervisor:
         self.options = options
         self.stop_deadline = 0.0
         self.seen_done = 0
-        self.pool = Pool(app_spec, options, metrics)
+        owner = owner_tag()
+        self.pool = Pool(app_spec, options, metrics, owner)
         self.outcomes = PendingOutcomes(app, metrics)
         self.damage = DamageLog()
         self.leases = Leases(app.broker, options.lease_ms, self.damage.report, metrics)
         self.registry = WorkerRegistry(
-            app.broker.client, list(options.queues), options.concurrency * options.threads, ttl=10 * HEARTBEAT_EVERY
+            app.broker.client,
+            list(options.queues),
+            options.concurrency * options.threads,
+            ttl=10 * HEARTBEAT_EVERY,
+            tasks=app.tasks,
+            owner=owner,
         )
         scheduler = Scheduler(app.schedules) if options.periodic and app.schedules else None
         self.housekeeping = Housekeeping(
@@ -75,6 +84,7 @@ class Supervisor:
         )
         self.woken = False  # idle children woken once a stop began
         self.reconciler = Reconciler(app.broker, list(options.queues))
+        self.rescue = Rescue(app.broker, self.registry.id)
 
     @property
     def stopping(self) -> bool:
@@ -125,12 +135,24 @@ class Supervisor:
         self.leases.renew(self.held(), self.pool.stop_aborted)
 
     def reclaim(self) -> None:
-        """Expired claims back in line, then workflow reports and launches a crash left undone."""
+        """Expired claims back in line, then workflow reports and launches a crash left undone.
+
+        Every few seconds, first the claims of this host's workers proved dead (``rescue.py``).
+        """
+        if self.rescue.due(time.monotonic()):
+            self.rescue.run()
         self.leases.reclaim(self.options.queues)
         self.reconciler.run()
 
     def heartbeat(self) -> None:
-        self.registry.beat(self.pool.running(), self.pool.jobs_done)
+        self.registry.beat(self.pool.running(), self.pool.jobs_done, self.pool.pids())
+
+    def compare_tasks(self) -> None:
+        """Warn, once at start, when live workers on this worker's queues serve other tasks (``foreign.py``)."""
+        listing = live_workers(self.app.broker.client)
+        warning = differing_tasks(self.registry.id, list(self.options.queues), set(self.app.tasks), listing)
+        if warning:
+            log.warning("%s", warning)
 
     def register_limits(self) -> None:
         """Publish this worker's task limits, so jobs sent by name obey them too."""
@@ -146,6 +168,7 @@ class Supervisor:
         signal.signal(signal.SIGTERM, self.on_signal)
         signal.signal(signal.SIGINT, self.on_signal)
         log.info("%s", banner(self.app, self.app_spec, self.registry.id, self.options))
+        self.housekeeping.run(self.compare_tasks)
         self.housekeeping.run(self.reclaim)
         self.housekeeping.run(self.register_limits)
         self.app.hooks.emit("worker_started")
