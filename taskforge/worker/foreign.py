@@ -11,7 +11,9 @@ then 5 s). The delay is what keeps this from spinning: the job leaves the
 head of the queue, so this worker goes on with the jobs it can run instead
 of claiming the same one again, and a job passed many times costs a claim
 every few seconds, not a busy loop. The job keeps its priority; it takes a
-new place among its priority's jobs when it comes back.
+new place among its priority's jobs when it comes back. For a while after a
+pass, this worker waits ``HEAD_START`` longer for due jobs than it must, so
+an idle worker that serves the job claims it first when it is due again.
 
 When no live worker serves the task, the job is dead-lettered as before:
 ``UnknownTask`` naming it. The listing is read at most every ``REFRESH``
@@ -37,6 +39,9 @@ log = logging.getLogger("taskforge.worker")
 REFRESH = 2.0  # seconds a child trusts its copy of the live-worker listing
 FIRST_PASS_MS = 500
 LONGEST_PASS_MS = 5_000
+# For a while after a pass, this child waits this much longer for due jobs than it has to: the
+# worker that serves the passed job, idle, claims it first when it comes back in line.
+HEAD_START = 0.5
 # A listed worker whose heartbeat is older than this is taken for dead (its hash lives a little longer).
 FRESH_MS = int(3 * IDLE_HEARTBEAT_EVERY * 1000)
 
@@ -50,6 +55,7 @@ class Elsewhere:
         self.listing: list[dict[str, Any]] = []
         self.read_at = -REFRESH
         self.said: set[tuple[str, str]] = set()  # (queue, task) pairs already logged
+        self.yielding_until = 0.0  # monotonic: until then, due jobs are left a head start to others
 
     def live(self) -> list[dict[str, Any]]:
         with self.lock:
@@ -87,8 +93,19 @@ class Elsewhere:
         to = ", ".join(served_by)
         if delay < 0:
             return "fenced", to, 0.0
+        self.yielding_until = time.monotonic() + delay / 1000 + 4 * HEAD_START
         self.say_once(claim, to)
         return "passed", to, delay / 1000
+
+    def timeout(self, wait: float, longest: float) -> float:
+        """How long an idle lane waits for a job due in ``wait`` s: a head start longer after a pass.
+
+        Jobs sent meanwhile still wake it at once; only a due job (a retry, a
+        ``apply_in``) of this worker's own may start up to ``HEAD_START`` later.
+        """
+        if time.monotonic() < self.yielding_until:
+            return min(wait + HEAD_START, longest)
+        return min(wait, longest)
 
     def say_once(self, claim: Claim, served_by: str) -> None:
         if (claim.queue, claim.task) in self.said:

@@ -141,7 +141,12 @@ class Lane:
             return None
         woken = None
         try:
-            woken = self.wait_for_work(IDLE_BLOCK if wait is None else min(wait, IDLE_BLOCK))
+            elsewhere = self.context.elsewhere
+            if wait is None:
+                timeout = IDLE_BLOCK
+            else:  # just after passing a job on (``foreign.py``), a head start to the worker it was left for
+                timeout = min(wait, IDLE_BLOCK) if elsewhere is None else elsewhere.timeout(wait, IDLE_BLOCK)
+            woken = self.wait_for_work(timeout)
             return woken
         finally:
             if woken is not None and woken[0]:
