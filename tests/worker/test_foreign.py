@@ -16,7 +16,7 @@ from .conftest import Worker, group_pids, wait_for
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
-OTHER_APP = '''
+OTHER_APP = """
 import os
 import time
 
@@ -39,7 +39,7 @@ def hold(key, seconds):
     side.rpush(f"side:{key}:started", os.getpid())
     time.sleep(seconds)
     return seconds
-'''
+"""
 
 
 @pytest.fixture
