@@ -7,7 +7,8 @@ dead worker's listing (``registry.py``) names its host, boot, pid namespace
 and processes with their start times, and ``identity.provably_gone``
 checks them against ``/proc``. Only then are its claims expired
 (``expire_owner.lua``: the running jobs whose claim token carries its
-prefix) and reclaimed through the one reclaim path every lost claim takes:
+prefix) and reclaimed by the supervisor's next reclaim, on those queues too,
+through the one reclaim path every lost claim takes:
 back in line with the lost attempt counted, or dead on the last one, the
 token cleared so a late write from the dead worker is fenced.
 
@@ -21,7 +22,7 @@ rescue, and the lease, by then mostly run out, brings the jobs back.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..broker import workers
 from . import identity
@@ -49,35 +50,27 @@ class Rescue:
         self.next_at = now + RESCUE_EVERY
         return True
 
-    def run(self) -> int:
-        """Reclaim the jobs of every provably dead worker of this machine; how many came back or ended."""
+    def run(self) -> set[str]:
+        """Expire the claims of every provably dead worker of this machine: the queues to reclaim now."""
         if not self.facts["boot"] or not self.facts["pidns"]:
-            return 0  # nothing can be proved here (no /proc): leases expire as before
-        total = 0
+            return set()  # nothing can be proved here (no /proc): leases expire as before
+        queues: set[str] = set()
         for entry in workers.live_workers(self.broker.client, host=self.facts["host"]):
             if entry["id"] == self.own_id or not entry["owner"] or not identity.provably_gone(entry, self.facts):
                 continue
-            total += self.take_back(entry)
-        return total
+            queues |= self.expire(entry)
+        return queues
 
-    def take_back(self, entry: dict[str, object]) -> int:
+    def expire(self, entry: dict[str, Any]) -> set[str]:
+        """Expire the dead worker's claims and drop its listing; the queues where it held some."""
         owner = str(entry["owner"])
-        queues = [q for q in entry["queues"] if isinstance(q, str)] if isinstance(entry["queues"], list) else []
-        expired = sum(self.broker.expire_owner(queue, owner) for queue in queues)
-        back: list[str] = []
-        buried: list[str] = []
-        for queue in queues:
-            if expired:
-                got_back, got_buried, _ = self.broker.reclaim(queue)
-                back += got_back
-                buried += got_buried
+        held = {queue: self.broker.expire_owner(queue, owner) for queue in entry["queues"] if isinstance(queue, str)}
         workers.remove(self.broker.client, str(entry["id"]))
         log.warning(
             "worker %s is gone (pid %s and its children no longer exist on this host): "
-            "took back its %d claimed jobs at once%s",
+            "its %d claimed jobs are taken back now, not when their leases expire",
             entry["id"],
-            entry.get("pid"),
-            expired,
-            f" ({len(back)} back in line, {len(buried)} dead: no attempts left)" if expired else "",
+            entry["pid"],
+            sum(held.values()),
         )
-        return len(back) + len(buried)
+        return {queue for queue, n in held.items() if n}

@@ -139,9 +139,8 @@ class Supervisor:
 
         Every few seconds, first the claims of this host's workers proved dead (``rescue.py``).
         """
-        if self.rescue.due(time.monotonic()):
-            self.rescue.run()
-        self.leases.reclaim(self.options.queues)
+        rescued = self.rescue.run() if self.rescue.due(time.monotonic()) else set()
+        self.leases.reclaim([*self.options.queues, *sorted(rescued - set(self.options.queues))])
         self.reconciler.run()
 
     def heartbeat(self) -> None:

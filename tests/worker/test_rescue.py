@@ -62,7 +62,7 @@ def test_a_killed_workers_job_reruns_within_seconds_when_a_worker_starts_on_the_
     assert time.monotonic() - killed_at < RERUN_WITHIN + 15
     info = handle.info()
     assert info.attempts == 2  # the lost attempt counts, as for any reclaimed job
-    assert "is gone" in second.output() and "took back its 1 claimed jobs at once" in second.output()
+    assert "is gone" in second.output() and "its 1 claimed jobs are taken back now" in second.output()
     # The dead worker leaves the listing at once.
     assert first.pid not in [w["pid"] for w in workers.live_workers(producer.broker.client)]
 
