@@ -14,6 +14,7 @@ from .errors import ConfigurationError, JobNotFound
 from .handle import JobHandle
 from .hooks import Event, Hooks, Middleware
 from .job import BackoffPolicy, JobInfo, Priority
+from .loader import module_names
 from .periodic import Schedule
 from .sending import SendHook, check_hook
 from .task import Task, TaskOptions
@@ -35,17 +36,6 @@ def _seconds(name: str, value: timedelta | float) -> float:
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
         raise ConfigurationError(f"{name}={value!r}: use a positive timedelta or number of seconds")
     return float(seconds)
-
-
-def _module_names(include: Sequence[str]) -> tuple[str, ...]:
-    """``include=`` as dotted module names, refused at once when it is not a list of them."""
-    names = [include] if isinstance(include, str) else list(include)
-    for name in names:
-        if not isinstance(name, str) or not all(part.isidentifier() for part in name.split(".")):
-            raise ConfigurationError(
-                f"include={include!r}: use a list of dotted module names, e.g. include=['proj.tasks']"
-            )
-    return tuple(names)
 
 
 class TaskForge:
@@ -76,7 +66,7 @@ class TaskForge:
             raise ConfigurationError(f"durability={durability!r}: use one of {', '.join(DURABILITY)}")
         self.name = name
         # Modules a worker imports at start (Celery's include=): where the tasks are defined.
-        self.include = _module_names(include)
+        self.include = module_names(include)
         self.url = resolve_url(broker)
         self.max_size = max_size
         self.max_job_size = max_job_size

@@ -77,7 +77,7 @@ def test_include_must_be_module_names() -> None:
     assert TaskForge("proj", include=["proj.tasks", "proj.more"]).include == ("proj.tasks", "proj.more")
     assert TaskForge("proj", include="proj.tasks").include == ("proj.tasks",)
     assert TaskForge("proj").include == ()
-    for bad in (["proj/tasks.py"], [3], ["proj..tasks"]):
+    for bad in (["proj/tasks.py"], [3], ["proj..tasks"], 3, {"proj.tasks": 1}):
         with pytest.raises(ConfigurationError, match="include="):
             TaskForge("proj", include=bad)  # type: ignore[arg-type]
 
