@@ -15,6 +15,7 @@ from taskforge.errors import ConfigurationError
 pytestmark = [pytest.mark.redis]
 
 APP = 'from taskforge import TaskForge\n\napp = TaskForge("proj", include={include!r})\n'
+PLAIN_APP = 'from taskforge import TaskForge\n\napp = TaskForge("cel")\n\n\n@app.task\ndef ping():\n    return 1\n'
 TASKS = "from proj.app import app\n\n\n@app.task\ndef add(a, b):\n    return a + b\n"
 
 
@@ -84,7 +85,7 @@ def test_include_must_be_module_names() -> None:
 
 @pytest.mark.parametrize("spelling", [["-l", "warning"], ["-l", "WARNING"], ["--log-level", "Warning"]])
 def test_dash_l_is_log_level_in_any_case(tmp_path: Path, redis_url: str, spelling: list[str]) -> None:
-    project(tmp_path, ["proj.tasks"])
-    done = worker(tmp_path, redis_url, "proj.app:app", "-c", "1", "--burst", *spelling)
+    (tmp_path / "celeryish.py").write_text(PLAIN_APP)
+    done = worker(tmp_path, redis_url, "celeryish:app", "-c", "1", "--burst", *spelling)
     assert done.returncode == 0, done.stderr
     assert " INFO " not in done.stderr  # the banner, an INFO line, is not shown at warning
