@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("taskforge.worker")
 
-RESCUE_EVERY = 5.0  # seconds between two looks at the listing by a running supervisor
+RESCUE_EVERY = 4.0  # seconds between two looks at the listing (the idle reclaim runs every 5 s)
 
 
 class Rescue:
