@@ -52,6 +52,7 @@ class Field(str, enum.Enum):
     EXPIRES = "expires"  # ms: not started by then, it ends cancelled ("expired")
     KEEP_MS = "keep_ms"  # the retention of a job that expires (the claim script has no app to ask)
     HEADERS = "headers"  # a JSON object of strings set by producer hooks (trace context); absent: none
+    PASSES = "passes"  # times a worker that does not know the task gave it back for one that does
 
     @property
     def key(self) -> bytes:

@@ -153,6 +153,13 @@ def every_script(app: TaskForge, queue: str) -> None:
     requeued = b.dequeue(queue, 60_000, count=1)[0]
     for claim in requeued:
         b.requeue(queue, claim.id, claim.token)
+    passed = b.dequeue(queue, 60_000, token="owner0000001.passed")[0]
+    for claim in passed:
+        b.pass_job(queue, claim.id, claim.token, 500, 5_000)  # a task this worker does not know
+    b.fast_forward(queue, 10)
+    b.dequeue(queue, 60_000, token="owner0000002.lost")
+    b.expire_owner(queue, "owner0000002.")  # a worker proved dead
+    b.reclaim(queue)
     b.fail(queue, *(lambda c: (c.id, c.token))(b.dequeue(queue, 60_000)[0][0]), "flaky", "tb", 30.0)
     b.fast_forward(queue, 3600)
     b.retry_dead(queue)
