@@ -35,12 +35,8 @@ critical. Retries: Django's API has none, so a Django task runs once
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from django.tasks import task_backends
-
-from ...errors import ConfigurationError
 from .backend import TaskforgeBackend, priority_of
 from .runner import ARUN, RUN
 
@@ -51,18 +47,6 @@ def __getattr__(name: str) -> Any:
     """``taskforge.contrib.django:app`` for ``taskforge worker``: Django set up, the backend's app."""
     if name != "app":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import django
+    from .worker_app import worker_app
 
-    if not os.environ.get("DJANGO_SETTINGS_MODULE"):
-        raise ConfigurationError(
-            "taskforge.contrib.django:app needs DJANGO_SETTINGS_MODULE (e.g. DJANGO_SETTINGS_MODULE=mysite.settings)"
-        )
-    django.setup()
-    alias = os.environ.get("TASKFORGE_DJANGO_BACKEND", "default")
-    try:
-        backend = task_backends[alias]
-    except Exception as exc:  # InvalidTaskBackend, ImproperlyConfigured: the settings' own words
-        raise ConfigurationError(f"TASKS[{alias!r}]: {exc}") from None
-    if not isinstance(backend, TaskforgeBackend):
-        raise ConfigurationError(f"TASKS[{alias!r}] uses {type(backend).__name__}, not TaskforgeBackend")
-    return backend.app
+    return worker_app()

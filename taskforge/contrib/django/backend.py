@@ -1,11 +1,12 @@
-"""``TaskforgeBackend``: ``django.tasks`` enqueue and ``get_result`` on a taskforge app."""
+"""``TaskforgeBackend``: ``django.tasks`` enqueue, ``get_result`` and system checks on a taskforge app."""
 
 from __future__ import annotations
 
 import inspect
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
+from django.core import checks
 from django.tasks import TaskResult, TaskResultStatus
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import Task as DjangoTask
@@ -14,11 +15,15 @@ from django.tasks.signals import task_enqueued
 from django.utils.module_loading import import_string
 
 from ...app import TaskForge
+from ...broker.keys import validate_queue_name
 from ...errors import ConfigurationError, JobNotFound
+from ...handle import JobHandle
 from ...job import JobInfo, Priority
 from ...task import Task
-from .results import _STATUS, _error, _task_result
+from .connections import manage_connections
+from .results import _STATUS, _task_result, task_error, task_from
 from .runner import ARUN, RUN, _arun, _run
+from .values import as_json, aware, from_text, now, to_text
 
 
 def priority_of(django_priority: int) -> Priority:
@@ -30,8 +35,19 @@ def priority_of(django_priority: int) -> Priority:
     return Priority.HIGH if django_priority < 50 else Priority.CRITICAL
 
 
+class DjangoTaskForge(TaskForge):
+    """The backend's own app (``OPTIONS["BROKER"]``): a worker of it serves every queue of ``QUEUES`` by default."""
+
+    def __init__(self, name: str, broker: str | None, queues: set[str]) -> None:
+        super().__init__(name, broker=broker)
+        self.django_queues = sorted(queues)
+
+    def queues(self) -> list[str]:
+        return list(dict.fromkeys([*super().queues(), *self.django_queues]))
+
+
 class TaskforgeBackend(BaseTaskBackend):  # type: ignore[misc]
-    """``django.tasks`` on taskforge: see the module's docstring for settings and semantics."""
+    """``django.tasks`` on taskforge: see the package's docstring for settings and semantics."""
 
     supports_defer = True
     supports_async_task = True
@@ -41,44 +57,68 @@ class TaskforgeBackend(BaseTaskBackend):  # type: ignore[misc]
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
         app_path = self.options.get("APP")
+        app: TaskForge
         if app_path:
             app = import_string(app_path.replace(":", "."))
             if not isinstance(app, TaskForge):
                 raise ConfigurationError(f"TASKS[{alias!r}]['OPTIONS']['APP'] = {app_path!r} is not a TaskForge app")
         else:
-            app = TaskForge(f"django-{alias}", broker=self.options.get("BROKER"))
+            app = DjangoTaskForge(f"django-{alias}", self.options.get("BROKER"), self.queues)
         self.app = app
         attempts = self.options.get("MAX_ATTEMPTS", 1)
         if RUN not in app.tasks:
             app.task(name=RUN, max_attempts=attempts)(_run)
             app.task(name=ARUN, max_attempts=attempts)(_arun)
+            manage_connections(app)
 
     def enqueue(self, task: DjangoTask, args: Any, kwargs: Any) -> TaskResult:
-        runner, call = self._runner(task, args, kwargs)
+        runner, call, enqueued_at = self._prepare(task, args, kwargs)
         if task.run_after is not None:
-            handle = runner.apply_at(_aware(task.run_after), *call)
+            handle = runner.apply_at(aware(task.run_after), *call)
         else:
             handle = runner.delay(*call)
-        return self._enqueued(task, handle.id, args, kwargs)
+        return self._enqueued(task, handle, call, enqueued_at)
 
     async def aenqueue(self, task: DjangoTask, args: Any, kwargs: Any) -> TaskResult:
-        runner, call = self._runner(task, args, kwargs)
+        runner, call, enqueued_at = self._prepare(task, args, kwargs)
         if task.run_after is not None:
-            handle = await runner.aapply_at(_aware(task.run_after), *call)
+            handle = await runner.aapply_at(aware(task.run_after), *call)
         else:
             handle = await runner.adelay(*call)
-        return self._enqueued(task, handle.id, args, kwargs)
+        return self._enqueued(task, handle, call, enqueued_at)
 
-    def _runner(self, task: DjangoTask, args: Any, kwargs: Any) -> tuple[Task[Any, Any], tuple[Any, ...]]:
-        """The runner task, set to the Django task's queue and priority, and its call."""
+    def _prepare(self, task: DjangoTask, args: Any, kwargs: Any) -> tuple[Task[Any, Any], tuple[Any, ...], datetime]:
+        """The runner task, set to the Django task's queue and priority, and its call: checked before any store.
+
+        The call is the task's path, its arguments as JSON gives them back
+        (``TypeError`` here for what JSON cannot hold), whether it takes a
+        context, and what ``get_result()`` needs to give the same Task and
+        ``enqueued_at`` back: the ``using()`` options and the enqueue time.
+        """
         self.validate_task(task)
         runner = self.app.tasks[ARUN if inspect.iscoroutinefunction(task.func) else RUN]
         runner = runner.with_options(queue=task.queue_name, priority=priority_of(task.priority))
-        return runner, (task.module_path, list(args), dict(kwargs), task.takes_context)
+        enqueued_at = now()
+        meta = {
+            "priority": task.priority,
+            "queue_name": task.queue_name,
+            "backend": task.backend,
+            "run_after": to_text(task.run_after),
+            "enqueued_at": to_text(enqueued_at),
+        }
+        return (
+            runner,
+            (task.module_path, as_json(list(args)), as_json(dict(kwargs)), task.takes_context, meta),
+            enqueued_at,
+        )
 
-    def _enqueued(self, task: DjangoTask, job_id: str, args: Any, kwargs: Any) -> TaskResult:
-        result = _task_result(task, job_id, TaskResultStatus.READY, list(args), dict(kwargs), self.alias)
-        object.__setattr__(result, "enqueued_at", datetime.now(timezone.utc))
+    def _enqueued(
+        self, task: DjangoTask, handle: JobHandle[Any], call: tuple[Any, ...], enqueued_at: datetime
+    ) -> TaskResult:
+        _, args, kwargs, _, _ = call
+        result = _task_result(
+            task, handle.id, TaskResultStatus.READY, args, kwargs, self.alias, enqueued_at=enqueued_at
+        )
         task_enqueued.send(type(self), task_result=result)
         return result
 
@@ -87,8 +127,6 @@ class TaskforgeBackend(BaseTaskBackend):  # type: ignore[misc]
             info = self.app.job(result_id).info()
         except (JobNotFound, ConfigurationError):
             raise TaskResultDoesNotExist(result_id) from None
-        if info.task not in (RUN, ARUN) or len(info.args) != 4:
-            raise TaskResultDoesNotExist(result_id)
         return self._result(info)
 
     async def aget_result(self, result_id: str) -> TaskResult:
@@ -96,15 +134,16 @@ class TaskforgeBackend(BaseTaskBackend):  # type: ignore[misc]
             info = await self.app.job(result_id).ainfo()
         except (JobNotFound, ConfigurationError):
             raise TaskResultDoesNotExist(result_id) from None
-        if info.task not in (RUN, ARUN) or len(info.args) != 4:
-            raise TaskResultDoesNotExist(result_id)
         return self._result(info)
 
     def _result(self, info: JobInfo) -> TaskResult:
-        path, args, kwargs, _ = info.args
-        task = import_string(path)
+        if info.task not in (RUN, ARUN) or len(info.args) not in (4, 5):
+            raise TaskResultDoesNotExist(info.id)
+        path, args, kwargs = info.args[:3]
+        meta = info.args[4] if len(info.args) == 5 and isinstance(info.args[4], dict) else {}
+        task = task_from(path, meta)
         status = _STATUS.get(info.state, TaskResultStatus.READY)
-        errors = [_error(info)] if status == TaskResultStatus.FAILED or (info.error and info.attempts > 1) else []
+        errors = [task_error(info)] if status == TaskResultStatus.FAILED or (info.error and info.attempts > 1) else []
         finished = status in (TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED)
         result = _task_result(
             task,
@@ -113,7 +152,7 @@ class TaskforgeBackend(BaseTaskBackend):  # type: ignore[misc]
             list(args),
             dict(kwargs),
             self.alias,
-            enqueued_at=info.created_at,
+            enqueued_at=from_text(meta.get("enqueued_at")) or info.created_at,
             started_at=info.started_at,
             finished_at=info.finished_at if finished else None,
             errors=errors,
@@ -123,6 +162,21 @@ class TaskforgeBackend(BaseTaskBackend):  # type: ignore[misc]
             object.__setattr__(result, "_return_value", info.result)
         return result
 
-
-def _aware(when: datetime) -> datetime:
-    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        """``manage.py check``: queue names taskforge cannot serve, and a ``QUEUES`` no worker can know."""
+        found: list[checks.CheckMessage] = []
+        for name in sorted(self.queues):
+            try:
+                validate_queue_name(name)
+            except ConfigurationError as exc:
+                found.append(checks.Error(f"TASKS[{self.alias!r}]['QUEUES']: {exc}", id="taskforge.E001"))
+        if not self.queues:
+            found.append(
+                checks.Warning(
+                    f"TASKS[{self.alias!r}]['QUEUES'] is empty, so a task may name any queue, "
+                    "and a worker serves only the queues it is given",
+                    hint="list every queue your tasks use in QUEUES: `manage.py taskforge_worker` serves them all",
+                    id="taskforge.W001",
+                )
+            )
+        return found

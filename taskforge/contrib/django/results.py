@@ -1,14 +1,19 @@
-"""Django's ``TaskResult`` built from what taskforge knows: a job record, or the run in progress."""
+"""Django's ``TaskResult`` and ``Task`` rebuilt from what a job carries: its record, or the run in progress."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from django.core.exceptions import SuspiciousOperation
 from django.tasks import TaskResult, TaskResultStatus
 from django.tasks.base import Task as DjangoTask
 from django.tasks.base import TaskError
+from django.utils.module_loading import import_string
 
 from ...job import JobInfo, JobState
+from .errors import exception_class_path
+from .values import for_django, from_text
 
 _STATUS = {
     JobState.PENDING: TaskResultStatus.READY,
@@ -20,17 +25,31 @@ _STATUS = {
     JobState.CANCELLED: TaskResultStatus.FAILED,
 }
 
+# What a job keeps of the Task it was enqueued as (its ``using()``), beside the import path.
+OPTIONS = ("priority", "queue_name", "backend")
 
-def _error(info: JobInfo) -> TaskError:
+
+def task_from(path: str, meta: dict[str, Any]) -> DjangoTask:
+    """The Django task at ``path`` as it was enqueued; ``SuspiciousOperation`` if the path names no task.
+
+    A job's path is data from Redis: the worker calls only what is a
+    ``Task``, as django-tasks' database backend does with its rows.
+    """
+    found = import_string(path)
+    if not isinstance(found, DjangoTask):
+        raise SuspiciousOperation(f"{path!r} is not a Django task (a django.tasks @task function)")
+    changes: dict[str, Any] = {name: meta[name] for name in OPTIONS if name in meta}
+    run_after = from_text(meta.get("run_after"))
+    if run_after is not None:
+        changes["run_after"] = for_django(run_after)
+    return dataclasses.replace(found, **changes) if changes else found
+
+
+def task_error(info: JobInfo) -> TaskError:
     """Django names the exception by import path; taskforge keeps its text and traceback."""
     text = info.traceback or info.error or ""
-    last = text.strip().splitlines()[-1] if text.strip() else ""
-    name = last.partition(":")[0].strip() if last and " " not in last.partition(":")[0].strip() else ""
-    if not name:
-        name = "taskforge.errors.TaskFailed"
-    elif "." not in name:
-        name = f"builtins.{name}"
-    return TaskError(exception_class_path=name, traceback=info.traceback or info.error or "")
+    # The record's own class path (JobInfo.error_type) goes in place of None once records carry it.
+    return TaskError(exception_class_path=exception_class_path(None, text), traceback=text)
 
 
 def _task_result(
@@ -47,10 +66,10 @@ def _task_result(
         task=task,
         id=result_id,
         status=status,
-        enqueued_at=times.get("enqueued_at"),
-        started_at=times.get("started_at"),
-        finished_at=times.get("finished_at"),
-        last_attempted_at=times.get("started_at"),
+        enqueued_at=for_django(times.get("enqueued_at")),
+        started_at=for_django(times.get("started_at")),
+        finished_at=for_django(times.get("finished_at")),
+        last_attempted_at=for_django(times.get("started_at")),
         args=args,
         kwargs=kwargs,
         backend=backend,
