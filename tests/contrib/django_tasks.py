@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.db import connection
 from django.tasks import task
 
@@ -47,3 +48,22 @@ def query_database() -> int:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
         return int(cursor.fetchone()[0])
+
+
+def _drop() -> str:
+    return drop_connection.func()
+
+
+def _query() -> int:
+    return query_database.func()
+
+
+@task
+async def adrop_connection() -> str:
+    """``drop_connection`` from a coroutine: the ORM runs in ``sync_to_async``'s thread, and so do its connections."""
+    return await sync_to_async(_drop)()
+
+
+@task
+async def aquery_database() -> int:
+    return await sync_to_async(_query)()

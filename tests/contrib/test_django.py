@@ -201,6 +201,26 @@ def test_a_dropped_database_connection_does_not_fail_the_next_task(worker: Worke
     assert after.return_value == 1
 
 
+def test_a_dropped_database_connection_does_not_fail_the_next_async_task(worker: Worker) -> None:
+    from django.tasks import TaskResultStatus
+
+    from tests.contrib.django_tasks import adrop_connection, aquery_database
+
+    dropped = finished(adrop_connection.enqueue(), "the async task that drops its connection")
+    assert dropped.status == TaskResultStatus.SUCCESSFUL, worker.output()
+    after = finished(aquery_database.enqueue(), "the next async task to query the database")
+    assert after.status == TaskResultStatus.SUCCESSFUL, [e.traceback for e in after.errors]
+    assert after.return_value == 1
+
+
+def test_the_backends_own_app_serves_every_queue_of_queues(project: Path) -> None:
+    from taskforge.contrib.django import TaskforgeBackend
+    from tests.conftest import REDIS_URL
+
+    backend = TaskforgeBackend("own", {"QUEUES": ["default", "emails"], "OPTIONS": {"BROKER": REDIS_URL}})
+    assert backend.app.queues() == ["default", "emails"]  # what `taskforge worker` serves without -q
+
+
 def test_an_argument_that_is_not_json_raises_type_error_and_stores_nothing(project: Path) -> None:
     import asyncio
     from datetime import datetime, timezone
@@ -375,3 +395,13 @@ def test_get_result_of_a_job_whose_path_is_not_a_task_is_suspicious(project: Pat
     handle = app.send("django.task", "os.getcwd", [], {}, False)
     with pytest.raises(SuspiciousOperation):
         default_task_backend.get_result(handle.id)
+
+
+def test_a_worker_does_not_call_a_path_that_is_not_a_task(worker: Worker) -> None:
+    from django.tasks import default_task_backend
+
+    from taskforge.job import JobState
+
+    handle = default_task_backend.app.send("django.task", "os.getcwd", [], {}, False)
+    wait_for(lambda: handle.info().state == JobState.DEAD, 30, "the job of a path that is no task to fail")
+    assert "SuspiciousOperation" in (handle.info().error or "")
