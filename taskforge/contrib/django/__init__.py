@@ -14,15 +14,23 @@ Settings::
 Plain Django ``@task`` functions then ``.enqueue()`` / ``.aenqueue()`` onto
 taskforge, and a worker runs them::
 
-    DJANGO_SETTINGS_MODULE=mysite.settings taskforge worker taskforge.contrib.django:app
+    python manage.py taskforge_worker       # "taskforge.contrib.django" in INSTALLED_APPS
+    DJANGO_SETTINGS_MODULE=mysite.settings taskforge worker taskforge.contrib.django:app -q default -q emails
 
+The command serves every queue of ``QUEUES`` (``worker_app.py``);
 ``taskforge.contrib.django:app`` calls ``django.setup()`` and is the
 backend's TaskForge app (the ``default`` backend; another alias with
 ``TASKFORGE_DJANGO_BACKEND``). Each Django task travels as a job of one of
 two runner tasks (``django.task`` for plain functions, ``django.atask`` for
-coroutines) whose arguments are the task's import path and its call, so a
-worker needs no list of Django tasks: it imports each by path, as Django's
-own pickling of a ``Task`` does.
+coroutines) whose arguments are the task's import path, its call and the
+options it was enqueued with, so a worker needs no list of Django tasks: it
+imports each by path, as Django's own pickling of a ``Task`` does.
+
+The modules: ``backend`` (enqueue, get_result, checks), ``runner`` (the
+runner tasks and Django's signals), ``results`` (``TaskResult`` from a job),
+``errors`` (``exception_class_path``), ``values`` (JSON and datetimes),
+``connections`` (database connections around each run), ``worker_app`` and
+``management/commands/taskforge_worker.py`` (starting a worker).
 
 What the backend claims, honestly: ``supports_defer`` (``run_after`` is
 ``apply_at``), ``supports_async_task`` (coroutines run on the worker's event

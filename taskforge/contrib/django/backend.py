@@ -27,7 +27,7 @@ from .values import as_json, aware, from_text, now, to_text
 
 
 def priority_of(django_priority: int) -> Priority:
-    """Django's -100..100 onto taskforge's four levels (documented above)."""
+    """Django's -100..100 onto taskforge's four levels: below 0 low, 0 normal, 1 to 49 high, 50 and up critical."""
     if django_priority < 0:
         return Priority.LOW
     if django_priority == 0:
