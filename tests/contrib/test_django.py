@@ -240,12 +240,13 @@ def test_an_argument_that_is_not_json_raises_type_error_and_stores_nothing(proje
 
 
 def test_the_worker_sends_task_started_and_task_finished(worker: Worker) -> None:
-    from shop.tasks import thumbnail
+    from shop.tasks import fetch_title, thumbnail
 
     from tests.contrib.django_tasks import out_of_stock
 
     ok = finished(thumbnail.enqueue("signal.png", 8), "a task to succeed")
     failed = finished(out_of_stock.enqueue("socks"), "a task to fail")
+    coroutine = finished(fetch_title.enqueue("https://example.org"), "an async task to succeed")
 
     def logged() -> bool:
         out = worker.output()
@@ -255,6 +256,8 @@ def test_the_worker_sends_task_started_and_task_finished(worker: Worker) -> None
                 f"Task id={ok.id} path=shop.tasks.thumbnail state=RUNNING",
                 f"Task id={ok.id} path=shop.tasks.thumbnail state=SUCCESSFUL",
                 f"Task id={failed.id} path=tests.contrib.django_tasks.out_of_stock state=FAILED",
+                f"Task id={coroutine.id} path=shop.tasks.fetch_title state=RUNNING",
+                f"Task id={coroutine.id} path=shop.tasks.fetch_title state=SUCCESSFUL",
             )
         )
 
@@ -284,11 +287,24 @@ def test_a_failed_task_names_an_exception_class_that_imports(worker: Worker) -> 
         (None, "WorkerCrashed: the child died (exit code -9)", "taskforge.errors.TaskforgeError"),
         (None, "WorkerLost: lease expired", "taskforge.errors.TaskforgeError"),
         (None, "os.path: not an exception", "taskforge.errors.TaskforgeError"),
+        (
+            None,
+            'Traceback (most recent call last):\n  File "t.py", line 1\nValueError: two\nlines: of text',
+            "builtins.ValueError",
+        ),
+        (None, "Traceback (most recent call last):\n  ...\nKeyError: 'x'\nOSError: a note", "builtins.KeyError"),
+        (
+            None,
+            "Traceback (most recent call last):\n  ...\n  | nested: only indented lines",
+            "taskforge.errors.TaskforgeError",
+        ),
         (None, "", "taskforge.errors.TaskforgeError"),
         (None, None, "taskforge.errors.TaskforgeError"),
     ],
 )
-def test_exception_class_path_always_imports(error_type: str | None, text: str | None, path: str) -> None:
+def test_exception_class_path_always_imports(
+    project: Path, error_type: str | None, text: str | None, path: str
+) -> None:
     from django.tasks.base import TaskError
 
     from taskforge.contrib.django.errors import exception_class_path

@@ -4,8 +4,8 @@ Django names a task's exception by import path and resolves it lazily
 (``TaskError.exception_class``), so a path that does not import breaks
 whoever reads the error. A job record names its exception by class path
 when it can (``error_type``); older records, and failures the worker itself
-records (a crash, a lost lease), carry only the error's text, whose last
-line reads ``Name: message`` as a traceback ends.
+records (a crash, a lost lease), carry only the error's text, whose
+exception line reads ``Name: message`` as a traceback's does.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 from django.utils.module_loading import import_string
 
 FALLBACK = "taskforge.errors.TaskforgeError"
-_LAST_LINE_NAME = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
+_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
 
 
 def exception_class_path(error_type: str | None, error: str | None) -> str:
@@ -36,8 +36,17 @@ def exception_class_path(error_type: str | None, error: str | None) -> str:
 
 
 def _named_in(text: str) -> list[str]:
+    """The candidate paths of the exception line: the first line after the traceback's frames.
+
+    Frames and their source lines are indented; the exception line is not,
+    and a multi-line message or a note follows it, so the last line is not
+    always the one to read.
+    """
     lines = [line for line in text.strip().splitlines() if line.strip()]
-    found = _LAST_LINE_NAME.match(lines[-1].strip()) if lines else None
+    frames_end = max((i for i, line in enumerate(lines) if line[:1].isspace()), default=-1)
+    if frames_end + 1 >= len(lines):
+        return []
+    found = _EXCEPTION_LINE.match(lines[frames_end + 1])
     if found is None:
         return []
     name = found.group(1)
