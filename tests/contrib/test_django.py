@@ -213,6 +213,25 @@ def test_a_dropped_database_connection_does_not_fail_the_next_async_task(worker:
     assert after.return_value == 1
 
 
+def test_a_drain_inside_a_transaction_leaves_its_connection_alone(project: Path) -> None:
+    """A Django TestCase runs each test in a transaction: running jobs in-process must not close its connection."""
+    from django.db import connection, transaction
+    from django.tasks import default_task_backend
+
+    from tests.contrib.django_tasks import query_database
+
+    app = default_task_backend.app
+    for queue in ("default", "emails"):
+        app.broker.purge(queue, "pending")
+    with transaction.atomic():
+        result = query_database.enqueue()
+        [ran] = app.drain()
+        assert ran.id == result.id and ran.result == 1
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    assert not connection.needs_rollback
+
+
 def test_the_backends_own_app_serves_every_queue_of_queues(project: Path) -> None:
     from taskforge.contrib.django import TaskforgeBackend
     from tests.conftest import REDIS_URL

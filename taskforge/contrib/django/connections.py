@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections, connections
+from django.db import connections
 
 from ...app import TaskForge
 from ...hooks import Event
@@ -32,7 +32,7 @@ def manage_connections(app: TaskForge) -> None:
 
 
 class DatabaseConnections:
-    """Middleware: ``close_old_connections()`` before and after every task of the app."""
+    """Middleware: ``close_old_connections()`` (below) before and after every task of the app."""
 
     def __init__(self, app: TaskForge) -> None:
         self.app = app
@@ -46,6 +46,19 @@ class DatabaseConnections:
             return call_next()
         finally:
             close_old_connections()
+
+
+def close_old_connections() -> None:
+    """Django's ``close_old_connections()``, but never a connection inside ``transaction.atomic()``.
+
+    That transaction is the caller's: a test's ``TestCase``, or ``app.drain()``
+    run inside one, whose connection closed under it would lose the
+    transaction (Django's test client leaves it alone for the same reason).
+    A worker's task cannot leave one open: ``atomic`` blocks end with it.
+    """
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block:
+            connection.close_if_unusable_or_obsolete()
 
 
 async def _around_coroutine(call_next: Callable[[], Awaitable[Any]]) -> Any:
