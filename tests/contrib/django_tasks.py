@@ -67,3 +67,9 @@ async def adrop_connection() -> str:
 @task
 async def aquery_database() -> int:
     return await sync_to_async(_query)()
+
+
+@task
+def double_dictionary(key: Any) -> dict[Any, Any]:
+    """Django's documented example: a tuple argument arrives a list, which cannot be a dict key."""
+    return {key: key * 2}

@@ -390,6 +390,16 @@ def test_arguments_and_results_come_back_as_json(worker: Worker) -> None:
     assert echo.get_result(result.id).args == [["a", 1]]
 
 
+def test_djangos_documented_example_of_a_tuple_argument_fails(worker: Worker) -> None:
+    from django.tasks import TaskResultStatus
+
+    from tests.contrib.django_tasks import double_dictionary
+
+    result = finished(double_dictionary.enqueue((1, 2, 3)), "double_dictionary to run")
+    assert result.status == TaskResultStatus.FAILED  # as under any Django backend: the list is unhashable
+    assert result.errors[0].exception_class is TypeError
+
+
 def test_get_result_keeps_using_and_enqueued_at(project: Path) -> None:
     from datetime import datetime, timedelta, timezone
 
