@@ -9,8 +9,9 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, ParamSpec, TypeVar
 
+from . import celery_names
 from .broker.keys import validate_queue_name
 from .errors import ConfigurationError, SerializationError
 from .handle import JobHandle, async_access
@@ -141,6 +142,83 @@ class Task(Generic[P, R]):
     def apply_in(self, delay: timedelta | float, /, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
         """Queue a run after ``delay`` (a timedelta or seconds), timed by Redis's clock."""
         return self._enqueue_one(args, kwargs, delay_ms=_delay_ms(delay))
+
+    def apply_async(
+        self,
+        args: tuple[Any, ...] | list[Any] | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        countdown: timedelta | float | None = None,
+        eta: datetime | None = None,
+        queue: str | None = None,
+        priority: Priority | str | int | None = None,
+        task_id: str | None = None,
+        **celery_options: NoReturn,
+    ) -> JobHandle[R]:
+        """Celery's spelling of ``delay()`` with options, for code being ported.
+
+        ``countdown`` is ``apply_in``, ``eta`` is ``apply_at``, ``task_id`` is
+        ``with_options(job_id=)``, ``queue`` and ``priority`` are
+        ``with_options``'s (``priority`` is a taskforge ``Priority``: low,
+        normal, high, critical). Any other Celery option raises ``TypeError``
+        naming the taskforge way, so nothing is silently ignored.
+        """
+        task, call_args, call_kwargs, timing = self._async_call(
+            args, kwargs, countdown, eta, queue, priority, task_id, celery_options
+        )
+        return task._enqueue_one(call_args, call_kwargs, **timing)
+
+    async def aapply_async(
+        self,
+        args: tuple[Any, ...] | list[Any] | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        countdown: timedelta | float | None = None,
+        eta: datetime | None = None,
+        queue: str | None = None,
+        priority: Priority | str | int | None = None,
+        task_id: str | None = None,
+        **celery_options: NoReturn,
+    ) -> JobHandle[R]:
+        """``apply_async()``, awaited: never blocks the event loop (every task has it, as it has ``adelay``)."""
+        task, call_args, call_kwargs, timing = self._async_call(
+            args, kwargs, countdown, eta, queue, priority, task_id, celery_options
+        )
+        return await task._aenqueue_one(call_args, call_kwargs, **timing)
+
+    def _async_call(
+        self,
+        args: object,
+        kwargs: object,
+        countdown: timedelta | float | None,
+        eta: datetime | None,
+        queue: str | None,
+        priority: Priority | str | int | None,
+        task_id: str | None,
+        celery_options: Mapping[str, object],
+    ) -> tuple[Task[P, R], tuple[Any, ...], dict[str, Any], dict[str, int]]:
+        """``apply_async``'s arguments checked and turned into (task with options, args, kwargs, timing)."""
+        celery_names.reject_options(f"{self.name}.apply_async()", celery_options)
+        if args is None:
+            args = ()
+        if not isinstance(args, (tuple, list)):
+            raise TypeError(f"{self.name}.apply_async(args={args!r}): args is a tuple or list of positional arguments")
+        if kwargs is None:
+            kwargs = {}
+        if not isinstance(kwargs, Mapping):
+            raise TypeError(f"{self.name}.apply_async(kwargs={kwargs!r}): kwargs is a dict of keyword arguments")
+        if countdown is not None and eta is not None:
+            raise ConfigurationError(
+                f"{self.name}.apply_async(): countdown= and eta= together; give one (countdown is apply_in, "
+                "eta is apply_at)"
+            )
+        timing: dict[str, int] = {}
+        if countdown is not None:
+            timing["delay_ms"] = _delay_ms(countdown)
+        elif eta is not None:
+            timing["due_ms"] = _due_ms(eta)
+        task = self
+        if queue is not None or priority is not None or task_id is not None:
+            task = self.with_options(queue=queue, priority=priority, job_id=task_id)
+        return task, tuple(args), dict(kwargs), timing
 
     def with_options(
         self,
@@ -307,6 +385,12 @@ class Task(Generic[P, R]):
         handle: JobHandle[R] = JobHandle(self.app, job_id, self.queue)
         self.app.enqueued(handle)
         return handle
+
+    if not TYPE_CHECKING:  # hidden from type checkers: a typo stays a static error
+
+        def __getattr__(self, name: str) -> Any:
+            """Only for names not found: Celery's (``retry``, ``update_state``...) name the taskforge way."""
+            raise celery_names.attribute_error("Task", name, celery_names.TASK)
 
 
 def _signature_of(func: Callable[..., Any]) -> inspect.Signature | None:
