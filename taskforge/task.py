@@ -8,19 +8,21 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, ParamSpec, TypeVar
 
 from . import celery_names
 from .broker.keys import validate_queue_name
+from .celery_call import celery_call
 from .errors import ConfigurationError, SerializationError
 from .handle import JobHandle, async_access
 from .job import BackoffPolicy, Priority, backoff_policy
 from .new_job import build_job
 from .sending import Outgoing, sending
 from .task_options import (
-    MAX_DELAY_SECONDS,
     TaskOptions,
+    delay_ms,
+    due_ms,
     is_real_number,
     parse_expires,
     parse_rate_limit,
@@ -42,29 +44,6 @@ class _Keep(enum.Enum):
     """The default of an option whose None has a meaning of its own."""
 
     KEEP = 0
-
-
-def _due_ms(when: datetime) -> int:
-    if not isinstance(when, datetime):
-        raise ConfigurationError(f"apply_at() needs a datetime, got {type(when).__name__}: {when!r}")
-    if when.tzinfo is None:  # SPEC: a naive datetime means UTC
-        when = when.replace(tzinfo=timezone.utc)
-    try:
-        return int(when.timestamp() * 1000)
-    except (OverflowError, ValueError):
-        raise ConfigurationError(f"apply_at({when!r}): that time cannot be represented; use an earlier one") from None
-
-
-def _delay_ms(delay: timedelta | float) -> int:
-    if isinstance(delay, timedelta):
-        seconds = delay.total_seconds()
-    elif is_real_number(delay):
-        seconds = float(delay)
-    else:
-        raise ConfigurationError(f"apply_in() needs a timedelta or seconds, got {delay!r}")
-    if seconds > MAX_DELAY_SECONDS:
-        raise ConfigurationError(f"apply_in({delay!r}): more than {MAX_DELAY_SECONDS:.0f} s (~100 years) away")
-    return max(0, int(seconds * 1000))
 
 
 class Task(Generic[P, R]):
@@ -137,11 +116,11 @@ class Task(Generic[P, R]):
 
     def apply_at(self, when: datetime, /, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
         """Queue a run for ``when`` (naive means UTC; a past time means now)."""
-        return self._enqueue_one(args, kwargs, due_ms=_due_ms(when))
+        return self._enqueue_one(args, kwargs, due_ms=due_ms(when))
 
     def apply_in(self, delay: timedelta | float, /, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
         """Queue a run after ``delay`` (a timedelta or seconds), timed by Redis's clock."""
-        return self._enqueue_one(args, kwargs, delay_ms=_delay_ms(delay))
+        return self._enqueue_one(args, kwargs, delay_ms=delay_ms(delay))
 
     def apply_async(
         self,
@@ -162,10 +141,8 @@ class Task(Generic[P, R]):
         normal, high, critical). Any other Celery option raises ``TypeError``
         naming the taskforge way, so nothing is silently ignored.
         """
-        task, call_args, call_kwargs, timing = self._async_call(
-            args, kwargs, countdown, eta, queue, priority, task_id, celery_options
-        )
-        return task._enqueue_one(call_args, call_kwargs, **timing)
+        call_args, call_kwargs, timing = celery_call(self.name, args, kwargs, countdown, eta, celery_options)
+        return self._celery_task(queue, priority, task_id)._enqueue_one(call_args, call_kwargs, **timing)
 
     async def aapply_async(
         self,
@@ -179,46 +156,14 @@ class Task(Generic[P, R]):
         **celery_options: NoReturn,
     ) -> JobHandle[R]:
         """``apply_async()``, awaited: never blocks the event loop (every task has it, as it has ``adelay``)."""
-        task, call_args, call_kwargs, timing = self._async_call(
-            args, kwargs, countdown, eta, queue, priority, task_id, celery_options
-        )
-        return await task._aenqueue_one(call_args, call_kwargs, **timing)
+        call_args, call_kwargs, timing = celery_call(self.name, args, kwargs, countdown, eta, celery_options)
+        return await self._celery_task(queue, priority, task_id)._aenqueue_one(call_args, call_kwargs, **timing)
 
-    def _async_call(
-        self,
-        args: object,
-        kwargs: object,
-        countdown: timedelta | float | None,
-        eta: datetime | None,
-        queue: str | None,
-        priority: Priority | str | int | None,
-        task_id: str | None,
-        celery_options: Mapping[str, object],
-    ) -> tuple[Task[P, R], tuple[Any, ...], dict[str, Any], dict[str, int]]:
-        """``apply_async``'s arguments checked and turned into (task with options, args, kwargs, timing)."""
-        celery_names.reject_options(f"{self.name}.apply_async()", celery_options)
-        if args is None:
-            args = ()
-        if not isinstance(args, (tuple, list)):
-            raise TypeError(f"{self.name}.apply_async(args={args!r}): args is a tuple or list of positional arguments")
-        if kwargs is None:
-            kwargs = {}
-        if not isinstance(kwargs, Mapping):
-            raise TypeError(f"{self.name}.apply_async(kwargs={kwargs!r}): kwargs is a dict of keyword arguments")
-        if countdown is not None and eta is not None:
-            raise ConfigurationError(
-                f"{self.name}.apply_async(): countdown= and eta= together; give one (countdown is apply_in, "
-                "eta is apply_at)"
-            )
-        timing: dict[str, int] = {}
-        if countdown is not None:
-            timing["delay_ms"] = _delay_ms(countdown)
-        elif eta is not None:
-            timing["due_ms"] = _due_ms(eta)
-        task = self
-        if queue is not None or priority is not None or task_id is not None:
-            task = self.with_options(queue=queue, priority=priority, job_id=task_id)
-        return task, tuple(args), dict(kwargs), timing
+    def _celery_task(self, queue: str | None, priority: Priority | str | int | None, task_id: str | None) -> Task[P, R]:
+        """This task, or a copy with ``apply_async``'s queue, priority and id."""
+        if queue is None and priority is None and task_id is None:
+            return self
+        return self.with_options(queue=queue, priority=priority, job_id=task_id)
 
     def with_options(
         self,
@@ -364,11 +309,11 @@ class Task(Generic[P, R]):
 
     async def aapply_at(self, when: datetime, /, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
         """``apply_at()``, awaited."""
-        return await self._aenqueue_one(args, kwargs, due_ms=_due_ms(when))
+        return await self._aenqueue_one(args, kwargs, due_ms=due_ms(when))
 
     async def aapply_in(self, delay: timedelta | float, /, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
         """``apply_in()``, awaited."""
-        return await self._aenqueue_one(args, kwargs, delay_ms=_delay_ms(delay))
+        return await self._aenqueue_one(args, kwargs, delay_ms=delay_ms(delay))
 
     async def adelay_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]]) -> list[JobHandle[R]]:
         """``delay_many()``, awaited: one round trip, all or nothing."""
