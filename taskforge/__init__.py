@@ -51,7 +51,9 @@ _LAZY = {
 def __getattr__(name: str) -> _typing.Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'taskforge' has no attribute {name!r}")
+        from .celery_names import module_error  # Celery's names (AsyncResult...) say what to use instead
+
+        raise module_error(name) or AttributeError(f"module 'taskforge' has no attribute {name!r}")
     from . import app, context, handle, job, task  # one import loads them all anyway
     from .workflows import canvas
     from .workflows import handle as workflow_handle

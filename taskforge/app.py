@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar, overload
 
 from .broker.aio_loops import LoopBrokers
 from .broker.connection import connect, redact, resolve_url
 from .broker.queue import Broker
+from .celery_names import reject_options
 from .errors import ConfigurationError, JobNotFound
 from .handle import JobHandle
 from .hooks import Event, Hooks, Middleware
@@ -199,12 +200,15 @@ class TaskForge:
         dont_retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
         soft_timeout: float | None = None,
         expires: float | timedelta | datetime | None = None,
+        **celery_options: NoReturn,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function as a task: ``@app.task`` or ``@app.task(priority="high", ...)``.
 
         Every option is checked here, so a typo fails at import time rather
-        than in a worker at 3 a.m.
+        than in a worker at 3 a.m.; Celery's options (``bind=True``...) raise
+        ``TypeError`` naming the taskforge way.
         """
+        reject_options("@app.task", celery_options)
         options = TaskOptions.build(
             queue=queue,
             priority=priority,

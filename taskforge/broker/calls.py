@@ -145,10 +145,11 @@ def fail(
     retry_delay_ms: int | None,
     dead_retention_ms: int,
     failure: FailureKind,
+    error_type: str,
 ) -> ScriptCall[replies.FailOutcome]:
     """``retry_delay_ms`` None: dead now, whatever attempts remain."""
     delay = -1 if retry_delay_ms is None else retry_delay_ms
-    args: list[Any] = [job_id, token, error, traceback, delay, dead_retention_ms, failure.value]
+    args: list[Any] = [job_id, token, error, traceback, delay, dead_retention_ms, failure.value, error_type]
     return ScriptCall("fail", q, args, replies.decode_fail)
 
 
@@ -161,8 +162,10 @@ def peek(q: QueueKeys, *, promote_limit: int) -> ScriptCall[replies.QueueHead]:
     return ScriptCall("peek", q, [promote_limit], replies.decode_peek)
 
 
-def progress(q: QueueKeys, *, job_id: str, token: str, fraction: float, message: str | None) -> ScriptCall[bool]:
-    return ScriptCall("progress", q, [job_id, token, repr(fraction), message or ""], bool)
+def progress(
+    q: QueueKeys, *, job_id: str, token: str, fraction: float, message: str | None, meta: bytes
+) -> ScriptCall[bool]:
+    return ScriptCall("progress", q, [job_id, token, repr(fraction), message or "", meta], bool)
 
 
 def fast_forward(q: QueueKeys, *, advance_ms: int) -> ScriptCall[int]:

@@ -303,8 +303,8 @@ def test_a_failed_task_names_an_exception_class_that_imports(worker: Worker) -> 
         (None, "tests.contrib.django_tasks.OutOfStock: socks", "tests.contrib.django_tasks.OutOfStock"),
         (None, "SoftTimeout: the task ran past its soft limit", "taskforge.errors.SoftTimeout"),
         (None, "SerializationError: cannot encode", "taskforge.errors.SerializationError"),
-        (None, "WorkerCrashed: the child died (exit code -9)", "taskforge.errors.TaskforgeError"),
-        (None, "WorkerLost: lease expired", "taskforge.errors.TaskforgeError"),
+        (None, "WorkerCrashed: the child died (exit code -9)", "taskforge.errors.WorkerCrashed"),
+        (None, "WorkerLost: lease expired", "taskforge.errors.WorkerLost"),
         (None, "os.path: not an exception", "taskforge.errors.TaskforgeError"),
         (
             None,

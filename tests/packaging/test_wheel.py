@@ -88,5 +88,5 @@ def test_mypy_strict_rejects_each_wrong_call(installed: Path, tmp_path: Path) ->
     lines = (HERE / "typed_wrong.py").read_text().splitlines()
     wanted = {n for n, line in enumerate(lines, 1) if line.endswith("# wrong")}
     rejected = {int(m) for m in re.findall(r"^typed_wrong\.py:(\d+): error", out.stdout, re.M)}
-    assert len(wanted) == 8
+    assert len(wanted) == 12
     assert rejected == wanted, out.stdout

@@ -225,8 +225,8 @@ local function cancel_unstarted(id, jk, state, ttl, extra)
 end
 
 -- Dead-letter a job: `kind` is its failure field (a FailureKind value), `err`
--- the same reason in words.
-local function bury(id, jk, now, kind, err, traceback, dead_ttl)
+-- the same reason in words, `error_type` the class path of that error.
+local function bury(id, jk, now, kind, err, traceback, dead_ttl, error_type)
   local pk = pending_key(jk)
   need_zsets(pk, SCHEDULED, RUNNING, DEAD)
   redis.call('ZREM', pk, id)
@@ -234,7 +234,8 @@ local function bury(id, jk, now, kind, err, traceback, dead_ttl)
   leave_running(id, jk)
   redis.call('ZADD', DEAD, now, id)
   redis.call('ZREMRANGEBYSCORE', DEAD, '-inf', now - dead_ttl)
-  finish(id, jk, 'dead', now, dead_ttl, {'failure', kind, 'error', err, 'traceback', traceback or ''})
+  finish(id, jk, 'dead', now, dead_ttl, {'failure', kind, 'error', err, 'error_type', error_type,
+    'traceback', traceback or ''})
 end
 
 -- Per-minute outcome counts of a queue, for the dashboard's last-hour figures:
@@ -344,7 +345,8 @@ local function end_expired(id, jk, now)
   if not keep or keep ~= keep or keep <= 0 then
     keep = 86400000
   end
-  finish(id, jk, 'cancelled', now, keep, {'failure', 'expired', 'error', 'expired'})
+  finish(id, jk, 'cancelled', now, keep, {'failure', 'expired', 'error', 'expired',
+    'error_type', 'taskforge.errors.Expired'})
   count_outcome('expired', now)
 end
 

@@ -48,8 +48,7 @@ def task_from(path: str, meta: dict[str, Any]) -> DjangoTask:
 def task_error(info: JobInfo) -> TaskError:
     """Django names the exception by import path; taskforge keeps its text and traceback."""
     text = info.traceback or info.error or ""
-    # The record's own class path (JobInfo.error_type) goes in place of None once records carry it.
-    return TaskError(exception_class_path=exception_class_path(None, text), traceback=text)
+    return TaskError(exception_class_path=exception_class_path(info.error_type, text), traceback=text)
 
 
 def _task_result(
