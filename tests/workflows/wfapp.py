@@ -114,3 +114,12 @@ def opener(value: Any, gate: str) -> Any:
 def refuse(value: Any) -> None:
     """Fails without touching any Redis, for workflows drained on ``memory://``."""
     raise ValueError(f"refused {value!r}")
+
+
+@app.task(queue="wf", max_attempts=1)
+def fails_until_fixed(value: Any, key: str) -> Any:
+    """Fails until the test sets ``<key>:fixed`` (a bug fixed), then returns its value: a step worth retrying."""
+    side().rpush(side_key(key), repr(value))
+    if not side().exists(side_key(f"{key}:fixed")):
+        raise ValueError(f"not fixed yet: {value!r}")
+    return value

@@ -52,6 +52,11 @@ if state == 'running' and outcome == 'succeeded' then
   end
   return {state, ready, {}, 0}
 end
+if first and outcome == 'succeeded' then
+  -- A group member that finished after its workflow ended: its result is kept,
+  -- so a resumed workflow (workflow_resume) counts it as succeeded.
+  redis.call('HSET', rk, 'result:' .. i, ARGV[4])
+end
 if state == 'running' then
   if not first then
     return {state, {}, {}, 0}
