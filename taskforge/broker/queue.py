@@ -358,10 +358,8 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, Workflow
             return wait_for_list(self.client, key, timeout)
 
     def retry_dead(self, queue: str, job_ids: Sequence[str] = (), limit: int = PURGE_SLICE) -> list[str]:
-        """Dead jobs back in line (the oldest ``limit`` without ids); a dead workflow's step resumes it."""
-        from ..workflows.resume import retry_dead
-
-        return retry_dead(self, queue, job_ids or self.oldest_dead(queue, limit))
+        with self.guard(queue):
+            return self.scripts.run(calls.retry_dead(QueueKeys(queue), limit=limit, job_ids=job_ids))
 
     def purge(self, queue: str, which: str) -> int:
         """Delete every job of one set ('pending', 'scheduled', 'dead'), in slices."""

@@ -258,13 +258,6 @@ class WorkflowStore:
         with self.guard(queue):
             return self.scripts.run(call)
 
-    def retry_dead_jobs(self, queue: str, job_ids: Sequence[str]) -> list[str]:
-        """``retry_dead`` of these very jobs, as they are (``Broker.retry_dead`` first resumes workflows)."""
-        if not job_ids:
-            return []
-        with self.guard(queue):
-            return self.scripts.run(calls.retry_dead(QueueKeys(queue), limit=0, job_ids=job_ids))
-
     def oldest_dead(self, queue: str, limit: int) -> list[str]:
         """The oldest ``limit`` dead jobs of ``queue`` (the ones ``retry_dead`` takes when given no ids)."""
         with self.guard(queue):

@@ -22,6 +22,7 @@ from starlette.templating import Jinja2Templates
 from .. import inspect
 from ..handle import JobHandle
 from ..job import JobState
+from ..workflows.resume import retry_dead
 from . import data
 from .security import CSRF_FIELD, csrf_problem, csrf_token, read_form, set_csrf_cookie
 
@@ -130,7 +131,7 @@ def apply_action(app: Any, job_id: str, queue: str | None, action: str) -> str |
         state = handle.status()
         if state is not JobState.DEAD:
             return f"job {job_id} is {state.value}, not dead: only dead jobs can be retried"
-        app.broker.retry_dead(handle.queue, [job_id])
+        retry_dead(app.broker, handle.queue, [job_id])  # a dead workflow's step resumes its workflow
     elif action == "cancel":
         if not handle.cancel():
             return f"job {job_id} is {handle.status().value}: only pending, scheduled or retrying jobs can be cancelled"

@@ -125,8 +125,9 @@ def replan_calls(workflow: str, reply: ResumeReply) -> list[tuple[str, str, list
 
 
 def retry_dead(broker: Broker, queue: str, job_ids: Sequence[str]) -> list[str]:
-    """``Broker.retry_dead``: dead jobs back in line; a step of a dead workflow resumes that workflow first.
+    """Dead jobs back in line, as ``Broker.retry_dead``; a step of a dead workflow resumes that workflow first.
 
+    What ``taskforge dead retry`` and the dashboard's Retry call.
     The resume moves the step (and its workflow's other dead steps) back in
     line itself, after the workflow's record says running, so the step's
     next report always reaches a running workflow. What is left (plain
@@ -147,5 +148,5 @@ def retry_dead(broker: Broker, queue: str, job_ids: Sequence[str]) -> list[str]:
         if own and resume(broker, workflow) == "dead":
             resumed.update(own)
     rest = [job_id for job_id in ids if job_id not in resumed]
-    moved = resumed | set(broker.retry_dead_jobs(queue, rest))
+    moved = resumed | set(broker.retry_dead(queue, rest) if rest else ())
     return [job_id for job_id in ids if job_id in moved]
