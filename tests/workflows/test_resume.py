@@ -190,3 +190,16 @@ def test_aretry_resumes_from_async_code(live_app: TaskForge, side: redis.Redis, 
             await live_app.aclose()
 
     asyncio.run(main())
+
+
+def test_the_dashboards_retry_of_a_dead_step_resumes_its_workflow(
+    live_app: TaskForge, side: redis.Redis, token: str
+) -> None:
+    from taskforge.dashboard.pages import apply_action
+
+    h = chain(add.s(4, 4), fails_until_fixed.s(f"{token}-step"), mark.s(f"{token}-after")).delay()
+    dead(h)
+    fix(side, f"{token}-step")
+    assert apply_action(live_app, f"{h.id}.1", "wf", "retry") is None  # what its Retry button posts does
+    assert h.result(timeout=RESULT_TIMEOUT) == 8
+    assert runs(side, f"{token}-after") == ["8"]

@@ -123,3 +123,14 @@ def fails_until_fixed(value: Any, key: str) -> Any:
     if not side().exists(side_key(f"{key}:fixed")):
         raise ValueError(f"not fixed yet: {value!r}")
     return value
+
+
+FIXED: set[str] = set()  # for runs in this very process (app.drain()): a key here fixes refuse_until
+
+
+@app.task(queue="wf", max_attempts=1)
+def refuse_until(value: Any, key: str) -> Any:
+    """``fails_until_fixed`` without the side Redis, for workflows drained in-process."""
+    if key not in FIXED:
+        raise ValueError(f"refused {value!r} until fixed")
+    return value
