@@ -22,9 +22,9 @@ from taskforge.workflows.delivery import deliver, report_of
 from taskforge.workflows.reconcile import LAUNCH_GRACE_MS, Reconciler
 
 from . import wfapp
-from .conftest import APP_SPEC, RESULT_TIMEOUT, runs, wait_for
+from .conftest import APP_SPEC, RESULT_TIMEOUT, Gate, runs, wait_for
 from .test_failures import delivered, sent, taskforge_command
-from .wfapp import MANUAL, add, fails_until_fixed, ident, mark, total
+from .wfapp import MANUAL, add, fails_once_started_until_fixed, fails_until_fixed, gated, ident, mark, total
 
 pytestmark = [pytest.mark.redis]
 
@@ -203,3 +203,26 @@ def test_the_dashboards_retry_of_a_dead_step_resumes_its_workflow(
     assert apply_action(live_app, f"{h.id}.1", "wf", "retry") is None  # what its Retry button posts does
     assert h.result(timeout=RESULT_TIMEOUT) == 8
     assert runs(side, f"{token}-after") == ["8"]
+
+
+def test_a_member_that_finished_after_the_death_is_not_run_again(
+    live_app: TaskForge, side: redis.Redis, token: str, gate: Gate
+) -> None:
+    started = f"{token}-started"
+    h = chain(
+        ident.s(7),
+        group(fails_once_started_until_fixed.s(f"{token}-step", started), gated.s(gate.name, started)),
+        total.s(),
+    ).delay()
+    running = f"{h.id}.2"
+    dead(h)
+    assert live_app.job(running).status() is JobState.RUNNING
+    gate.open()
+    assert live_app.job(running).result(timeout=RESULT_TIMEOUT) == 7  # succeeded after its workflow died
+    delivered(live_app, "wf", running)
+
+    fix(side, f"{token}-step")
+    side.rpush(wfapp.side_key(started), "started")  # what the failing member waits for, this time
+    assert h.retry() is True
+    assert h.result(timeout=RESULT_TIMEOUT) == 14
+    assert gate.order() == ["gated"]  # ran once: its result was kept

@@ -134,3 +134,11 @@ def refuse_until(value: Any, key: str) -> Any:
     if key not in FIXED:
         raise ValueError(f"refused {value!r} until fixed")
     return value
+
+
+@app.task(queue="wf", max_attempts=1)
+def fails_once_started_until_fixed(value: Any, key: str, started: str) -> Any:
+    """``fails_until_fixed``, once the task gated on ``started`` runs: that sibling is mid-run when it dies."""
+    if side().blpop([side_key(started)], timeout=GATE_TIMEOUT) is None:
+        raise TimeoutError(f"nothing started on {started!r}")
+    return fails_until_fixed(value, key)
