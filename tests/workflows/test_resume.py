@@ -226,3 +226,17 @@ def test_a_member_that_finished_after_the_death_is_not_run_again(
     assert h.retry() is True
     assert h.result(timeout=RESULT_TIMEOUT) == 14
     assert gate.order() == ["gated"]  # ran once: its result was kept
+
+
+def test_dead_retry_all_resumes_the_workflows_of_the_dead_steps(
+    live_app: TaskForge, module_redis: str, side: redis.Redis, token: str
+) -> None:
+    flows = [chain(add.s(n, n), fails_until_fixed.s(f"{token}-{n}"), mark.s(f"{token}-after")).delay() for n in (1, 2)]
+    for h in flows:
+        dead(h)
+    for n in (1, 2):
+        fix(side, f"{token}-{n}")
+    retried = taskforge_command(module_redis, "dead", APP_SPEC, "retry", "--all", "--queue", "wf")
+    assert retried.returncode == 0, retried.stderr
+    assert [h.result(timeout=RESULT_TIMEOUT) for h in flows] == [2, 4]
+    assert sorted(runs(side, f"{token}-after")) == ["2", "4"]
