@@ -163,6 +163,20 @@ async def act(request: Request) -> Response:
     return RedirectResponse(safe_next(form.get("next"), own_page), status_code=303)
 
 
+async def retry_workflow(request: Request) -> Response:
+    """Resume a dead workflow (``WorkflowHandle.retry()``): a POST from its page, with the CSRF token."""
+    form = await read_form(request)
+    problem = csrf_problem(request, form)
+    if problem:
+        return render(request, "error.html", status_code=403, message=problem)
+    handle = app_of(request).workflow(request.path_params["workflow_id"])
+    if not await run_in_threadpool(handle.retry):
+        state = (await run_in_threadpool(handle.status)).value
+        message = f"workflow {handle.id} is {state}, not dead: only a dead workflow can be retried"
+        return render(request, "error.html", status_code=409, message=message)
+    return RedirectResponse(f"/workflows/{quote(handle.id, safe='')}", status_code=303)
+
+
 async def purge_dead(request: Request) -> Response:
     """GET asks for confirmation; POST (token and ``confirm=yes``) deletes the queue's dead jobs."""
     app = app_of(request)
