@@ -25,8 +25,9 @@ Example:
   taskforge workflow myapp:app 9c1e4f851c9f14525bf01db70be8eba9 --json | jq '.steps[].state'
   taskforge workflow myapp:app 9c1e4f851c9f14525bf01db70be8eba9 --retry
 
-The step that holds the workflow up is the step that ended it (dead), or,
-while it runs, the first step in workflow order that has not succeeded.
+The step that holds the workflow up is the step that ended it (dead; never
+one that succeeded since), or, while it runs, the first step in workflow
+order that has not succeeded.
 Steps are jobs: `taskforge job APP STEP_ID` shows one whole.
 
 --json prints one object with exactly the field names of WorkflowInfo: id,

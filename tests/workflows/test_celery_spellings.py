@@ -8,6 +8,7 @@ result as the taskforge spelling it stands for.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +110,42 @@ def test_celery_signature_spellings_name_the_taskforge_way() -> None:
         sig.signature()
     with pytest.raises(TypeError, match=r"\.delay\(\)"):
         sig.apply_async(countdown=10)
+
+
+USER_MODULE = """
+from taskforge import TaskForge, WorkflowHandle, chain, chord, group
+from taskforge.workflows.canvas import Chain
+
+app = TaskForge("t", broker="memory://")
+
+
+@app.task
+def add(x: int, y: int) -> int:
+    return x + y
+
+
+@app.task
+def total(values: list[int]) -> int:
+    return sum(values)
+
+
+piped: Chain = add.s(1, 2) | add.s(3) | group(add.s(1), add.s(2)) | total.s()
+more: Chain = chain(add.s(1, 2)) | piped | chord([add.s(1)], total.s())
+h: WorkflowHandle[object] = chord([add.s(i, i) for i in range(3)])(total.s())
+later: WorkflowHandle[object] = chord([add.s(1, 1)], total.s()).delay()
+wrong = add.s(1, 2) | 3
+"""
+
+
+@pytest.mark.slow
+def test_users_mypy_sees_the_spellings(tmp_path: Path) -> None:
+    from mypy import api
+
+    module = tmp_path / "user_canvas.py"
+    module.write_text(USER_MODULE)
+    out, err, _ = api.run(["--strict", "--cache-dir", str(tmp_path / "cache"), str(module)])
+    errors = [line for line in out.splitlines() if ": error:" in line]
+    wrong = USER_MODULE.splitlines().index("wrong = add.s(1, 2) | 3") + 1
+    assert errors == [
+        f'{module}:{wrong}: error: Unsupported operand types for | ("Signature[int]" and "int")  [operator]'
+    ], out + err
