@@ -43,7 +43,9 @@ def step_spec(signature: Signature[Any], given: Shape | None, where: str, summar
     try:
         task.check_call((None, *args) if given is not None or summary else args, kwargs)
     except TypeError as exc:
-        raise TypeError(f"{where}: {exc}".replace("the job was not", "the workflow was not")) from None
+        hint = " (built with .s(), it gets the failed step's summary first: use .si(...) to pass nothing)"
+        message = f"{where}: {exc}".replace("the job was not", "the workflow was not")
+        raise TypeError(message + (hint if summary else "")) from None
     check_size(task, payload, "")
     opts = task.options
     if opts.job_id is not None or opts.expires is not None or opts.retry_set_per_call:

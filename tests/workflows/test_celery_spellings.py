@@ -149,3 +149,9 @@ def test_users_mypy_sees_the_spellings(tmp_path: Path) -> None:
     assert errors == [
         f'{module}:{wrong}: error: Unsupported operand types for | ("Signature[int]" and "int")  [operator]'
     ], out + err
+
+
+def test_an_on_failure_built_with_s_must_take_the_summary(drained_app: TaskForge) -> None:
+    with pytest.raises(TypeError, match=r"use \.si\(\.\.\.\) to pass nothing"):
+        chain(add.s(1, 2), on_failure=total.s([1])).delay()
+    assert drained_app.drain() == []  # nothing was stored
