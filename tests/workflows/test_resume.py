@@ -240,3 +240,20 @@ def test_dead_retry_all_resumes_the_workflows_of_the_dead_steps(
     assert retried.returncode == 0, retried.stderr
     assert [h.result(timeout=RESULT_TIMEOUT) for h in flows] == [2, 4]
     assert sorted(runs(side, f"{token}-after")) == ["2", "4"]
+
+
+def test_a_dead_step_retried_without_its_resume_keeps_its_result_for_a_later_one(
+    live_app: TaskForge, side: redis.Redis, token: str
+) -> None:
+    h = chain(add.s(6, 6), fails_until_fixed.s(f"{token}-step"), mark.s(f"{token}-after")).delay()
+    failed = f"{h.id}.1"
+    dead(h)
+    fix(side, f"{token}-step")
+    # The step moved back in line alone, as by a process that died before resuming its workflow.
+    assert live_app.broker.retry_dead("wf", [failed]) == [failed]
+    assert live_app.job(failed).result(timeout=RESULT_TIMEOUT) == 12
+    delivered(live_app, "wf", failed)
+    assert h.status() is WorkflowState.DEAD and h.info().holding_step is None
+    assert h.retry() is True  # the step counts as succeeded: what came after it goes on
+    assert h.result(timeout=RESULT_TIMEOUT) == 12
+    assert runs(side, f"{token}-step") == ["12", "12"] and runs(side, f"{token}-after") == ["12"]
