@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..broker.record import job_info
 from ..errors import TaskFailed, WorkflowNotFound
-from ..handle import async_access
+from ..handle import JobHandle, async_access
 from ..job import FailureKind, JobInfo, JobState, Priority, ms_to_datetime
 from ..serialization import loads
 from .aio_delivery import aact
@@ -19,6 +19,7 @@ from .plan import fill, leaves
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from ..broker.replies import ResumeReply
     from ..protocols import BrokerAccess
 
 R = TypeVar("R")
@@ -146,10 +147,18 @@ class WorkflowHandle(Generic[R]):
         """
         from .resume import resume
 
-        before = resume(self.app.broker, self.id)
-        if before == "gone":
+        reply = resume(self.app.broker, self.id)
+        if reply.before == "gone":
             raise self._missing()
-        return before == "dead"
+        self._sent_again(reply)
+        return reply.before == "dead"
+
+    def _sent_again(self, reply: ResumeReply) -> None:
+        """An app's after_enqueue callbacks hear of a resume as of a ``delay()`` (eager mode then drains)."""
+        enqueued = getattr(self.app, "enqueued", None)  # a TaskForge has it; a bare BrokerAccess may not
+        if reply.before == "dead" and reply.replan and callable(enqueued):
+            index, queue = reply.replan[0]
+            enqueued(JobHandle(self.app, step_id(self.id, index), queue))
 
     def result(self, timeout: float | None = None) -> R:
         """Wait for the workflow to end; the last step's result (a list for a group).
@@ -206,10 +215,10 @@ class WorkflowHandle(Generic[R]):
         """``retry()``, awaited."""
         from .resume import aresume
 
-        before = await aresume(async_access(self.app).async_broker(), self.id)
-        if before == "gone":
+        reply = await aresume(async_access(self.app).async_broker(), self.id)
+        if reply.before == "gone":
             raise self._missing()
-        return before == "dead"
+        return reply.before == "dead"
 
     async def aresult(self, timeout: float | None = None) -> R:
         """``result()``, awaited: a blocking pop on the workflow's done list, in slices."""

@@ -32,8 +32,8 @@ SETTLE_WAIT_S = 10.0  # a deliverer takes milliseconds between recording a death
 SETTLE_POLL_S = 0.02
 
 
-def resume(broker: Broker, workflow: str, finish: bool = False) -> str:
-    """Resume ``workflow`` if it is dead; the state it was in ('gone': no such workflow).
+def resume(broker: Broker, workflow: str, finish: bool = False) -> ResumeReply:
+    """Resume ``workflow`` if it is dead; ``before`` of the reply is the state it was in ('gone': none).
 
     ``finish``: the reconciler finishing a resume cut short, which also
     takes up a workflow found running.
@@ -50,10 +50,10 @@ def resume(broker: Broker, workflow: str, finish: bool = False) -> str:
         if reply.before == "dead":
             log.info("workflow %s resumed: %d steps free to go", workflow, len(reply.ready))
     broker.workflow_resumed(workflow)
-    return reply.before
+    return reply
 
 
-async def aresume(broker: AsyncBroker, workflow: str) -> str:
+async def aresume(broker: AsyncBroker, workflow: str) -> ResumeReply:
     """``resume()``, awaited: the same writes in the same order."""
     await broker.mark_resuming(workflow)
     reply = await broker.resume_workflow(workflow)
@@ -66,7 +66,7 @@ async def aresume(broker: AsyncBroker, workflow: str) -> str:
             await broker.replan_steps(queue, workflow, on_failure, ids)
         await asend(broker, workflow, reply.ready)
     await broker.workflow_resumed(workflow)
-    return reply.before
+    return reply
 
 
 def settle_first(broker: Broker, workflow: str) -> None:
@@ -145,7 +145,7 @@ def retry_dead(broker: Broker, queue: str, job_ids: Sequence[str]) -> list[str]:
     for workflow, members in workflows.items():
         [on_failure] = broker.workflow_fields(workflow, ["on_failure"])
         own = [m for m in members if on_failure is None or step_index(m) != int(on_failure)]
-        if own and resume(broker, workflow) == "dead":
+        if own and resume(broker, workflow).before == "dead":
             resumed.update(own)
     rest = [job_id for job_id in ids if job_id not in resumed]
     moved = resumed | set(broker.retry_dead(queue, rest) if rest else ())

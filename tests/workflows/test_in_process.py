@@ -94,6 +94,17 @@ def test_eager_fixture_finishes_the_workflow_inside_delay(taskforge_app: Callabl
     assert h.result(timeout=0) == sum(range(20))
 
 
+def test_eager_mode_runs_a_resumed_workflow_inside_retry(taskforge_app: Callable[..., TaskForge]) -> None:
+    app = taskforge_app(add.app, eager=True)
+    key = f"eager-{id(app)}"
+    h = chain(add.s(1, 2), refuse_until.s(key), mul.s(2)).delay()
+    assert h.status() is WorkflowState.DEAD
+    FIXED.add(key)
+    assert h.retry() is True
+    assert h.status() is WorkflowState.SUCCEEDED
+    assert h.result(timeout=0) == 6
+
+
 def test_eager_switched_on_by_hand_on_real_redis(redis_url: str) -> None:
     with bound(wfapp.app, redis_url) as app:
         app.eager = True
