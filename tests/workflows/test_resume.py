@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 import redis
 
-from taskforge import JobState, TaskFailed, TaskForge, WorkflowState, chain, group
+from taskforge import JobState, TaskFailed, TaskForge, WorkflowHandle, WorkflowState, chain, group
 from taskforge.broker.keys import WORKFLOW_RESUMING
 from taskforge.serialization import dumps_result
 from taskforge.workflows.delivery import deliver, report_of
@@ -33,9 +34,10 @@ def fix(side: redis.Redis, key: str) -> None:
     side.set(wfapp.side_key(f"{key}:fixed"), "1")
 
 
-def dead(h: object) -> None:
+def dead(h: WorkflowHandle[Any]) -> None:
+    """Wait until the workflow ended dead."""
     with pytest.raises(TaskFailed):
-        h.result(timeout=RESULT_TIMEOUT)  # type: ignore[attr-defined]
+        h.result(timeout=RESULT_TIMEOUT)
 
 
 def test_dead_retry_of_a_step_resumes_its_workflow(
