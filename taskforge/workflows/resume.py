@@ -7,7 +7,10 @@ slots, so they follow: the dead steps go back in line, the records its death
 left for the steps it cancelled are dropped (``replan_steps``), and the steps
 free to go are sent under their fixed ids. A mark in the index comes first
 and goes last: a process that dies half way leaves it, and the reconciler
-does the same idempotent work again (``resume(..., finish=True)``).
+does the same idempotent work again (``resume(..., finish=True)``). A
+resume waits until the death is settled (its steps in flight stopped by
+whoever recorded it): a stop still on its way would cancel the steps sent
+again.
 """
 
 from __future__ import annotations
