@@ -216,6 +216,11 @@ def cancel_steps(q: QueueKeys, *, workflow: str, retention_ms: int, job_ids: Seq
     return ScriptCall("cancel_steps", q, [workflow, retention_ms, *job_ids], int)
 
 
+def replan_steps(q: QueueKeys, *, workflow: str, on_failure: str, job_ids: Sequence[str]) -> ScriptCall[list[str]]:
+    """A resumed workflow's steps on this queue made ready to go again: the ids moved back to pending."""
+    return ScriptCall("replan_steps", q, [workflow, on_failure, *job_ids], replies.decode_ids)
+
+
 def workflow_create(w: WorkflowKeys, *, steps: int, fields: Sequence[tuple[str, bytes | str]]) -> ScriptCall[bool]:
     """Store a workflow: False when its record exists already (a re-send after a lost reply)."""
     args: list[Any] = [steps]
@@ -243,6 +248,10 @@ def workflow_flight(w: WorkflowKeys) -> ScriptCall[replies.WorkflowReply]:
     return ScriptCall("workflow_flight", w, [], replies.decode_workflow_flight)
 
 
+def workflow_resume(w: WorkflowKeys, *, finish: bool) -> ScriptCall[replies.ResumeReply]:
+    return ScriptCall("workflow_resume", w, ["1" if finish else "0"], replies.decode_workflow_resume)
+
+
 # Script name -> its typed call: what the header test walks.
 CALLS: dict[str, Callable[..., ScriptCall[Any]]] = {
     "enqueue": enqueue,
@@ -268,4 +277,6 @@ CALLS: dict[str, Callable[..., ScriptCall[Any]]] = {
     "workflow_cancel": workflow_cancel,
     "workflow_settle": workflow_settle,
     "workflow_flight": workflow_flight,
+    "replan_steps": replan_steps,
+    "workflow_resume": workflow_resume,
 }

@@ -612,7 +612,14 @@ local function ending(rk, state)
   local ready, cancel = {}, {}
   local k = redis.call('HGET', rk, 'on_failure')
   if state == 'dead' and k then
-    ready[1] = launch_entry(rk, k)
+    -- Then the failed step's index, queue and error: an on_failure step built
+    -- with .s() receives its summary (the client reads the rest in its record).
+    local entry = launch_entry(rk, k)
+    local failed = redis.call('HMGET', rk, 'failed_step', 'error')
+    entry[#entry + 1] = failed[1] or ''
+    entry[#entry + 1] = failed[1] and redis.call('HGET', rk, 'queue:' .. failed[1]) or ''
+    entry[#entry + 1] = failed[2] or ''
+    ready[1] = entry
   end
   for _, j in ipairs(redis.call('SDIFF', PREFIX .. 'open', PREFIX .. 'waiting')) do
     cancel[#cancel + 1] = j
