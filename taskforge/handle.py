@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar, cast
@@ -12,6 +13,7 @@ from .errors import ConfigurationError, JobNotFound, TaskFailed
 from .job import JobInfo, JobState
 from .workflows.aio_delivery import adeliver_if_step
 from .workflows.delivery import deliver_if_step, step_index
+from .workflows.resume import retry_dead
 
 if TYPE_CHECKING:
     from .broker.aio import AsyncBroker
@@ -126,6 +128,16 @@ class JobHandle(Generic[R]):
             deliver_if_step(self.app.broker, self.queue, self.id)
         return outcome == 1
 
+    def retry(self) -> bool:
+        """Put a dead job back in line to run again, its attempts counted afresh, as ``taskforge dead retry``.
+
+        A dead step of a workflow resumes its dead workflow (``WorkflowHandle.retry()``).
+        True if the job was dead and is queued again; False if it was not dead.
+        """
+        if self.status() is not JobState.DEAD:
+            return False
+        return self.id in retry_dead(self.app.broker, self.queue, [self.id])
+
     def abort(self) -> bool:
         """Stop the job: cancelled now if not started; if running, its worker kills it.
 
@@ -215,6 +227,10 @@ class JobHandle(Generic[R]):
         if outcome == 1:
             await self._adeliver(queue)
         return outcome == 1
+
+    async def aretry(self) -> bool:
+        """``retry()``, awaited: the rare operator's call runs on a worker thread, off the loop."""
+        return await asyncio.to_thread(self.retry)
 
     async def aabort(self) -> bool:
         """``abort()``, awaited."""

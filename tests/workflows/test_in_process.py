@@ -8,6 +8,7 @@ sends the next one, so the whole workflow has ended when ``delay()`` returns.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -118,3 +119,30 @@ def test_eager_switched_on_by_hand_on_real_redis(redis_url: str) -> None:
         assert h.status() is WorkflowState.RUNNING  # eager is off again: nothing ran
         app.drain()
         assert h.result(timeout=0) == 8
+
+
+def test_app_job_of_a_dead_step_retries_it_and_resumes_its_workflow(drained_app: TaskForge) -> None:
+    key = f"step-retry-{id(drained_app)}-{drained_app.broker.url}"
+    h = chain(add.s(1, 2), group(refuse_until.s(key), mul.s(2)), total.s()).delay()
+    drained_app.drain()
+    assert h.status() is WorkflowState.DEAD
+    step = drained_app.job(f"{h.id}.1")
+    assert step.status() is JobState.DEAD
+    FIXED.add(key)
+    assert step.retry() is True  # the step's own handle, as an operator holding only its id would
+    assert h.status() is WorkflowState.RUNNING
+    drained_app.drain()
+    assert h.result(timeout=0) == 9
+    assert step.retry() is False  # succeeded now: nothing to retry
+
+
+def test_app_job_retry_of_a_plain_dead_job_runs_it_again(drained_app: TaskForge) -> None:
+    key = f"plain-retry-{id(drained_app)}-{drained_app.broker.url}"
+    handle = refuse_until.delay(5, key)
+    drained_app.drain()
+    assert handle.status() is JobState.DEAD
+    FIXED.add(key)
+    assert asyncio.run(drained_app.job(handle.id).aretry()) is True
+    assert handle.status() is JobState.PENDING
+    drained_app.drain()
+    assert handle.status() is JobState.SUCCEEDED
