@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -23,8 +22,7 @@ from tests.conftest import IN_CI
 if not IN_CI:  # Django 6 needs Python 3.12+; below it tests/contrib/conftest.py does not collect this folder
     pytest.importorskip("django", minversion="6.0")
 
-ROOT = Path(__file__).resolve().parents[3]
-SETTINGS = "tests.contrib.django_port.settings"
+from .support import ROOT, SETTINGS  # noqa: E402
 
 
 def _configure() -> bool:

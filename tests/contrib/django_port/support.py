@@ -11,12 +11,15 @@ the worker's log (``worker_lines``).
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.worker.conftest import Worker
 
+ROOT = Path(__file__).resolve().parents[3]
+SETTINGS = "tests.contrib.django_port.settings"
 BACKEND = "taskforge.contrib.django.TaskforgeBackend"
 SERVED = ("default", "queue_1", "queue-1")  # what the package's worker serves; "unserved" is not
 WORKER: Worker | None = None
@@ -66,3 +69,38 @@ def pending(item: int, what: str) -> pytest.MarkDecorator:
 def difference(reason: str) -> pytest.MarkDecorator:
     """A documented difference from Django's contract (README, Django section): skipped with its reason."""
     return pytest.mark.skip(reason=f"documented difference: {reason}")
+
+
+def fresh_queue() -> str:
+    """A queue of one test's own, which no other worker serves: parallel runs on one Redis stay apart."""
+    import uuid
+
+    return f"port-{uuid.uuid4().hex[:12]}"
+
+
+def worker_command(*args: str) -> list[str]:
+    """``taskforge worker`` for the Django backend's app, as a user runs it."""
+    import sys
+
+    return [sys.executable, "-m", "taskforge", "worker", "taskforge.contrib.django:app", *args]
+
+
+def worker_env(**extra: str) -> dict[str, str]:
+    """The environment of a worker process: this package's settings, the project importable."""
+    import os
+
+    from tests.conftest import REDIS_URL
+
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {"DJANGO_SETTINGS_MODULE": SETTINGS, "PYTHONPATH": pythonpath, "TASKFORGE_TEST_REDIS": REDIS_URL}
+    return {**os.environ, "PYTHONUNBUFFERED": "1", **env, **extra}
+
+
+def run_burst(*queues: str, timeout: float = 90, **env: str) -> Any:
+    """A real ``taskforge worker --burst`` on ``queues`` (none: the worker's default), run to its exit."""
+    import subprocess
+
+    args = ["--burst", "-c", "1", *[arg for queue in queues for arg in ("-q", queue)]]
+    return subprocess.run(
+        worker_command(*args), cwd=ROOT, env=worker_env(**env), capture_output=True, text=True, timeout=timeout
+    )
