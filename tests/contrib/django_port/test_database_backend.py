@@ -128,7 +128,7 @@ class DatabaseBackendTestCase(SimpleTestCase):
 
                 self.assertEqual(received, [(TaskforgeBackend, result)])
 
-    @pending(12, "enqueued_at differs between enqueue() and get_result()")
+    @pending(12, "get_result() loses using() (queue_name) and enqueued_at")
     def test_get_result(self) -> None:
         result = default_task_backend.enqueue(test_tasks.noop_task.using(queue_name="unserved"), [], {})
 
@@ -136,7 +136,7 @@ class DatabaseBackendTestCase(SimpleTestCase):
 
         self.assertEqual(result, new_result)
 
-    @pending(12, "enqueued_at differs between enqueue() and get_result()")
+    @pending(12, "get_result() loses using() (queue_name) and enqueued_at")
     async def test_get_result_async(self) -> None:
         result = await default_task_backend.aenqueue(test_tasks.noop_task.using(queue_name="unserved"), [], {})
 

@@ -160,7 +160,7 @@ class RQBackendTestCase(SimpleTestCase):
         self.assertIsNone(result._return_value)
         self.assertEqual(result.errors[0].exception_class, TypeError)
 
-    @pending(12, "enqueued_at differs between enqueue() and get_result()")
+    @pending(12, "get_result() loses using() (queue_name) and enqueued_at")
     def test_get_result(self) -> None:
         result = default_task_backend.enqueue(test_tasks.noop_task.using(queue_name="unserved"), [], {})
 
@@ -168,7 +168,7 @@ class RQBackendTestCase(SimpleTestCase):
 
         self.assertEqual(result, new_result)
 
-    @pending(12, "enqueued_at differs between enqueue() and get_result()")
+    @pending(12, "get_result() loses using() (queue_name) and enqueued_at")
     async def test_get_result_async(self) -> None:
         result = await default_task_backend.aenqueue(test_tasks.noop_task.using(queue_name="unserved"), [], {})
 
