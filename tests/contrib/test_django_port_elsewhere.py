@@ -35,7 +35,8 @@ def test_the_ported_django_tests_pass_under_a_python_that_has_django() -> None:
     assert run.returncode == 0, f"{run.stdout}\n{run.stderr}"
     lines = run.stdout.strip().splitlines()
     summary = lines[-1]
-    assert re.search(r"\b\d+ passed\b", summary) and "failed" not in summary and "error" not in summary, summary
+    assert re.search(r"\b\d+ passed\b", summary), summary
+    assert not re.search(r"\b\d+ (failed|errors?|xpassed)\b", summary), summary  # "29 xfailed" is not a failure
     skips = [line for line in lines if line.startswith("SKIPPED")]
     undocumented = [line for line in skips if "documented difference: " not in line]
     assert not undocumented, "\n".join(undocumented)

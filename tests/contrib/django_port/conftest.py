@@ -1,10 +1,11 @@
 """One Django set-up and one real ``taskforge worker`` for all the ported tests.
 
 Django's settings are process-wide: if nothing configured them yet, this
-package configures its own (``settings.py``) and unconfigures them when it is
-done, so ``tests/contrib/test_django.py`` can set up the example project after
-it; if something configured them before, the tests' own ``override_settings``
-of ``TASKS`` is all they need. The worker starts once for the package (not per
+package configures its own (``settings.py``) to collect its modules and again
+to run them, and unconfigures them after each, so ``tests/contrib/test_django.py``
+can set up the example project before or after it; if something configured
+them before, the tests' own ``override_settings`` of ``TASKS`` is all they
+need. The worker starts once for the package (not per
 test) and serves the queues the tests use except ``unserved``, where a job
 stays READY; nothing here flushes the Redis database, so other tests on it run
 undisturbed.
@@ -28,7 +29,7 @@ from .support import ROOT, SETTINGS  # noqa: E402
 def _configure() -> bool:
     """Set Django up with this package's settings unless something did before; whether this did.
 
-    At import, because collecting the test modules imports ``tasks.py``,
+    At import too, because collecting the test modules imports ``tasks.py``,
     whose ``@task`` decorators need settings.
     """
     import django
@@ -42,18 +43,31 @@ def _configure() -> bool:
 
 
 _SAVED = os.environ.get("DJANGO_SETTINGS_MODULE")
-_OURS = _configure()
+_configure()
 
 
-@pytest.fixture(scope="package", autouse=True)
-def django_settings() -> Iterator[None]:
-    yield
-    if _OURS:
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Collected: leave Django unconfigured again, for whichever Django tests run first."""
+    _release()
+
+
+def _release() -> None:
+    from django.conf import settings
+
+    if settings.configured and os.environ.get("DJANGO_SETTINGS_MODULE") == SETTINGS:
         _unconfigure()
         if _SAVED is None:
             os.environ.pop("DJANGO_SETTINGS_MODULE", None)
         else:
             os.environ["DJANGO_SETTINGS_MODULE"] = _SAVED
+
+
+@pytest.fixture(scope="package", autouse=True)
+def django_settings() -> Iterator[None]:
+    """This package's settings while its tests run, unless another set is in place (then TASKS is overridden)."""
+    _configure()
+    yield
+    _release()
 
 
 def _unconfigure() -> None:
