@@ -3,7 +3,7 @@
 Ported from Django 6.1.3, ``tests/tasks/tasks.py`` (BSD-3-Clause, see LICENSE
 in this folder); django-tasks' ``tests/tasks.py`` at 17bd95f has the same
 functions, plus metadata ones for an API Django 6.1 has not. Unchanged but
-for this header and typing.
+for this header.
 """
 
 import time
