@@ -49,7 +49,7 @@ def worker_log() -> str:
     return WORKER.output()
 
 
-def worker_lines(result_id: str, timeout: float = 10, at_least: int = 1) -> list[str]:
+def worker_lines(result_id: str, timeout: float = 3, at_least: int = 1) -> list[str]:
     """The worker's Django log lines about one task result (Django's own receivers write them)."""
     deadline = time.monotonic() + timeout
     lines: list[str] = []
