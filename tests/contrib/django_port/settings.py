@@ -21,5 +21,5 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"stderr": {"class": "logging.StreamHandler", "level": "DEBUG"}},
-    "loggers": {"django.tasks": {"handlers": ["stderr"], "level": "DEBUG", "propagate": True}},
+    "loggers": {"django.tasks": {"handlers": ["stderr"], "level": "DEBUG", "propagate": False}},
 }
