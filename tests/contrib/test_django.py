@@ -375,8 +375,7 @@ def test_the_system_check_flags_queue_names_taskforge_cannot_serve(project: Path
     [error] = bad.check()
     assert error.id == "taskforge.E001" and "e{mails}" in error.msg
     anything = TaskforgeBackend("any", {"QUEUES": [], "OPTIONS": {"BROKER": REDIS_URL}})
-    [warning] = anything.check()
-    assert warning.id == "taskforge.W001"
+    assert anything.check() == []  # an empty QUEUES allows any queue, as Django's own tests expect
     assert TaskforgeBackend("ok", {"QUEUES": ["default", "emails"], "OPTIONS": {"BROKER": REDIS_URL}}).check() == []
 
 

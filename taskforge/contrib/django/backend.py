@@ -141,7 +141,7 @@ class TaskforgeBackend(BaseTaskBackend):  # type: ignore[misc]
             raise TaskResultDoesNotExist(info.id)
         path, args, kwargs = info.args[:3]
         meta = info.args[4] if len(info.args) == 5 and isinstance(info.args[4], dict) else {}
-        task = task_from(path, meta)
+        task = task_from(info.id, path, meta)
         status = _STATUS.get(info.state, TaskResultStatus.READY)
         errors = [task_error(info)] if status == TaskResultStatus.FAILED or (info.error and info.attempts > 1) else []
         finished = status in (TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED)
@@ -163,20 +163,16 @@ class TaskforgeBackend(BaseTaskBackend):  # type: ignore[misc]
         return result
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
-        """``manage.py check``: queue names taskforge cannot serve, and a ``QUEUES`` no worker can know."""
+        """``manage.py check``: queue names taskforge cannot serve.
+
+        An empty ``QUEUES`` (any queue allowed) is Django's own setting and not
+        flagged, as Django's tests require; ``manage.py taskforge_worker`` then
+        serves the backend's default queue unless given ``-q``.
+        """
         found: list[checks.CheckMessage] = []
         for name in sorted(self.queues):
             try:
                 validate_queue_name(name)
             except ConfigurationError as exc:
                 found.append(checks.Error(f"TASKS[{self.alias!r}]['QUEUES']: {exc}", id="taskforge.E001"))
-        if not self.queues:
-            found.append(
-                checks.Warning(
-                    f"TASKS[{self.alias!r}]['QUEUES'] is empty, so a task may name any queue, "
-                    "and a worker serves only the queues it is given",
-                    hint="list every queue your tasks use in QUEUES: `manage.py taskforge_worker` serves them all",
-                    id="taskforge.W001",
-                )
-            )
         return found

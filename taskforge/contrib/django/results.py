@@ -29,7 +29,7 @@ _STATUS = {
 OPTIONS = ("priority", "queue_name", "backend")
 
 
-def task_from(path: str, meta: dict[str, Any]) -> DjangoTask:
+def task_from(job_id: str, path: str, meta: dict[str, Any]) -> DjangoTask:
     """The Django task at ``path`` as it was enqueued; ``SuspiciousOperation`` if the path names no task.
 
     A job's path is data from Redis: the worker calls only what is a
@@ -37,7 +37,7 @@ def task_from(path: str, meta: dict[str, Any]) -> DjangoTask:
     """
     found = import_string(path)
     if not isinstance(found, DjangoTask):
-        raise SuspiciousOperation(f"{path!r} is not a Django task (a django.tasks @task function)")
+        raise SuspiciousOperation(f"Task {job_id} does not point to a Task ({path})")
     changes: dict[str, Any] = {name: meta[name] for name in OPTIONS if name in meta}
     run_after = from_text(meta.get("run_after"))
     if run_after is not None:

@@ -71,8 +71,8 @@ async def _arun(path: str, args: list[Any], kwargs: dict[str, Any], takes_contex
 def _running(path: str, args: list[Any], kwargs: dict[str, Any], meta: Any) -> tuple[DjangoTask, TaskResult]:
     """The task as enqueued, and the RUNNING ``TaskResult`` its context and signals see."""
     meta = meta if isinstance(meta, dict) else {}  # jobs enqueued before the fifth argument have none
-    task = task_from(path, meta)
     job = current_job()
+    task = task_from(job.id, path, meta)
     result = _task_result(
         task,
         job.id,

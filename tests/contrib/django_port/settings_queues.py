@@ -4,6 +4,6 @@ from .settings import *  # noqa: F403
 from .settings import BACKEND, BROKER
 
 TASKS = {
-    "default": {"BACKEND": BACKEND, "QUEUES": ["all-queues-1"], "OPTIONS": {"BROKER": BROKER}},
+    "default": {"BACKEND": BACKEND, "QUEUES": ["default", "all-queues-1"], "OPTIONS": {"BROKER": BROKER}},
     "dummy": {"BACKEND": "django.tasks.backends.dummy.DummyBackend"},
 }

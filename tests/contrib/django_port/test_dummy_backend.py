@@ -25,7 +25,7 @@ from django.test import SimpleTestCase, override_settings
 from taskforge.contrib.django import TaskforgeBackend
 
 from . import tasks as test_tasks
-from .support import BACKEND, pending
+from .support import BACKEND
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 MEMORY = {"default": {"BACKEND": BACKEND, "QUEUES": [], "OPTIONS": {"BROKER": "memory://"}}}
@@ -77,7 +77,6 @@ class DummyBackendTestCase(SimpleTestCase):
 
                 self.assertEqual(default_task_backend.get_result(result.id).id, result.id)
 
-    @pending(12, "enqueued_at differs between enqueue() and get_result()")
     def test_get_result(self):
         result = default_task_backend.enqueue(test_tasks.noop_task, (), {})
 
@@ -85,7 +84,6 @@ class DummyBackendTestCase(SimpleTestCase):
 
         self.assertEqual(result, new_result)
 
-    @pending(12, "enqueued_at differs between enqueue() and get_result()")
     async def test_get_result_async(self):
         result = await default_task_backend.aenqueue(test_tasks.noop_task, (), {})
 

@@ -39,7 +39,7 @@ from django.utils.module_loading import import_string
 from taskforge.contrib.django import TaskforgeBackend
 
 from . import tasks as test_tasks
-from .support import BACKEND, finished, pending, tasks_setting
+from .support import BACKEND, finished, tasks_setting
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -140,7 +140,6 @@ class TaskTestCase(SimpleTestCase):
 
         self.assertEqual(run_after_task.priority, 0)
 
-    @pending(12, "enqueued_at differs between enqueue() and get_result()")
     async def test_refresh_result(self):
         result = await test_tasks.noop_task.aenqueue()
 
@@ -202,7 +201,6 @@ class TaskTestCase(SimpleTestCase):
     def test_call_async_task_sync(self):
         self.assertIsNone(test_tasks.noop_task_async.call())
 
-    @pending(12, "enqueued_at differs between enqueue() and get_result()")
     def test_get_result(self):
         result = default_task_backend.enqueue(test_tasks.noop_task, (), {})
 
@@ -210,7 +208,6 @@ class TaskTestCase(SimpleTestCase):
 
         self.assertEqual(result, new_result)
 
-    @pending(12, "enqueued_at differs between enqueue() and get_result()")
     async def test_get_result_async(self):
         result = await default_task_backend.aenqueue(test_tasks.noop_task, (), {})
 

@@ -25,7 +25,7 @@ from taskforge.contrib.django import TaskforgeBackend
 from tests.conftest import REDIS_URL
 
 from . import tasks as test_tasks
-from .support import finished, pending, tasks_setting, worker_lines
+from .support import finished, tasks_setting, worker_lines
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -112,11 +112,9 @@ class WorkerBackendTestCase(SimpleTestCase):
     def test_catches_exception(self):
         self._catches_exception(test_tasks.failing_task_value_error, ValueError, "This Task failed due to ValueError")
 
-    @pending(10, "SystemExit kills the worker's child and loses the traceback")
     def test_catches_exception_system_exit(self):
         self._catches_exception(test_tasks.failing_task_system_exit, SystemExit, "This Task failed due to SystemExit")
 
-    @pending(10, "KeyboardInterrupt kills the worker's child and loses the traceback")
     def test_throws_keyboard_interrupt(self):
         # The ImmediateBackend let KeyboardInterrupt through to the caller of
         # enqueue(), which ran the task; a worker has no caller to raise to,
@@ -147,7 +145,6 @@ class WorkerBackendTestCase(SimpleTestCase):
         self.assertEqual(result.args, [])
         self.assertEqual(result.kwargs, {})
 
-    @pending(10, "exception_class_path builtins.SerializationError does not import; item 12: results not JSON")
     def test_complex_return_value(self):
         result = finished(test_tasks.complex_return_value.enqueue())
 
@@ -191,7 +188,6 @@ class WorkerBackendTestCase(SimpleTestCase):
         # Django: test_cannot_pass_run_after. TaskforgeBackend supports_defer.
         default_task_backend.validate_task(test_tasks.failing_task_value_error.using(run_after=timezone.now()))
 
-    @pending(9, "task_started/task_finished are not sent")
     def test_enqueue_logs(self):
         with self.assertLogs("django.tasks", level="DEBUG") as captured_logs:
             result = test_tasks.noop_task.enqueue()
@@ -206,7 +202,6 @@ class WorkerBackendTestCase(SimpleTestCase):
         self.assertIn("state=RUNNING", lines[0])
         self.assertIn("state=SUCCESSFUL", lines[1])
 
-    @pending(9, "task_started/task_finished are not sent")
     def test_failed_logs(self):
         result = finished(test_tasks.failing_task_value_error.enqueue())
 
@@ -217,7 +212,6 @@ class WorkerBackendTestCase(SimpleTestCase):
         # Django logs the FAILED line at ERROR with the exception (test_catches_exception's check).
         self.assertIn("This Task failed due to ValueError", result.errors[0].traceback)
 
-    @pending(9, "task_started/task_finished are not sent")
     def test_successful_task_no_none_in_logs(self):
         with self.assertLogs("django.tasks", level="DEBUG") as captured_logs:
             result = test_tasks.noop_task.enqueue()
