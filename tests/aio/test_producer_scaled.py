@@ -58,7 +58,8 @@ def test_sentinel_master(sentinel: SentinelSet) -> None:
 
 def test_sentinel_failover_is_retried_through(sentinel: SentinelSet) -> None:
     app, add, queues = producer(sentinel.url)
-    victim, heir = sentinel.current_master(), sentinel.replica
+    heir = sentinel.standby()
+    victim = sentinel.current_master()
     total = 120
 
     def recover() -> None:
