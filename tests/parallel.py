@@ -40,13 +40,13 @@ _groups_dir = pytest.StashKey[str]()
 
 
 def choose_distribution(config: pytest.Config, databases: int, databases_var: str) -> None:
-    """Default to WORKERS workers and ``--dist loadgroup``, unless told otherwise."""
+    """Default to WORKERS workers (no more than there are test databases) and ``--dist loadgroup``."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return  # a pytest started by a test of a parallel run: one process, on its worker's database
     option = config.option
     explicit_tests = bool(config.args) and all("::" in arg for arg in config.args)
     if option.numprocesses is None and not (option.usepdb or option.collectonly or explicit_tests):
-        option.numprocesses = WORKERS
+        option.numprocesses = min(WORKERS, databases)
     if option.numprocesses and option.dist == "no" and not option.distload:
         option.dist = "loadgroup"
     if option.dist == "loadgroup":
@@ -74,7 +74,12 @@ def clean_up(config: pytest.Config) -> None:
 
 
 def shared_group(item: pytest.Item) -> str | None:
-    """The group ``item`` must run in, or None when it may run on any worker."""
+    """The group ``item`` must run in, or None when it may run on any worker.
+
+    A session- or package-scoped fixture of the suite groups its users by its
+    name (they then run back to back, so a package-scoped one is torn down
+    when they end); a module-scoped one, its module.
+    """
     marker = item.get_closest_marker("xdist_group")
     if marker is not None:
         return str(marker.args[0] if marker.args else marker.kwargs.get("name", "default"))
@@ -90,9 +95,9 @@ def shared_group(item: pytest.Item) -> str | None:
         defs = info.name2fixturedefs.get(name)
         if not defs or not defs[-1].baseid:  # pytest's own (tmp_path_factory, ...): per process, cheap
             continue
-        if defs[-1].scope == "session":
-            return f"session:{name}"
-        if defs[-1].scope in ("package", "module"):
+        if defs[-1].scope in ("session", "package"):  # the dashboard's Chromium: one worker starts it
+            return f"{defs[-1].scope}:{name}"
+        if defs[-1].scope == "module":
             widest = f"module:{item.path.relative_to(item.config.rootpath)}"
     return widest
 
