@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -103,6 +104,23 @@ def redis_url() -> Iterator[str]:
     yield REDIS_URL
     client.flushdb()
     client.close()
+
+
+@pytest.fixture
+def own_redis_url(tmp_path: Path) -> Iterator[str]:
+    """A redis-server of this test's own, for a test that changes the whole server (``SCRIPT FLUSH``).
+
+    The shared test server's other databases belong to the tests running beside it.
+    """
+    from tests.security.procs import PrivateRedis, Processes
+
+    table = Processes(tmp_path)
+    try:
+        server = PrivateRedis(table)
+        server.start(lambda: redis.Redis(port=server.port).ping())
+        yield f"redis://127.0.0.1:{server.port}/0"
+    finally:
+        table.close()
 
 
 @pytest.fixture(params=["memory", "redis"])
