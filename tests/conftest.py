@@ -75,9 +75,23 @@ def worker_url(base_url: str, worker: str | None) -> str:
     return urlunsplit(parts._replace(path=f"/{dbs[index]}"))
 
 
-REDIS_URL = worker_url(BASE_REDIS_URL, os.environ.get("PYTEST_XDIST_WORKER"))
-if os.environ.get("PYTEST_XDIST_WORKER"):
+def current_worker() -> str | None:
+    """The xdist worker this process is; None outside xdist and in a process a worker's test started.
+
+    Such a process (a pytest run by a test) inherits the worker's variables:
+    its database is already the one in TASKFORGE_TEST_REDIS.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or os.environ.get(PINNED_VAR) == f"{os.environ.get('PYTEST_XDIST_TESTRUNUID')}:{worker}":
+        return None
+    return worker
+
+
+PINNED_VAR = "TASKFORGE_TEST_REDIS_WORKER"  # set by a worker: its processes keep its database
+REDIS_URL = worker_url(BASE_REDIS_URL, current_worker())
+if current_worker():
     os.environ[REDIS_VAR] = REDIS_URL  # workers, CLIs and pythons the tests start use this database too
+    os.environ[PINNED_VAR] = f"{os.environ.get('PYTEST_XDIST_TESTRUNUID')}:{os.environ['PYTEST_XDIST_WORKER']}"
 
 
 def skip_or_fail(reason: str) -> None:
