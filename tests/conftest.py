@@ -3,19 +3,21 @@
 Locally a missing Redis skips the real-Redis half; under CI (CI=true) it is a
 failure, so a green CI always means the suite ran against real Redis.
 
-The suite runs in parallel (pytest-xdist, ``addopts`` in pyproject.toml). Each
-xdist worker process gets a Redis database of its own on the server of
+The suite runs in parallel: the hooks below start six pytest-xdist workers
+unless ``-n`` says otherwise (see tests/parallel.py). Each xdist worker
+process gets a Redis database of its own on the server of
 ``TASKFORGE_TEST_REDIS``: the Nth of ``TASKFORGE_TEST_REDIS_DBS`` (a comma
-list; by default that URL's database, then 14, 13, ... down to 0, skipping
-10, the chaos test's side store). The worker's URL is put back into
-``TASKFORGE_TEST_REDIS``, so every process a test starts inherits it. Run in
-one process (``-n0``), the suite uses ``TASKFORGE_TEST_REDIS`` as it is.
+list; by default that URL's database, then the others from 15 down to 0,
+skipping 10, the chaos test's side store). The worker puts its URL back into
+``TASKFORGE_TEST_REDIS``, so every process a test starts inherits it (and
+``TASKFORGE_TEST_REDIS_WORKER``, so that a pytest started by a test keeps
+it). Run in one process (``-n0``), the suite uses ``TASKFORGE_TEST_REDIS``
+as it is.
 
-Tests that must share a process are put in an xdist group here (see
-``pytest_collection_modifyitems``): the tests of the Redis Cluster and
-Sentinel sets (booted once, by the session fixtures below), the chaos run,
-and every module using a module-scoped fixture of its own. The long groups
-are handed out first.
+Tests that must share a process are grouped by tests/parallel.py: those of
+the Redis Cluster and Sentinel sets (booted once per run, by the session
+fixtures at the end of this file), the chaos run, and every module using a
+module-scoped fixture of its own. The long groups are handed out first.
 """
 
 from __future__ import annotations
@@ -88,10 +90,11 @@ def current_worker() -> str | None:
 
 
 PINNED_VAR = "TASKFORGE_TEST_REDIS_WORKER"  # set by a worker: its processes keep its database
-REDIS_URL = worker_url(BASE_REDIS_URL, current_worker())
-if current_worker():
+_WORKER = current_worker()
+REDIS_URL = worker_url(BASE_REDIS_URL, _WORKER)
+if _WORKER:
     os.environ[REDIS_VAR] = REDIS_URL  # workers, CLIs and pythons the tests start use this database too
-    os.environ[PINNED_VAR] = f"{os.environ.get('PYTEST_XDIST_TESTRUNUID')}:{os.environ['PYTEST_XDIST_WORKER']}"
+    os.environ[PINNED_VAR] = f"{os.environ.get('PYTEST_XDIST_TESTRUNUID')}:{_WORKER}"
 
 
 def skip_or_fail(reason: str) -> None:

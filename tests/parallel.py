@@ -138,8 +138,8 @@ def make_scheduler(config: pytest.Config, log: Any) -> Any:
         groups: dict[str, str] | None = None
 
         def _split_scope(self, nodeid: str) -> str:
-            if self.groups is None:
-                self.groups = json.loads(path.read_text())
+            if self.groups is None:  # read once every worker has collected (and written it)
+                self.groups = json.loads(path.read_text()) if path.exists() else {}
             return self.groups.get(nodeid, nodeid)
 
     return FileGroupScheduling(config, log)
