@@ -56,7 +56,8 @@ def test_installs_under_its_distribution_name_with_py_typed(installed: Path) -> 
         "import importlib.metadata as m, importlib.resources as r, taskforge\n"
         f"print(m.version({DISTRIBUTION!r}), r.files('taskforge').joinpath('py.typed').is_file(), taskforge.__file__)"
     )
-    out = run(installed / "python", "-c", code, timeout=60, cwd=installed)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # a PYTHONPATH naming the tree would win
+    out = run(installed / "python", "-c", code, timeout=60, cwd=installed, env=env)
     assert out.returncode == 0, out.stderr
     version, typed, where = out.stdout.split()
     assert typed == "True", "py.typed is missing from the wheel"
