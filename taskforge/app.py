@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-import weakref
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar, overload
 
+from .broker.aio_loops import LoopBrokers
 from .broker.connection import connect, redact, resolve_url
 from .broker.queue import Broker
+from .celery_names import reject_options
 from .errors import ConfigurationError, JobNotFound
 from .handle import JobHandle
 from .hooks import Event, Hooks, Middleware
@@ -81,10 +81,8 @@ class TaskForge:
         self.after_enqueue: list[Callable[[JobHandle[Any]], object]] = []
         self._eager: Callable[[JobHandle[Any]], object] | None = None
         self._broker: Broker | None = None
-        # One async broker (one pool) per event loop, whose connections belong to it; weak: a finished loop's goes.
-        self._async_brokers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncBroker] = (
-            weakref.WeakKeyDictionary()
-        )
+        # One async broker (one pool) per live event loop, closed when its loop ends (aio_loops.py).
+        self._async_brokers = LoopBrokers()
 
     def __repr__(self) -> str:
         return f"<TaskForge {self.name} broker={redact(self.url)} tasks={len(self.tasks)}>"
@@ -107,22 +105,19 @@ class TaskForge:
 
         On ``memory://`` it shares the sync broker's in-process server: ``app.drain()`` runs what ``adelay()`` stored.
         """
-        loop = asyncio.get_running_loop()
-        broker = self._async_brokers.get(loop)
-        if broker is None:
-            from .broker.aio import AsyncBroker
+        return self._async_brokers.get(self._open_async_broker)
 
-            url = self._broker.url if self._broker is not None else self.url
-            memory = self.broker.client if url.startswith("memory:") else None
-            retention_ms, dead_ms = int(self.retention * 1000), int(self.dead_retention * 1000)
-            broker = self._async_brokers[loop] = AsyncBroker.open(url, memory, retention_ms, dead_ms, self.durability)
-        return broker
+    def _open_async_broker(self) -> AsyncBroker:
+        from .broker.aio import AsyncBroker
+
+        url = self._broker.url if self._broker is not None else self.url
+        memory = self.broker.client if url.startswith("memory:") else None
+        retention_ms, dead_ms = int(self.retention * 1000), int(self.dead_retention * 1000)
+        return AsyncBroker.open(url, memory, retention_ms, dead_ms, self.durability)
 
     async def aclose(self) -> None:
-        """Close the running loop's connections (at the end of a program or test: redis.asyncio warns of open ones)."""
-        broker = self._async_brokers.pop(asyncio.get_running_loop(), None)
-        if broker is not None:
-            await broker.close()
+        """Close the running loop's connections now (they are closed at the loop's end anyway)."""
+        await self._async_brokers.aclose()
 
     def reset_connection(self) -> None:
         """Drop the connection, e.g. in a child process that must not share its parent's socket."""
@@ -209,12 +204,15 @@ class TaskForge:
         dont_retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
         soft_timeout: float | None = None,
         expires: float | timedelta | datetime | None = None,
+        **celery_options: NoReturn,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function as a task: ``@app.task`` or ``@app.task(priority="high", ...)``.
 
         Every option is checked here, so a typo fails at import time rather
-        than in a worker at 3 a.m.
+        than in a worker at 3 a.m.; Celery's options (``bind=True``...) raise
+        ``TypeError`` naming the taskforge way.
         """
+        reject_options("@app.task", celery_options)
         options = TaskOptions.build(
             queue=queue,
             priority=priority,

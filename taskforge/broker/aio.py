@@ -8,8 +8,9 @@ retries through a failover sleep with ``asyncio.sleep``. Errors become the
 sync side's errors: ``broker_errors`` and ``find_damage`` are reused as they
 are (the damage check reads its keys first, then judges them offline).
 
-One ``AsyncBroker`` per app and event loop (``TaskForge.async_broker``): a
-redis.asyncio connection belongs to the loop that opened it.
+One ``AsyncBroker`` per app and live event loop (``TaskForge.async_broker``,
+``aio_loops.py``): a redis.asyncio connection belongs to the loop that opened
+it, and is closed when that loop ends.
 """
 
 from __future__ import annotations
@@ -26,7 +27,15 @@ from redis.exceptions import NoScriptError
 
 from ..errors import BrokerUnavailable, QueueFull
 from . import calls, keys
-from .aio_connection import AsyncClient, aconnect, sent_once, wait_for_list
+from .aio_connection import (
+    AsyncClient,
+    abandon_client,
+    aconnect,
+    client_connections,
+    drop_connection,
+    sent_once,
+    wait_for_list,
+)
 from .aio_workflows import AsyncWorkflowStore
 from .calls import ScriptCall
 from .connection import broker_errors, redact
@@ -115,15 +124,27 @@ class AsyncBroker(AsyncWorkflowStore):
         """A broker for ``url`` (``memory``: the sync fakeredis client whose server memory:// shares)."""
         return cls(aconnect(url, memory), url, retention_ms, dead_retention_ms, durability)
 
+    def _clients(self) -> list[Any]:
+        """The clients whose connections are this loop's: any node clients, a Sentinel's own, the main one."""
+        sentinel = getattr(getattr(self.client, "connection_pool", None), "sentinel_manager", None)
+        return [*self._masters.values(), *getattr(sentinel, "sentinels", ()), self.client]
+
     async def close(self) -> None:
         """Close this loop's connections: the client's pool, any node clients, and a Sentinel's own clients."""
-        for node in self._masters.values():
-            await node.aclose()
+        clients = self._clients()
         self._masters.clear()
-        sentinel = getattr(getattr(self.client, "connection_pool", None), "sentinel_manager", None)
-        for asking in getattr(sentinel, "sentinels", ()):
-            await asking.aclose()
-        await self.client.aclose()
+        for client in clients:
+            if self.memory:  # fakeredis's disconnect keeps its socket on the shared server: take it off
+                for connection in list(client_connections(client)):
+                    drop_connection(connection)
+            await client.aclose()
+
+    def abandon(self) -> None:
+        """Close the connections of a loop that is closed, without awaiting (nothing can run on that loop now)."""
+        clients = self._clients()
+        self._masters.clear()
+        for client in clients:
+            abandon_client(client)
 
     # -- sending scripts ---------------------------------------------------
 

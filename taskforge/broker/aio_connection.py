@@ -142,6 +142,56 @@ def _sentinel_client(url: str, shown: str, options: dict[str, Any]) -> aioredis.
     return cast(aioredis.Redis, sentinel.master_for(service, db=db, **credentials, **options))
 
 
+def client_connections(client: Any) -> Iterator[Any]:
+    """Every connection a client holds: its pool's (free and in use), or, in a cluster, each node's."""
+    pool = getattr(client, "connection_pool", None)
+    yield from getattr(pool, "_available_connections", ())
+    yield from list(getattr(pool, "_in_use_connections", ()))
+    manager = getattr(client, "nodes_manager", None)
+    known = (*getattr(manager, "startup_nodes", {}).values(), *getattr(manager, "nodes_cache", {}).values())
+    nodes = {id(node): node for node in known}
+    for node in nodes.values():
+        yield from getattr(node, "_connections", ())
+
+
+def drop_connection(connection: Any) -> None:
+    """Close a connection whose loop is closed: its socket directly, since nothing can await it closed any more.
+
+    The transport is marked closing (its ``close()`` fails when it comes to
+    the loop), then its socket is closed as the loop would have done it
+    (asyncio's selector transports keep it as ``_sock``); other transports
+    close their socket when collected. The connection then reads as
+    never connected, so nothing warns of it again. ``memory://``'s fake
+    socket is taken off its in-process server, which would keep it forever.
+    """
+    transport: Any = getattr(getattr(connection, "_writer", None), "transport", None)
+    if hasattr(transport, "close"):  # not fakeredis's, which has no socket
+        try:
+            transport.close()  # marks it closing; the rest of it needs the loop
+        except RuntimeError:  # "Event loop is closed"
+            pass
+        sock = getattr(transport, "_sock", None)
+        if sock is not None:
+            sock.close()
+            transport._sock = None
+    fake = getattr(connection, "_sock", None)
+    if fake is not None and hasattr(fake, "responses"):  # fakeredis's socket over its FakeServer
+        fake.close()
+        connection._sock = None
+    if getattr(connection, "_writer", None) is not None:
+        connection._writer = connection._reader = None
+
+
+def abandon_client(client: Any) -> None:
+    """``client.aclose()`` for a client whose loop is closed: every connection dropped, a cluster's topology too."""
+    for connection in list(client_connections(client)):
+        drop_connection(connection)
+    manager = getattr(client, "nodes_manager", None)
+    if manager is not None:  # what the cluster client's aclose() marks: closed, to learn the nodes again if used
+        manager.default_node = None
+        client._initialize = True
+
+
 async def wait_for_list(client: Any, key: str, timeout: float, memory: bool = False) -> bool:
     """``compat.wait_for_list`` awaited: the list moved onto itself (so many may wait), or, under a tick, a look.
 

@@ -18,8 +18,8 @@ from . import calls
 from .aio_connection import wait_for_list
 from .calls import ScriptCall
 from .connection import broker_errors, redact
-from .keys import WORKFLOW_LAUNCHING, WORKFLOW_STATES, QueueKeys, WorkflowKeys, workflow_index
-from .replies import WorkflowReply
+from .keys import WORKFLOW_LAUNCHING, WORKFLOW_RESUMING, WORKFLOW_STATES, QueueKeys, WorkflowKeys, workflow_index
+from .replies import ResumeReply, WorkflowReply
 from .scripts import REPLICA_WAIT_MS
 
 if TYPE_CHECKING:
@@ -72,6 +72,43 @@ class AsyncWorkflowStore:
     async def workflow_flight(self, workflow: str) -> WorkflowReply:
         with broker_errors(self.url):
             return await self.run(calls.workflow_flight(WorkflowKeys(workflow)))
+
+    async def mark_resuming(self, workflow: str) -> None:
+        """``WorkflowStore.mark_resuming``."""
+        with broker_errors(self.url):
+            await self.client.zadd(WORKFLOW_RESUMING, {workflow: _now_ms()})
+
+    async def resume_workflow(self, workflow: str, finish: bool = False) -> ResumeReply:
+        """``WorkflowStore.resume_workflow``."""
+        call = calls.workflow_resume(WorkflowKeys(workflow), finish=finish)
+        with broker_errors(self.url):
+            if not self.replicated:
+                return await self.run(call)
+            reply, acked = await self.write(call)
+        if acked == 0:
+            raise BrokerUnavailable(
+                f"the resume of a workflow was written to the master at {redact(self.url)} but no replica "
+                f"confirmed it within {REPLICA_WAIT_MS} ms (durability='replicated'); it will be done again"
+            )
+        return reply
+
+    async def list_running(self, workflow: str) -> None:
+        """``WorkflowStore.list_running``."""
+        with broker_errors(self.url):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zrem(workflow_index("dead"), workflow)
+            pipe.zadd(workflow_index("running"), {workflow: _now_ms()}, nx=True)
+            await pipe.execute()
+
+    async def workflow_resumed(self, workflow: str) -> None:
+        with broker_errors(self.url):
+            await self.client.zrem(WORKFLOW_RESUMING, workflow)
+
+    async def replan_steps(self, queue: str, workflow: str, on_failure: str, job_ids: Sequence[str]) -> list[str]:
+        """``WorkflowStore.replan_steps``."""
+        call = calls.replan_steps(QueueKeys(queue), workflow=workflow, on_failure=on_failure, job_ids=job_ids)
+        async with self.guard(queue):
+            return await self.run(call)
 
     async def cancel_workflow(self, workflow: str) -> WorkflowReply:
         call = calls.workflow_cancel(WorkflowKeys(workflow), retention_ms=self.retention_ms)

@@ -145,10 +145,11 @@ def fail(
     retry_delay_ms: int | None,
     dead_retention_ms: int,
     failure: FailureKind,
+    error_type: str,
 ) -> ScriptCall[replies.FailOutcome]:
     """``retry_delay_ms`` None: dead now, whatever attempts remain."""
     delay = -1 if retry_delay_ms is None else retry_delay_ms
-    args: list[Any] = [job_id, token, error, traceback, delay, dead_retention_ms, failure.value]
+    args: list[Any] = [job_id, token, error, traceback, delay, dead_retention_ms, failure.value, error_type]
     return ScriptCall("fail", q, args, replies.decode_fail)
 
 
@@ -161,8 +162,10 @@ def peek(q: QueueKeys, *, promote_limit: int) -> ScriptCall[replies.QueueHead]:
     return ScriptCall("peek", q, [promote_limit], replies.decode_peek)
 
 
-def progress(q: QueueKeys, *, job_id: str, token: str, fraction: float, message: str | None) -> ScriptCall[bool]:
-    return ScriptCall("progress", q, [job_id, token, repr(fraction), message or ""], bool)
+def progress(
+    q: QueueKeys, *, job_id: str, token: str, fraction: float, message: str | None, meta: bytes
+) -> ScriptCall[bool]:
+    return ScriptCall("progress", q, [job_id, token, repr(fraction), message or "", meta], bool)
 
 
 def fast_forward(q: QueueKeys, *, advance_ms: int) -> ScriptCall[int]:
@@ -221,6 +224,11 @@ def cancel_steps(q: QueueKeys, *, workflow: str, retention_ms: int, job_ids: Seq
     return ScriptCall("cancel_steps", q, [workflow, retention_ms, *job_ids], int)
 
 
+def replan_steps(q: QueueKeys, *, workflow: str, on_failure: str, job_ids: Sequence[str]) -> ScriptCall[list[str]]:
+    """A resumed workflow's steps on this queue made ready to go again: the ids moved back to pending."""
+    return ScriptCall("replan_steps", q, [workflow, on_failure, *job_ids], replies.decode_ids)
+
+
 def workflow_create(w: WorkflowKeys, *, steps: int, fields: Sequence[tuple[str, bytes | str]]) -> ScriptCall[bool]:
     """Store a workflow: False when its record exists already (a re-send after a lost reply)."""
     args: list[Any] = [steps]
@@ -246,6 +254,10 @@ def workflow_settle(w: WorkflowKeys) -> ScriptCall[bool]:
 
 def workflow_flight(w: WorkflowKeys) -> ScriptCall[replies.WorkflowReply]:
     return ScriptCall("workflow_flight", w, [], replies.decode_workflow_flight)
+
+
+def workflow_resume(w: WorkflowKeys, *, finish: bool) -> ScriptCall[replies.ResumeReply]:
+    return ScriptCall("workflow_resume", w, ["1" if finish else "0"], replies.decode_workflow_resume)
 
 
 # Script name -> its typed call: what the header test walks.
@@ -275,4 +287,6 @@ CALLS: dict[str, Callable[..., ScriptCall[Any]]] = {
     "workflow_cancel": workflow_cancel,
     "workflow_settle": workflow_settle,
     "workflow_flight": workflow_flight,
+    "replan_steps": replan_steps,
+    "workflow_resume": workflow_resume,
 }

@@ -24,7 +24,7 @@ class Cleanup:
 
     def clear(self, queue: str) -> int:
         """Delete every key of ``queue`` (SCAN + UNLINK: never blocks Redis on a big queue)."""
-        pattern = QueueKeys(queue).prefix.replace("[", "\\[").replace("?", "\\?").replace("*", "\\*") + "*"
+        pattern = glob_literal(QueueKeys(queue).prefix) + "*"
         removed = 0
         with self.guard(queue):
             batch: list[bytes] = []
@@ -42,3 +42,10 @@ class Cleanup:
             if batch:
                 removed += self.client.unlink(*batch)
         return removed
+
+
+def glob_literal(text: str) -> str:
+    """``text`` as a SCAN MATCH pattern that matches only itself: the backslash, Redis's escape, first."""
+    for special in ("\\", "[", "]", "?", "*"):
+        text = text.replace(special, "\\" + special)
+    return text

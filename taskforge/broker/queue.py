@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 
 import redis
 
-from ..errors import QueueFull
+from ..errors import QueueFull, error_type_of_kind
 from ..job import FailureKind
 from . import calls
 from .claims import ClaimVetting
@@ -202,12 +202,15 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, Workflow
         traceback: str,
         retry_in: float | None,
         kind: FailureKind = FailureKind.EXCEPTION,
+        error_type: str | None = None,
     ) -> FailOutcome:
         """Record a failed run: 'retrying', 'dead', or 'fenced' (claim no longer ours).
 
         ``retry_in`` None means no retry whatever attempts remain (unknown task,
         corrupt body, no point trying again). ``kind`` is stored beside
-        ``error`` in the record's ``failure`` field.
+        ``error`` in the record's ``failure`` field, ``error_type`` (the class
+        path of the error; by default the taskforge error ``kind`` names) in
+        its ``error_type`` field.
         """
         call = calls.fail(
             QueueKeys(queue),
@@ -218,6 +221,7 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, Workflow
             retry_delay_ms=None if retry_in is None else max(0, int(retry_in * 1000)),
             dead_retention_ms=self.dead_retention_ms,
             failure=kind,
+            error_type=error_type or error_type_of_kind(kind.value),
         )
         with self.guard(queue):
             outcome, acked = self.scripts.write(call)
@@ -243,8 +247,12 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, Workflow
         with self.guard(*queues):
             return self.scripts.run_each([calls.peek(QueueKeys(q), promote_limit=PROMOTE_LIMIT) for q in queues])
 
-    def progress(self, queue: str, job_id: str, token: str, fraction: float, message: str | None) -> bool:
-        call = calls.progress(QueueKeys(queue), job_id=job_id, token=token, fraction=fraction, message=message)
+    def progress(
+        self, queue: str, job_id: str, token: str, fraction: float, message: str | None, meta: bytes = b""
+    ) -> bool:
+        """Record a running job's progress (fenced); ``meta`` is msgpack, ``b""`` for none."""
+        q = QueueKeys(queue)
+        call = calls.progress(q, job_id=job_id, token=token, fraction=fraction, message=message, meta=meta)
         with self.guard(queue):
             return self.scripts.run(call)
 

@@ -23,12 +23,13 @@ from .compat import wait_for_list
 from .connection import broker_errors, redact
 from .keys import (
     WORKFLOW_LAUNCHING,
+    WORKFLOW_RESUMING,
     WORKFLOW_STATES,
     QueueKeys,
     WorkflowKeys,
     workflow_index,
 )
-from .replies import WorkflowReply
+from .replies import ResumeReply, WorkflowReply
 from .scripts import REPLICA_WAIT_MS
 from .slots import script_after
 
@@ -152,6 +153,38 @@ class WorkflowStore:
             )
         return reply
 
+    def mark_resuming(self, workflow: str) -> None:
+        """A resume begins (``workflows.resume``): marked until its steps are sent, in case this process dies."""
+        with broker_errors(self.url):
+            self.client.zadd(WORKFLOW_RESUMING, {workflow: _now_ms()})
+
+    def resume_workflow(self, workflow: str, finish: bool = False) -> ResumeReply:
+        """``workflow_resume``: a dead workflow is running again (``finish``: answer for a running one too)."""
+        call = calls.workflow_resume(WorkflowKeys(workflow), finish=finish)
+        with broker_errors(self.url):
+            if self.scripts.replicated:
+                return self._replicated(call, "the resume of a workflow")
+            return self.scripts.run(call)
+
+    def list_running(self, workflow: str) -> None:
+        """A resumed workflow is listed as running again (and no longer as dead)."""
+        with broker_errors(self.url):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zrem(workflow_index("dead"), workflow)
+            pipe.zadd(workflow_index("running"), {workflow: _now_ms()}, nx=True)
+            pipe.execute()
+
+    def workflow_resumed(self, workflow: str) -> None:
+        """Its steps are made ready and sent: no longer resuming."""
+        with broker_errors(self.url):
+            self.client.zrem(WORKFLOW_RESUMING, workflow)
+
+    def resuming_since(self, before_ms: int, limit: int = 100) -> list[str]:
+        """Workflows whose resume began before ``before_ms`` and was not confirmed: its process may have died."""
+        with broker_errors(self.url):
+            raw = self.client.zrangebyscore(WORKFLOW_RESUMING, "-inf", before_ms, start=0, num=limit)
+        return [w.decode() for w in raw]
+
     def cancel_workflow(self, workflow: str) -> WorkflowReply:
         call = calls.workflow_cancel(WorkflowKeys(workflow), retention_ms=self.retention_ms)
         with broker_errors(self.url):
@@ -218,6 +251,18 @@ class WorkflowStore:
         call = calls.cancel_steps(QueueKeys(queue), workflow=workflow, retention_ms=self.retention_ms, job_ids=job_ids)
         with self.guard(queue):
             return self.scripts.run(call)
+
+    def replan_steps(self, queue: str, workflow: str, on_failure: str, job_ids: Sequence[str]) -> list[str]:
+        """``replan_steps``: a resumed workflow's steps on ``queue`` may go again; the ids moved to pending."""
+        call = calls.replan_steps(QueueKeys(queue), workflow=workflow, on_failure=on_failure, job_ids=job_ids)
+        with self.guard(queue):
+            return self.scripts.run(call)
+
+    def oldest_dead(self, queue: str, limit: int) -> list[str]:
+        """The oldest ``limit`` dead jobs of ``queue`` (the ones ``retry_dead`` takes when given no ids)."""
+        with self.guard(queue):
+            raw = self.client.zrange(QueueKeys(queue).dead, 0, limit - 1)
+        return [i.decode() for i in raw]
 
     def outbox(self, queue: str) -> dict[str, str]:
         """Reports of steps that ended on ``queue`` and are not delivered yet: job id -> workflow id."""

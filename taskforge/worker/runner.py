@@ -23,7 +23,7 @@ import redis
 
 from ..broker.queue import Claim
 from ..context import enter, leave
-from ..errors import CorruptQueue, Retry, SerializationError, UnknownTask
+from ..errors import CorruptQueue, Retry, SerializationError, UnknownTask, class_path, error_type_of_kind
 from ..job import FailureKind, JobInfo, JobState, Priority
 from ..serialization import dumps_result
 from ..workflows.delivery import Courier, deliver, report_of
@@ -171,6 +171,8 @@ def run_claim(
     claim: Claim,
     chain: Callable[[], Chain | None] | None = None,
     outage: Outage | None = None,
+    *,
+    reraise_interrupts: bool = False,
 ) -> Outcome:
     """Run ``claim`` and record its outcome; ``chain()`` is asked, once the task has
     returned, whether to claim the next job in the same call (a shutdown may
@@ -192,8 +194,11 @@ def run_claim(
     try:
         with soft.running(claim.id, task.options.soft_timeout):
             value = hooks.run(info, lambda: task.func(*claim.args, **claim.kwargs))
-    except Exception as exc:
-        return record_outcome(context, claim, info, started, outage, error=exc)
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the job's failure, not the child's end
+        outcome = record_outcome(context, claim, info, started, outage, error=exc)
+        if reraise_interrupts and not isinstance(exc, Exception):
+            raise  # app.drain() runs in the user's own process: Ctrl-C stops it, once the job is recorded
+        return outcome
     finally:
         leave(current)
     return record_outcome(context, claim, info, started, outage, value=value, chain=chain)
@@ -260,15 +265,19 @@ def record_outcome(
     hooks = context.hooks
     if isinstance(error, Retry):
         delay = retry_delay(context, claim.task, claim.attempts, error.after)
-        return failed(context, claim, info, (f"Retry: {error}", "", delay), started, outage, FailureKind.RETRY)
+        if error.exc is None:
+            return failed(context, claim, info, (f"Retry: {error}", "", delay), started, outage, FailureKind.RETRY)
+        # Retry(exc=err): the attempt failed with err, as Celery's self.retry(exc=err) records it.
+        asked: Failure = (f"{type(error.exc).__name__}: {error.exc}", formatted(error.exc), delay)
+        return failed(context, claim, info, asked, started, outage, FailureKind.RETRY, class_path(error.exc))
     if error is not None:
         text = f"{type(error).__name__}: {error}"
         refused = not_retried(context, claim, error)
         backoff = None if refused else retry_delay(context, claim.task, claim.attempts)
         if refused:
             text = f"{text} ({refused})"
-        tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-        return failed(context, claim, info, (text, tb, backoff), started, outage)
+        failure = (text, formatted(error), backoff)
+        return failed(context, claim, info, failure, started, outage, FailureKind.EXCEPTION, class_path(error))
     duration = time.monotonic() - started
     try:
         result = dumps_result(value)
@@ -287,6 +296,11 @@ def record_outcome(
     if outcome.state == "succeeded" and hooks.handlers["job_succeeded"]:  # no JobInfo copy for nobody
         hooks.emit("job_succeeded", replace(info, state=JobState.SUCCEEDED, result=value), result=value)
     return outcome
+
+
+def formatted(error: BaseException) -> str:
+    """The traceback a record keeps for ``error``."""
+    return "".join(traceback.format_exception(type(error), error, error.__traceback__))
 
 
 def succeeded(
@@ -346,25 +360,42 @@ def failed(
     started: float,
     outage: Outage,
     kind: FailureKind = FailureKind.EXCEPTION,
+    error_type: str | None = None,
 ) -> Outcome:
-    """Record a failed run (retry or dead), then tell the hooks."""
+    """Record a failed run (retry or dead), then tell the hooks.
+
+    ``error_type`` is the class path of the task's exception; None names
+    the taskforge error of ``kind`` (``taskforge.errors.HardTimeout``...).
+    """
     error, tb, retry_in = failure
+    error_type = error_type or error_type_of_kind(kind.value)
     duration = time.monotonic() - started
-    state = record(context.broker.fail, claim.queue, claim.id, claim.token, error, tb, retry_in, kind, outage=outage)
+    fail = context.broker.fail
+    state = record(fail, claim.queue, claim.id, claim.token, error, tb, retry_in, kind, error_type, outage=outage)
     if claim.workflow and state == "dead":
         report_step(context, claim, "dead", b"", error)
-    notify_failure(context, info, state, error, tb, kind)
+    notify_failure(context, info, state, error, tb, kind, error_type)
     return Outcome(state, duration, error, retry_in)
 
 
 def notify_failure(
-    context: RunContext, info: JobInfo, state: str | None, error: str, tb: str = "", kind: FailureKind | None = None
+    context: RunContext,
+    info: JobInfo,
+    state: str | None,
+    error: str,
+    tb: str = "",
+    kind: FailureKind | None = None,
+    error_type: str | None = None,
 ) -> None:
     """job_failed for every failed run; job_dead too when it was the last."""
     if state not in ("retrying", "dead"):
         return
     final = JobState.DEAD if state == "dead" else JobState.RETRYING
-    after = replace(info, state=final, error=error, traceback=tb or None, failure=kind or info.failure)
+    if error_type is None and kind is not None:
+        error_type = error_type_of_kind(kind.value)
+    after = replace(
+        info, state=final, error=error, traceback=tb or None, failure=kind or info.failure, error_type=error_type
+    )
     context.hooks.emit("job_failed", after, error=error)
     if state == "dead":
         context.hooks.emit("job_dead", after, error=error)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..broker.record import job_info
 from ..errors import TaskFailed, WorkflowNotFound
-from ..handle import async_access
+from ..handle import JobHandle, async_access
 from ..job import FailureKind, JobInfo, JobState, Priority, ms_to_datetime
 from ..serialization import loads
 from .aio_delivery import aact
@@ -19,6 +19,7 @@ from .plan import fill, leaves
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from ..broker.replies import ResumeReply
     from ..protocols import BrokerAccess
 
 R = TypeVar("R")
@@ -59,8 +60,9 @@ class WorkflowInfo:
         "Not succeeded" rather than "not finished": a step that just went dead
         holds the workflow up before its report has ended the workflow.
         """
-        if self.failed_step is not None:
-            return next((step for step in self.steps if step.id == self.failed_step), None)
+        if self.failed_step is not None:  # never a step that succeeded since: it holds nothing up
+            failed = next((step for step in self.steps if step.id == self.failed_step), None)
+            return failed if failed is not None and failed.state is not JobState.SUCCEEDED else None
         if self.state is not WorkflowState.RUNNING:
             return None
         return next((step for step in self.steps if step.state is not JobState.SUCCEEDED), None)
@@ -134,6 +136,30 @@ class WorkflowHandle(Generic[R]):
             broker.settle_workflow(self.id, "cancelled" if reply.was_running else reply.state)
         return reply.was_running
 
+    def retry(self) -> bool:
+        """Resume a dead workflow: True if it was dead and runs again, False if it was not dead.
+
+        Its dead steps run again with a fresh set of attempts, the steps its
+        death cancelled are planned again (each sent once its predecessors
+        succeeded), and its ``on_failure`` step runs again only if it dies
+        again. Retrying one of its dead steps (``taskforge dead retry``, the
+        dashboard) does the same.
+        """
+        from .resume import resume
+
+        reply = resume(self.app.broker, self.id)
+        if reply.before == "gone":
+            raise self._missing()
+        self._sent_again(reply)
+        return reply.before == "dead"
+
+    def _sent_again(self, reply: ResumeReply) -> None:
+        """An app's after_enqueue callbacks hear of a resume as of a ``delay()`` (eager mode then drains)."""
+        enqueued = getattr(self.app, "enqueued", None)  # a TaskForge has it; a bare BrokerAccess may not
+        if reply.before == "dead" and reply.replan and callable(enqueued):
+            index, queue = reply.replan[0]
+            enqueued(JobHandle(self.app, step_id(self.id, index), queue))
+
     def result(self, timeout: float | None = None) -> R:
         """Wait for the workflow to end; the last step's result (a list for a group).
 
@@ -184,6 +210,15 @@ class WorkflowHandle(Generic[R]):
             await self._arecord()
         await aact(broker, self.id, reply._replace(ready=[]), "cancelled" if reply.was_running else None)
         return reply.was_running
+
+    async def aretry(self) -> bool:
+        """``retry()``, awaited."""
+        from .resume import aresume
+
+        reply = await aresume(async_access(self.app).async_broker(), self.id)
+        if reply.before == "gone":
+            raise self._missing()
+        return reply.before == "dead"
 
     async def aresult(self, timeout: float | None = None) -> R:
         """``result()``, awaited: a blocking pop on the workflow's done list, in slices."""
