@@ -55,7 +55,6 @@ __all__ = [
 log = logging.getLogger("taskforge.broker")
 
 RECLAIM_LIMIT = 200
-PURGE_SLICE = 500
 
 
 def priority_of_score(score: float) -> int:
@@ -376,21 +375,6 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, Workflow
         key = QueueKeys(queue).done(job_id)
         with self.guard(queue):
             return wait_for_list(self.client, key, timeout)
-
-    def retry_dead(self, queue: str, job_ids: Sequence[str] = (), limit: int = PURGE_SLICE) -> list[str]:
-        with self.guard(queue):
-            return self.scripts.run(calls.retry_dead(QueueKeys(queue), limit=limit, job_ids=job_ids))
-
-    def purge(self, queue: str, which: str) -> int:
-        """Delete every job of one set ('pending', 'scheduled', 'dead'), in slices."""
-        total = 0
-        call = calls.purge(QueueKeys(queue), which=which, limit=PURGE_SLICE)
-        with self.guard(queue):
-            while True:
-                n = self.scripts.run(call)
-                total += n
-                if n == 0:
-                    return total
 
     def register_limits(self, queue: str, limits: dict[str, str]) -> None:
         """A worker publishes its tasks' limits ('' = none), so jobs sent by name obey them too."""

@@ -174,9 +174,8 @@ def run_claim(
     *,
     reraise_interrupts: bool = False,
 ) -> Outcome:
-    """Run ``claim`` and record its outcome; ``chain()`` is asked, once the task has
-    returned, whether to claim the next job in the same call (a shutdown may
-    have begun while the task ran). ``outage`` is the process's, if it keeps one."""
+    """Run ``claim`` and record its outcome; ``chain()``, asked once the task has returned, may claim
+    the next job in the same call (unless a shutdown began meanwhile). ``outage``: the process's, if any."""
     started = time.monotonic()
     outage = outage or Outage(context.broker.url)
     info = claim_info(claim)

@@ -22,7 +22,8 @@ NOT_FIELDS = {
     "string",  # Lua type() name
     "outbox", "open", "done",  # key suffixes: an outbox, a workflow's set and done list (and set 'waiting')
     "gone",  # workflow scripts' reply: no such workflow
-    "failed_step", "on_failure", "settled",  # fields of a workflow's record (workflows/handle.py reads them)
+    "failed_step", "on_failure", "settled", "steps",  # fields of a workflow's record (workflows/handle.py reads them)
+    "ending",  # workflow_resume's reply: dead, but its death is not settled yet
 }  # fmt: skip
 
 

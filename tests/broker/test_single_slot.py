@@ -120,6 +120,14 @@ def every_script(app: TaskForge, queue: str) -> None:
     def limited(n: int) -> int:
         return n
 
+    refusing = {"on": True}
+
+    @app.task(queue=queue, max_attempts=1)
+    def refuses(n: int) -> int:
+        if refusing["on"]:
+            raise ValueError("refused")
+        return n
+
     plain.delay(1)
     plain.apply_in(3600, 2)
     single.delay(1)
@@ -183,6 +191,12 @@ def every_script(app: TaskForge, queue: str) -> None:
     app.drain()
     assert flow.result(timeout=5) == 1
     assert chain(plain.s(1), plain.s()).delay().cancel()
+    dead = chain(refuses.s(1), plain.s()).delay()  # workflow_resume, then replan_steps in the queue's slot
+    app.drain()
+    refusing["on"] = False
+    assert dead.retry()
+    app.drain()
+    assert dead.result(timeout=5) == 1
 
 
 def ran_scripts(seen: list[tuple[str, list[bytes]]]) -> list[tuple[str, bytes, list[list[bytes]]]]:
