@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar, overload
 
+from . import celery_names
 from .broker.aio_loops import LoopBrokers
 from .broker.connection import connect, redact, resolve_url
 from .broker.queue import Broker
@@ -377,6 +378,12 @@ class TaskForge:
         if not isinstance(job_id, str) or not job_id:
             raise ConfigurationError(f"job id {job_id!r}: use the id string a JobHandle gave you")
         return JobHandle(self, job_id)
+
+    if not TYPE_CHECKING:  # hidden from type checkers: a typo stays a static error
+
+        def __getattr__(self, name: str) -> Any:
+            """Only for names not found: Celery's (``AsyncResult``, ``send_task``...) name the taskforge way."""
+            raise celery_names.attribute_error("TaskForge", name, celery_names.APP)
 
 
 def _no_queue_holds(job_id: str, queues: list[str]) -> JobNotFound:

@@ -24,6 +24,20 @@ MODULE = {
     "current_app": "import your app where you need it; inside a task, current_job() names the job",
 }
 
+# ``app.X`` on a TaskForge (Celery's app methods and settings)
+APP = {
+    "AsyncResult": "app.job(job_id) gives the JobHandle of a job id (its .result(), .status(), .info())",
+    "GroupResult": "app.workflow(workflow_id) gives the WorkflowHandle of a group or chain",
+    "send_task": "app.send('proj.tasks.add', *args, **kwargs) queues a job by task name",
+    "conf": "settings are TaskForge(...) arguments (broker=, retention=...) and each task's own "
+    "(@app.task(queue=..., max_attempts=...)); the broker URL may come from TASKFORGE_BROKER_URL",
+    "config_from_object": "settings are TaskForge(...) arguments (broker=, retention=...); "
+    "the broker URL may come from TASKFORGE_BROKER_URL",
+    "autodiscover_tasks": "TaskForge('proj', include=['proj.tasks']) names the modules a worker imports",
+    "control": "there is no remote control: restart workers with other options (taskforge status shows them)",
+    "Task": "there are no Task subclasses: use @app.middleware and @app.on(event) hooks",
+}
+
 # ``handle.X`` on a JobHandle
 HANDLE = {
     "state": "handle.status() returns the JobState",
@@ -37,6 +51,23 @@ HANDLE = {
     "forget": "finished records vanish by themselves after the app's retention",
     "date_done": "handle.info().finished_at",
     "children": "workflows: chain(...) / group(...) return a WorkflowHandle",
+}
+
+# ``handle.X`` on a WorkflowHandle (what Celery's chain, group and chord calls return)
+WORKFLOW = {
+    "state": "handle.status() returns the WorkflowState",
+    "task_id": "handle.id is the workflow id",
+    "ready": "handle.status().finished says whether the workflow has finished",
+    "successful": "handle.status() is WorkflowState.SUCCEEDED",
+    "failed": "handle.status() is WorkflowState.DEAD",
+    "wait": "handle.result(timeout=...) (or .get(timeout=...)) waits for the value",
+    "join": "handle.result(timeout=...) (or .get(timeout=...)) gives a group's results as a list",
+    "revoke": "handle.cancel(): steps not started never run",
+    "forget": "finished records vanish by themselves after the app's retention",
+    "parent": "handle.info().steps lists every step's JobInfo, in order; app.job(step.id) is a step's JobHandle",
+    "children": "handle.info().steps lists every step's JobInfo, in order; app.job(step.id) is a step's JobHandle",
+    "results": "handle.info().steps lists every step's JobInfo, in order; app.job(step.id) is a step's JobHandle",
+    "completed_count": "handle.info().steps: count the steps whose state is JobState.SUCCEEDED",
 }
 
 # ``task.X`` on a Task, and ``current_job().X`` inside one

@@ -67,10 +67,10 @@ GET_OPTIONS = {
 }
 
 
-def _reject_get_options(method: str, options: Mapping[str, object]) -> None:
+def reject_get_options(method: str, options: Mapping[str, object], owner: str = "JobHandle") -> None:
     if options:
         hints = "; ".join(f"{name}=: {GET_OPTIONS.get(name, 'not an option of taskforge')}" for name in options)
-        raise TypeError(f"JobHandle.{method}(): {hints}")
+        raise TypeError(f"{owner}.{method}(): {hints}")
 
 
 class JobHandle(Generic[R]):
@@ -182,12 +182,12 @@ class JobHandle(Generic[R]):
         ``TypeError`` naming the taskforge way: a failed job always raises
         ``TaskFailed``, and the wait blocks on Redis rather than polling.
         """
-        _reject_get_options("get", celery_options)
+        reject_get_options("get", celery_options)
         return self.result(timeout)
 
     async def aget(self, timeout: float | None = None, **celery_options: NoReturn) -> R:
         """``get()``, awaited: ``aresult(timeout)``."""
-        _reject_get_options("aget", celery_options)
+        reject_get_options("aget", celery_options)
         return await self.aresult(timeout)
 
     if not TYPE_CHECKING:  # hidden from type checkers: a typo stays a static error

@@ -17,7 +17,7 @@ import pytest
 
 import taskforge
 from taskforge import JobState, Priority, Retry, SerializationError, TaskFailed, TaskForge, current_job
-from taskforge.celery_names import HANDLE, MODULE, OPTIONS, TASK
+from taskforge.celery_names import APP, HANDLE, MODULE, OPTIONS, TASK
 
 
 @pytest.fixture
@@ -247,6 +247,19 @@ def test_from_taskforge_import_async_result_names_app_job() -> None:
     for name in MODULE:
         with pytest.raises(ImportError, match="a Celery name"):
             getattr(taskforge, name)
+
+
+def test_celery_app_methods_name_the_taskforge_way(app: TaskForge, add) -> None:
+    with pytest.raises(AttributeError, match=r"TaskForge has no 'AsyncResult' \(a Celery name\): app\.job\(job_id\)"):
+        app.AsyncResult("some-id")  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError, match=r"app\.send\('proj\.tasks\.add', \*args, \*\*kwargs\)"):
+        app.send_task("add", args=(1, 2))  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError, match="object has no attribute 'sned'$"):
+        _ = app.sned  # type: ignore[attr-defined]
+    for name in APP:
+        with pytest.raises(AttributeError, match="a Celery name"):
+            getattr(app, name)
+    assert getattr(app, "conf", None) is None and not hasattr(app, "send_task")  # duck typing still works
 
 
 def test_handle_state_names_status(app: TaskForge, add) -> None:

@@ -213,12 +213,12 @@ def job_info(job_id: str, queue: str, fields: dict[bytes, bytes]) -> JobInfo:
         progress_message=_text(fields, Field.PROGRESS_MESSAGE),
         failure=failure,
         headers=decode_headers(fields.get(Field.HEADERS.key)) or {},
-        error_type=_error_type(fields, failure),
+        error_type=error_type_of(fields, failure),
         progress_meta=_meta(fields),
     )
 
 
-def _error_type(fields: dict[bytes, bytes], failure: FailureKind | None) -> str | None:
+def error_type_of(fields: dict[bytes, bytes], failure: FailureKind | None) -> str | None:
     """The stored class path; for a record written before there was one, the class its kind names."""
     stored = _text(fields, Field.ERROR_TYPE)
     if stored or failure is None or failure in (FailureKind.EXCEPTION, FailureKind.RETRY):

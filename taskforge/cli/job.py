@@ -101,7 +101,8 @@ def format_job(info: JobInfo) -> str:
         rows.append(("error_type", click.style(info.error_type, fg="red")))
     if info.error:
         rows.append(("error", click.style(info.error, fg="red")))
-    lines = [f"{click.style(name.ljust(13), bold=True)}{value}" for name, value in rows]
+    # one space at least: "progress meta" and header names are longer than the column
+    lines = [f"{click.style(name.ljust(12), bold=True)} {value}" for name, value in rows]
     if info.traceback:
         lines += [click.style("traceback", bold=True), info.traceback.rstrip()]
     return "\n".join(lines)

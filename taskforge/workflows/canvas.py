@@ -36,12 +36,20 @@ class Signature(Generic[R]):
         call = ", ".join([*map(repr, self.args), *(f"{k}={v!r}" for k, v in self.kwargs.items())])
         return f"{self.task.name}.{'si' if self.immutable else 's'}({call})"
 
-    def delay(self) -> JobHandle[R]:
-        """Send this call alone, as a plain job (not a workflow)."""
+    def delay(self, *partial_args: NoReturn, **partial_kwargs: NoReturn) -> JobHandle[R]:
+        """Send this call alone, as a plain job (not a workflow).
+
+        A signature is complete: Celery's partial call (``add.s(2).delay(4)``)
+        raises a ``TypeError`` naming the whole call to write instead.
+        """
+        if partial_args or partial_kwargs:
+            raise self._partial("delay", partial_args, partial_kwargs)
         return self.task.delay(*self.args, **self.kwargs)
 
-    async def adelay(self) -> JobHandle[R]:
+    async def adelay(self, *partial_args: NoReturn, **partial_kwargs: NoReturn) -> JobHandle[R]:
         """``delay()``, awaited."""
+        if partial_args or partial_kwargs:
+            raise self._partial("adelay", partial_args, partial_kwargs)
         return await self.task.adelay(*self.args, **self.kwargs)
 
     def __or__(self, other: Signature[Any] | Chain | Group | Chord) -> Chain:
@@ -49,6 +57,22 @@ class Signature(Generic[R]):
         return _pipe(self, other)
 
     # Celery's spellings with no taskforge equivalent: an error that names the way here.
+
+    def _partial(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TypeError:
+        """Celery prepends a partial call's arguments to the signature's; here the whole call is written once."""
+        whole = type(self)(self.task, (*args, *self.args), {**self.kwargs, **kwargs}, self.immutable)
+        return TypeError(
+            f"{self!r}.{method}(...) with arguments is Celery's partial call: a taskforge signature is complete, "
+            f"write {whole!r}.{method}() (or {self.task.name.rpartition('.')[2]}.{method}(...) with every argument)"
+        )
+
+    def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """Celery's ``sig()`` runs the task here and now: call the task itself for that."""
+        name = self.task.name.rpartition(".")[2]
+        raise TypeError(
+            f"{self!r}() is Celery's spelling: to run it here and now call the task itself, {name}(...); "
+            f"to queue it, {self!r}.delay()"
+        )
 
     def set(self, **options: Any) -> NoReturn:
         """Celery's ``sig.set(queue=...)``: a step's options come from its task here."""
@@ -108,6 +132,14 @@ def _not_callable(what: str) -> TypeError:
     )
 
 
+def _no_apply_async(what: str) -> TypeError:
+    return TypeError(
+        f"{what}(...).apply_async(...) is Celery's spelling: in taskforge send it with {what}(...).delay() "
+        f"(await {what}(...).adelay() in async code), which returns a WorkflowHandle; a step's options come from "
+        "its task: task.with_options(queue=..., priority=...).s(...)"
+    )
+
+
 class Chain:
     """Steps one after another: each starts once the one before it succeeded."""
 
@@ -140,6 +172,9 @@ class Chain:
 
     def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise _not_callable("chain")
+
+    def apply_async(self, *args: Any, **options: Any) -> NoReturn:
+        raise _no_apply_async("chain")
 
     def delay(self) -> WorkflowHandle[Any]:
         """Store the workflow and send its first steps; nothing is stored if an argument cannot travel."""
@@ -174,6 +209,9 @@ class Group:
 
     def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise _not_callable("group")
+
+    def apply_async(self, *args: Any, **options: Any) -> NoReturn:
+        raise _no_apply_async("group")
 
     def delay(self) -> WorkflowHandle[list[Any]]:
         from .launch import launch
@@ -227,6 +265,9 @@ class Chord:
     def delay(self) -> WorkflowHandle[Any]:
         """Store the workflow and send its header's members; the body runs once they all succeeded."""
         return self.as_chain().delay()
+
+    def apply_async(self, *args: Any, **options: Any) -> NoReturn:
+        raise _no_apply_async("chord")
 
     async def adelay(self) -> WorkflowHandle[Any]:
         """``delay()``, awaited."""

@@ -5,11 +5,12 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
-from ..broker.record import job_info
+from .. import celery_names
+from ..broker.record import error_type_of, job_info
 from ..errors import TaskFailed, WorkflowNotFound
-from ..handle import JobHandle, async_access
+from ..handle import JobHandle, async_access, reject_get_options
 from ..job import FailureKind, JobInfo, JobState, Priority, ms_to_datetime
 from ..serialization import loads
 from .aio_delivery import aact
@@ -176,6 +177,22 @@ class WorkflowHandle(Generic[R]):
                 return outcome(self.id, fields, (broker.read(*where) or {}) if where else {})  # type: ignore[no-any-return]
             broker.wait_workflow(self.id, self._time_left(deadline, timeout, state))
 
+    def get(self, timeout: float | None = None, **celery_options: NoReturn) -> R:
+        """``result(timeout)`` under Celery's name: a port's ``chord(...)(...).get()`` keeps working."""
+        reject_get_options("get", celery_options, "WorkflowHandle")
+        return self.result(timeout)
+
+    async def aget(self, timeout: float | None = None, **celery_options: NoReturn) -> R:
+        """``get()``, awaited: ``aresult(timeout)``."""
+        reject_get_options("aget", celery_options, "WorkflowHandle")
+        return await self.aresult(timeout)
+
+    if not TYPE_CHECKING:  # hidden from type checkers: a typo stays a static error
+
+        def __getattr__(self, name: str) -> Any:
+            """Only for names not found: Celery's (``state``, ``join``...) name the taskforge way."""
+            raise celery_names.attribute_error("WorkflowHandle", name, celery_names.WORKFLOW)
+
     def _time_left(self, deadline: float | None, timeout: float | None, state: WorkflowState) -> float:
         remaining = WAIT_SLICE if deadline is None else deadline - time.monotonic()
         if remaining <= 0:
@@ -262,7 +279,8 @@ def outcome(workflow: str, fields: dict[bytes, bytes], record: dict[bytes, bytes
     job = step_id(workflow, failed)
     spec: dict[str, Any] = loads(fields[f"spec:{failed}".encode()])  # type: ignore[assignment]
     kind = FailureKind.decode(_text(record, "failure"))
-    raise TaskFailed(job, state.value, error, _text(record, "traceback"), kind, task=spec["task"])
+    error_type = error_type_of(record, kind)  # Celery ports catch by it around a workflow's result too
+    raise TaskFailed(job, state.value, error, _text(record, "traceback"), kind, spec["task"], error_type)
 
 
 def _indices(fields: dict[bytes, bytes]) -> list[int]:

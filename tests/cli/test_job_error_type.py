@@ -44,4 +44,4 @@ def test_a_running_job_shows_its_progress_meta(cli_app: TaskForge, invoke) -> No
     assert data["progress_meta"] == {"done": 3, "total": 10, "raw": {"$bytes": "AA=="}}
     text = invoke("job", "cliapp:app", job.id).stdout
     assert "progress     30% fetching" in text
-    assert 'progress meta{"done": 3, "total": 10, "raw": {"$bytes": "AA=="}}' in text
+    assert 'progress meta {"done": 3, "total": 10, "raw": {"$bytes": "AA=="}}' in text

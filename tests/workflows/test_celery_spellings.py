@@ -7,18 +7,20 @@ result as the taskforge spelling it stands for.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from taskforge import TaskForge, WorkflowHandle, WorkflowState, chain, chord, group
+from taskforge import TaskFailed, TaskForge, WorkflowHandle, WorkflowState, chain, chord, group
+from taskforge.celery_names import WORKFLOW
 from taskforge.errors import ConfigurationError
 from taskforge.workflows.canvas import Chain
 
 from . import wfapp
 from .conftest import bound
-from .wfapp import add, ident, mul, total
+from .wfapp import add, ident, mul, refuse, total
 
 
 @pytest.fixture
@@ -98,6 +100,60 @@ def test_calling_a_chain_or_a_group_names_delay() -> None:
         chain(add.s(1, 2), mul.s(2))()
     with pytest.raises(TypeError, match=r"group\(\.\.\.\)\.delay\(\)"):
         group(add.s(1, 2), mul.s(1, 2))()
+
+
+def test_a_workflow_handle_gets_its_result_as_celery_spells_it(drained_app: TaskForge) -> None:
+    h = chord([add.s(i, i) for i in range(4)])(total.s())
+    drained_app.drain()
+    assert h.get(timeout=5) == 12 == h.result(timeout=5)
+    assert asyncio.run(h.aget(timeout=5)) == 12
+    with pytest.raises(TypeError, match=r"WorkflowHandle\.get\(\): propagate=: .* always raises TaskFailed"):
+        h.get(timeout=5, propagate=False)  # type: ignore[call-arg]
+
+
+def test_celery_result_names_on_a_workflow_handle_name_the_taskforge_way(drained_app: TaskForge) -> None:
+    h = chain(add.s(1, 2), mul.s(2)).delay()
+    with pytest.raises(AttributeError, match=r"WorkflowHandle has no 'state' \(a Celery name\): handle\.status\(\)"):
+        _ = h.state  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError, match="object has no attribute 'stat'$"):
+        _ = h.stat  # type: ignore[attr-defined]
+    for name in WORKFLOW:
+        with pytest.raises(AttributeError, match="a Celery name"):
+            getattr(h, name)
+
+
+def test_a_dead_workflow_raises_taskfailed_with_the_steps_error_type(drained_app: TaskForge) -> None:
+    h = (add.s(1, 2) | refuse.s() | mul.s(2)).delay()
+    drained_app.drain()
+    with pytest.raises(TaskFailed) as caught:
+        h.result(timeout=5)
+    assert (caught.value.error_type, caught.value.task) == ("builtins.ValueError", refuse.name)
+    with pytest.raises(TaskFailed) as awaited:
+        asyncio.run(h.aresult(timeout=5))
+    assert awaited.value.error_type == "builtins.ValueError"
+
+
+def test_apply_async_of_a_chain_group_or_chord_names_delay() -> None:
+    for what, sendable in [
+        ("chain", chain(add.s(1, 2), mul.s(2))),
+        ("group", group(add.s(1, 2), mul.s(1, 2))),
+        ("chord", chord([add.s(1, 2)], total.s())),
+    ]:
+        with pytest.raises(TypeError, match=rf"{what}\(\.\.\.\)\.apply_async\(\.\.\.\) .* {what}\(\.\.\.\)\.delay\(\)"):
+            sendable.apply_async()
+
+
+def test_a_signature_called_or_given_more_arguments_names_the_whole_call(drained_app: TaskForge) -> None:
+    with pytest.raises(TypeError, match=r"call the task itself, add\(\.\.\.\)"):
+        add.s(1, 2)()
+    with pytest.raises(
+        TypeError, match=r"Celery's partial call: .* write tests\.workflows\.wfapp\.add\.s\(4, 2\)\.delay"
+    ):
+        add.s(2).delay(4)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"add\.s\(2, y=4\)\.adelay\(\)"):
+        asyncio.run(add.s(2).adelay(y=4))  # type: ignore[arg-type]
+    assert drained_app.drain() == []  # nothing was stored
+    assert add.s(1, 2).delay().id
 
 
 def test_celery_signature_spellings_name_the_taskforge_way() -> None:
