@@ -104,9 +104,13 @@ class AsyncWorkflowStore:
         with broker_errors(self.url):
             await self.client.zrem(WORKFLOW_RESUMING, workflow)
 
-    async def replan_steps(self, queue: str, workflow: str, on_failure: str, job_ids: Sequence[str]) -> list[str]:
+    async def replan_steps(
+        self, queue: str, workflow: str, on_failure: str, phase: str, job_ids: Sequence[str]
+    ) -> list[str]:
         """``WorkflowStore.replan_steps``."""
-        call = calls.replan_steps(QueueKeys(queue), workflow=workflow, on_failure=on_failure, job_ids=job_ids)
+        call = calls.replan_steps(
+            QueueKeys(queue), workflow=workflow, on_failure=on_failure, phase=phase, job_ids=job_ids
+        )
         async with self.guard(queue):
             return await self.run(call)
 

@@ -224,9 +224,12 @@ def cancel_steps(q: QueueKeys, *, workflow: str, retention_ms: int, job_ids: Seq
     return ScriptCall("cancel_steps", q, [workflow, retention_ms, *job_ids], int)
 
 
-def replan_steps(q: QueueKeys, *, workflow: str, on_failure: str, job_ids: Sequence[str]) -> ScriptCall[list[str]]:
-    """A resumed workflow's steps on this queue made ready to go again: the ids moved back to pending."""
-    return ScriptCall("replan_steps", q, [workflow, on_failure, *job_ids], replies.decode_ids)
+def replan_steps(
+    q: QueueKeys, *, workflow: str, on_failure: str, phase: str, job_ids: Sequence[str]
+) -> ScriptCall[list[str]]:
+    """A resumed workflow's steps on this queue made ready to go again, in two phases ('drop' the
+    records its death left, then 'revive' its dead steps): the ids moved back to pending."""
+    return ScriptCall("replan_steps", q, [workflow, on_failure, phase, *job_ids], replies.decode_ids)
 
 
 def workflow_create(w: WorkflowKeys, *, steps: int, fields: Sequence[tuple[str, bytes | str]]) -> ScriptCall[bool]:

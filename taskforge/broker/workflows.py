@@ -252,9 +252,11 @@ class WorkflowStore:
         with self.guard(queue):
             return self.scripts.run(call)
 
-    def replan_steps(self, queue: str, workflow: str, on_failure: str, job_ids: Sequence[str]) -> list[str]:
+    def replan_steps(self, queue: str, workflow: str, on_failure: str, phase: str, job_ids: Sequence[str]) -> list[str]:
         """``replan_steps``: a resumed workflow's steps on ``queue`` may go again; the ids moved to pending."""
-        call = calls.replan_steps(QueueKeys(queue), workflow=workflow, on_failure=on_failure, job_ids=job_ids)
+        call = calls.replan_steps(
+            QueueKeys(queue), workflow=workflow, on_failure=on_failure, phase=phase, job_ids=job_ids
+        )
         with self.guard(queue):
             return self.scripts.run(call)
 

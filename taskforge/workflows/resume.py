@@ -3,9 +3,10 @@
 The workflow's record becomes running in one script of its own slot
 (``workflow_resume``): its dead steps are open again and every step waits
 again for the open steps before it. The steps' records live in their queues'
-slots, so they follow: the dead steps go back in line, the records its death
-left for the steps it cancelled are dropped (``replan_steps``), and the steps
-free to go are sent under their fixed ids. A mark in the index comes first
+slots, so they follow: the records its death left for the steps it
+cancelled are dropped (``replan_steps`` 'drop'), the steps free to go are
+sent under their fixed ids, and last the dead steps go back in line
+('revive'), so a step that dies again at once stops steps already stored. A mark in the index comes first
 and goes last: a process that dies half way leaves it, and the reconciler
 does the same idempotent work again (``resume(..., finish=True)``). A
 resume waits until the death is settled (its steps in flight stopped by
@@ -48,8 +49,9 @@ def resume(broker: Broker, workflow: str, finish: bool = False) -> ResumeReply:
         reply = broker.resume_workflow(workflow, finish)
     if reply.before == "dead" or (finish and reply.before == "running"):
         broker.list_running(workflow)
-        replan(broker, workflow, reply)
+        replan(broker, workflow, reply, "drop")
         send(broker, workflow, reply.ready)
+        replan(broker, workflow, reply, "revive")
         if reply.before == "dead":
             log.info("workflow %s resumed: %d steps free to go", workflow, len(reply.ready))
     broker.workflow_resumed(workflow)
@@ -65,9 +67,12 @@ async def aresume(broker: AsyncBroker, workflow: str) -> ResumeReply:
         reply = await broker.resume_workflow(workflow)
     if reply.before == "dead":
         await broker.list_running(workflow)
-        for queue, on_failure, ids in replan_calls(workflow, reply):
-            await broker.replan_steps(queue, workflow, on_failure, ids)
+        replans = replan_calls(workflow, reply)
+        for queue, on_failure, ids in replans:  # as replan(): drop, send, then revive
+            await broker.replan_steps(queue, workflow, on_failure, "drop", ids)
         await asend(broker, workflow, reply.ready)
+        for queue, on_failure, ids in replans:
+            await broker.replan_steps(queue, workflow, on_failure, "revive", ids)
     await broker.workflow_resumed(workflow)
     return reply
 
@@ -105,10 +110,17 @@ async def asettle_first(broker: AsyncBroker, workflow: str) -> None:
     await aact(broker, workflow, reply._replace(ready=[]), "dead")
 
 
-def replan(broker: Broker, workflow: str, reply: ResumeReply) -> None:
-    """Make the records of the steps free to go ready for them, queue by queue."""
+def replan(broker: Broker, workflow: str, reply: ResumeReply, phase: str) -> None:
+    """Make the records of the steps free to go ready for them, queue by queue.
+
+    'drop' (the records the death left, so that the send stores those steps
+    again) runs everywhere before the send, and 'revive' (the dead steps back
+    in line) after it: a revived step that dies again at once must find every
+    step its death stops already stored, or a step sent after that stop
+    would wait, orphaned, in a dead workflow.
+    """
     for queue, on_failure, ids in replan_calls(workflow, reply):
-        broker.replan_steps(queue, workflow, on_failure, ids)
+        broker.replan_steps(queue, workflow, on_failure, phase, ids)
 
 
 def replan_calls(workflow: str, reply: ResumeReply) -> list[tuple[str, str, list[str]]]:

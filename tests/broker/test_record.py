@@ -24,6 +24,7 @@ NOT_FIELDS = {
     "gone",  # workflow scripts' reply: no such workflow
     "failed_step", "on_failure", "settled", "steps",  # fields of a workflow's record (workflows/handle.py reads them)
     "ending",  # workflow_resume's reply: dead, but its death is not settled yet
+    "drop", "revive",  # replan_steps' phases
 }  # fmt: skip
 
 

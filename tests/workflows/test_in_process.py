@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from taskforge import JobState, TaskFailed, TaskForge, WorkflowState, chain, group
+from taskforge.workflows import resume as resume_module
 from taskforge.workflows.canvas import Chain
 
 from . import wfapp
@@ -146,3 +148,30 @@ def test_app_job_retry_of_a_plain_dead_job_runs_it_again(drained_app: TaskForge)
     assert handle.status() is JobState.PENDING
     drained_app.drain()
     assert handle.status() is JobState.SUCCEEDED
+
+
+def test_a_resume_sends_the_steps_free_to_go_before_its_dead_steps_can_run_again(
+    drained_app: TaskForge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A revived step that died again before the resume's send would stop nothing, and the
+    step sent after that stop would wait, orphaned, in a dead workflow: so the dead steps go
+    back in line only after the send."""
+    key = f"order-{id(drained_app)}-{drained_app.broker.url}"
+    h = chain(add.s(1, 2), group(refuse_until.s(key), mul.s(2)), total.s()).delay()
+    drained_app.drain()
+    assert h.status() is WorkflowState.DEAD
+    failing = f"{h.id}.1"
+    states_at_send: list[JobState] = []
+    real_send = resume_module.send
+
+    def watching_send(broker: Any, workflow: str, steps: Any, *rest: Any) -> None:
+        states_at_send.append(drained_app.job(failing).status())
+        real_send(broker, workflow, steps, *rest)
+
+    monkeypatch.setattr(resume_module, "send", watching_send)
+    FIXED.add(key)
+    assert h.retry() is True
+    assert states_at_send == [JobState.DEAD]  # not yet runnable while the others are sent
+    assert drained_app.job(failing).status() is JobState.PENDING
+    drained_app.drain()
+    assert h.result(timeout=0) == 9

@@ -3,7 +3,11 @@
 -- ARGV[1] prefix          the queue's key prefix
 -- ARGV[2] workflow        the workflow's id: only records of its own steps are touched
 -- ARGV[3] on_failure      '' or the id of its on_failure step, when on this queue
--- ARGV[4..] job_ids       its steps free to go (workflow_resume's replan), on this queue
+-- ARGV[4] phase           'drop': the records its death left; 'revive': its dead steps
+-- ARGV[5..] job_ids       its steps free to go (workflow_resume's replan), on this queue
+-- The client runs 'drop' on every queue and sends the steps free to go before it
+-- runs 'revive' anywhere: a revived step that dies again at once then finds every
+-- step its death must stop already stored, so none is sent after that stop.
 -- A dead step goes back to pending with a fresh set of attempts, as retry_dead
 -- moves it.  A step its workflow's death cancelled (cancel_steps: a cancelled
 -- record with no report in the outbox) is dropped, so the client's send, which
@@ -19,24 +23,25 @@ local function drop(id, jk)
   redis.call('HDEL', outbox, id)
   redis.call('DEL', jk, PREFIX .. 'done:' .. id)
 end
-if ARGV[3] ~= '' then
+local revive = ARGV[4] == 'revive'
+if ARGV[3] ~= '' and not revive then
   local jk = job_key(ARGV[3])
   local f = redis.pcall('HMGET', jk, 'state', 'workflow')
   if type(f) == 'table' and f[2] == workflow and (f[1] == 'succeeded' or f[1] == 'dead' or f[1] == 'cancelled') then
     drop(ARGV[3], jk)
   end
 end
-if #ARGV > 3 then
+if #ARGV > 4 then
   need_zsets(PENDING, DEAD)
   need_seq()
   need_limits()
 end
-for i = 4, #ARGV do
+for i = 5, #ARGV do
   local id = ARGV[i]
   local jk = job_key(id)
   local f = redis.pcall('HMGET', jk, 'state', 'workflow')
   if type(f) == 'table' and f[2] == workflow then
-    if f[1] == 'dead' then
+    if f[1] == 'dead' and revive then
       redis.call('ZREM', DEAD, id)
       redis.call('PERSIST', jk)
       redis.call('HSET', jk, 'attempts', 0)
@@ -45,7 +50,7 @@ for i = 4, #ARGV do
       redis.call('HDEL', outbox, id)  -- its death was counted; it reports again when it ends
       make_pending(id, jk)
       moved[#moved + 1] = id
-    elseif f[1] == 'cancelled' and redis.call('HEXISTS', outbox, id) == 0 then
+    elseif f[1] == 'cancelled' and not revive and redis.call('HEXISTS', outbox, id) == 0 then
       drop(id, jk)
     end
   end
