@@ -36,7 +36,14 @@ def _stop_before_start(_signum: int, _frame: object) -> None:
     raise SystemExit(0)
 
 
+def _celery_app_option(_ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    """Celery's ``-A proj``: taskforge takes the app as the worker's first argument."""
+    if value is not None:
+        raise click.UsageError(f"-A is Celery's; name the app first: taskforge worker {value}:app (module:attribute)")
+
+
 @click.command()
+@click.option("-A", "--app", "celery_app", hidden=True, is_eager=True, expose_value=False, callback=_celery_app_option)
 @click.argument("app")
 @click.option(
     "-c", "--concurrency", type=click.IntRange(min=1), default=None, help="Child processes (default: CPU count)."
