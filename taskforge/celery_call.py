@@ -40,8 +40,12 @@ def celery_call(
             f"{task}.apply_async(): countdown= and eta= together; give one (countdown is apply_in, eta is apply_at)"
         )
     timing: dict[str, int] = {}
-    if countdown is not None:
-        timing["delay_ms"] = delay_ms(countdown)
-    elif eta is not None:
-        timing["due_ms"] = due_ms(eta)
+    try:
+        if countdown is not None:
+            timing["delay_ms"] = delay_ms(countdown)
+        elif eta is not None:
+            timing["due_ms"] = due_ms(eta)
+    except ConfigurationError as exc:  # its words name apply_in/apply_at: say which argument of this call
+        given = "countdown" if countdown is not None else "eta"
+        raise ConfigurationError(f"{task}.apply_async({given}=...): {exc}") from None
     return tuple(args), dict(kwargs), timing

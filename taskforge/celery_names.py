@@ -116,6 +116,14 @@ OPTIONS = {
     "typing": "calls are always checked against the function's signature before they are stored",
 }
 
+# keyword options of Celery's ``AsyncResult.get(...)``, refused by ``JobHandle.get`` and ``WorkflowHandle.get``
+GET = {
+    "propagate": "a dead or cancelled job always raises TaskFailed; catch it (its error_type names the class)",
+    "interval": "result() blocks on Redis until the job ends; there is no polling interval",
+    "disable_sync_subtasks": "waiting inside a task is allowed; prefer chain(...) to waiting",
+    "follow_parents": "workflows: WorkflowHandle.result() waits for the whole chain",
+}
+
 
 def _message(where: str, name: str, table: Mapping[str, str]) -> str:
     return f"{where} has no {name!r} (a Celery name): {table[name]}"
@@ -151,3 +159,10 @@ def reject_options(where: str, options: Mapping[str, object]) -> None:
     if unknown:
         parts.append(f"unexpected keyword argument(s) {', '.join(map(repr, unknown))}")
     raise TypeError(f"{where}: " + "; ".join(parts))
+
+
+def reject_get_options(where: str, options: Mapping[str, object]) -> None:
+    """TypeError for keyword options of ``get()``/``aget()``, naming the taskforge way for Celery's."""
+    if options:
+        hints = "; ".join(f"{name}=: {GET.get(name, 'not an option of taskforge')}" for name in options)
+        raise TypeError(f"{where}: {hints}")

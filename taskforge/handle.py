@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar, cast
 
 from . import celery_names
@@ -57,20 +56,6 @@ def time_left(job_id: str, deadline: float | None, timeout: float | None, state:
     if remaining <= 0:
         raise TimeoutError(f"job {job_id} did not finish within {timeout} s (state: {state})")
     return min(remaining, WAIT_SLICE)
-
-
-GET_OPTIONS = {
-    "propagate": "a dead or cancelled job always raises TaskFailed; catch it (its error_type names the class)",
-    "interval": "result() blocks on Redis until the job ends; there is no polling interval",
-    "disable_sync_subtasks": "waiting inside a task is allowed; prefer chain(...) to waiting",
-    "follow_parents": "workflows: WorkflowHandle.result() waits for the whole chain",
-}
-
-
-def reject_get_options(method: str, options: Mapping[str, object], owner: str = "JobHandle") -> None:
-    if options:
-        hints = "; ".join(f"{name}=: {GET_OPTIONS.get(name, 'not an option of taskforge')}" for name in options)
-        raise TypeError(f"{owner}.{method}(): {hints}")
 
 
 class JobHandle(Generic[R]):
@@ -182,12 +167,12 @@ class JobHandle(Generic[R]):
         ``TypeError`` naming the taskforge way: a failed job always raises
         ``TaskFailed``, and the wait blocks on Redis rather than polling.
         """
-        reject_get_options("get", celery_options)
+        celery_names.reject_get_options("JobHandle.get()", celery_options)
         return self.result(timeout)
 
     async def aget(self, timeout: float | None = None, **celery_options: NoReturn) -> R:
         """``get()``, awaited: ``aresult(timeout)``."""
-        reject_get_options("aget", celery_options)
+        celery_names.reject_get_options("JobHandle.aget()", celery_options)
         return await self.aresult(timeout)
 
     if not TYPE_CHECKING:  # hidden from type checkers: a typo stays a static error

@@ -103,6 +103,17 @@ def test_apply_async_refuses_bad_args_countdown_and_eta_together(app: TaskForge,
     assert app.drain() == []
 
 
+def test_apply_async_names_countdown_or_eta_in_a_bad_value(app: TaskForge, add) -> None:
+    """The error says which argument of apply_async was wrong, not only apply_in/apply_at's words."""
+    with pytest.raises(ValueError, match=r"add\.apply_async\(countdown=\.\.\.\): apply_in\(\) needs a timedelta"):
+        add.apply_async((1,), countdown="soon")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"add\.apply_async\(eta=\.\.\.\): apply_at\(\) needs a datetime"):
+        add.apply_async((1,), eta="tomorrow")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"add\.apply_async\(countdown=\.\.\.\): .*~100 years"):
+        asyncio.run(add.aapply_async((1,), countdown=1e12))
+    assert app.drain() == []
+
+
 # -- error_type, Retry(exc=), SystemExit ---------------------------------------
 
 

@@ -17,10 +17,10 @@ from ..errors import BrokerUnavailable
 from . import calls
 from .aio_connection import wait_for_list
 from .calls import ScriptCall
-from .connection import broker_errors, redact
+from .connection import broker_errors
 from .keys import WORKFLOW_LAUNCHING, WORKFLOW_RESUMING, WORKFLOW_STATES, QueueKeys, WorkflowKeys, workflow_index
 from .replies import ResumeReply, WorkflowReply
-from .scripts import REPLICA_WAIT_MS
+from .workflows import replica_missed
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -55,15 +55,10 @@ class AsyncWorkflowStore:
             pipe.zadd(workflow_index("running"), {workflow: now})
             await pipe.execute()
             call = calls.workflow_create(WorkflowKeys(workflow), steps=steps, fields=fields)
-            if not self.replicated:
+            if self.replicated:
+                await self._replicated(call, "the workflow")
+            else:
                 await self.run(call)
-                return
-            _, acked = await self.write(call)
-        if acked == 0:
-            raise BrokerUnavailable(
-                f"the workflow was written to the master at {redact(self.url)} but no replica confirmed it "
-                f"within {REPLICA_WAIT_MS} ms (durability='replicated'); it will be sent again"
-            )
 
     async def workflow_launched(self, workflow: str) -> None:
         with broker_errors(self.url):
@@ -82,15 +77,9 @@ class AsyncWorkflowStore:
         """``WorkflowStore.resume_workflow``."""
         call = calls.workflow_resume(WorkflowKeys(workflow), finish=finish)
         with broker_errors(self.url):
-            if not self.replicated:
-                return await self.run(call)
-            reply, acked = await self.write(call)
-        if acked == 0:
-            raise BrokerUnavailable(
-                f"the resume of a workflow was written to the master at {redact(self.url)} but no replica "
-                f"confirmed it within {REPLICA_WAIT_MS} ms (durability='replicated'); it will be done again"
-            )
-        return reply
+            if self.replicated:
+                return await self._replicated(call, "the resume of a workflow", "done")
+            return await self.run(call)
 
     async def list_running(self, workflow: str) -> None:
         """``WorkflowStore.list_running``."""
@@ -125,14 +114,15 @@ class AsyncWorkflowStore:
             WorkflowKeys(workflow), step=step, state=state, result=result, error=error, retention_ms=self.retention_ms
         )
         with broker_errors(self.url):
-            if not self.replicated:
-                return await self.run(call)
-            reply, acked = await self.write(call)
+            if self.replicated:
+                return await self._replicated(call, "a workflow report")
+            return await self.run(call)
+
+    async def _replicated(self, call: ScriptCall[T], what: str, again: str = "sent") -> T:
+        """``WorkflowStore._replicated``, awaited: run a workflow script and wait for a replica, or raise."""
+        reply, acked = await self.write(call)
         if acked == 0:
-            raise BrokerUnavailable(
-                f"a workflow report was written to the master at {redact(self.url)} but no replica confirmed "
-                f"it within {REPLICA_WAIT_MS} ms (durability='replicated'); it will be sent again"
-            )
+            raise BrokerUnavailable(replica_missed(what, self.url, again))
         return reply
 
     async def settle_workflow(self, workflow: str, state: str) -> None:

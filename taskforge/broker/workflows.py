@@ -138,19 +138,17 @@ class WorkflowStore:
                 return self.scripts.run_each(batch)
             return [self._replicated(call, "a workflow report") for call in batch]
 
-    def _replicated(self, call: ScriptCall[T], what: str) -> T:
+    def _replicated(self, call: ScriptCall[T], what: str, again: str = "sent") -> T:
         """Run a workflow script and wait for a replica (durability="replicated"), or raise.
 
         A report whose count a failover loses must stay in its outbox for the
         reconciler to deliver again (delivering twice counts once); raising
-        here keeps it there.
+        here keeps it there. A resume's mark stays likewise, and the
+        reconciler does it again (``again="done"``).
         """
         reply, acked = self.scripts.write(call)
         if acked == 0:
-            raise BrokerUnavailable(
-                f"{what} was written to the master at {redact(self.url)} but no replica confirmed it "
-                f"within {REPLICA_WAIT_MS} ms (durability='replicated'); it will be sent again"
-            )
+            raise BrokerUnavailable(replica_missed(what, self.url, again))
         return reply
 
     def mark_resuming(self, workflow: str) -> None:
@@ -163,7 +161,7 @@ class WorkflowStore:
         call = calls.workflow_resume(WorkflowKeys(workflow), finish=finish)
         with broker_errors(self.url):
             if self.scripts.replicated:
-                return self._replicated(call, "the resume of a workflow")
+                return self._replicated(call, "the resume of a workflow", "done")
             return self.scripts.run(call)
 
     def list_running(self, workflow: str) -> None:
@@ -324,3 +322,11 @@ class WorkflowStore:
         with broker_errors(self.url):
             raw = self.client.zrevrange(workflow_index(state), 0, limit - 1)
         return [w.decode() for w in raw]
+
+
+def replica_missed(what: str, url: str, again: str) -> str:
+    """The ``BrokerUnavailable`` message when no replica confirmed a workflow script's write in time."""
+    return (
+        f"{what} was written to the master at {redact(url)} but no replica confirmed it "
+        f"within {REPLICA_WAIT_MS} ms (durability='replicated'); it will be {again} again"
+    )

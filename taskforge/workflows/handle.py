@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 from .. import celery_names
 from ..broker.record import error_type_of, job_info
 from ..errors import TaskFailed, WorkflowNotFound
-from ..handle import JobHandle, async_access, reject_get_options
+from ..handle import JobHandle, async_access
 from ..job import FailureKind, JobInfo, JobState, Priority, ms_to_datetime
 from ..serialization import loads
 from .aio_delivery import aact
@@ -179,12 +179,12 @@ class WorkflowHandle(Generic[R]):
 
     def get(self, timeout: float | None = None, **celery_options: NoReturn) -> R:
         """``result(timeout)`` under Celery's name: a port's ``chord(...)(...).get()`` keeps working."""
-        reject_get_options("get", celery_options, "WorkflowHandle")
+        celery_names.reject_get_options("WorkflowHandle.get()", celery_options)
         return self.result(timeout)
 
     async def aget(self, timeout: float | None = None, **celery_options: NoReturn) -> R:
         """``get()``, awaited: ``aresult(timeout)``."""
-        reject_get_options("aget", celery_options, "WorkflowHandle")
+        celery_names.reject_get_options("WorkflowHandle.aget()", celery_options)
         return await self.aresult(timeout)
 
     if not TYPE_CHECKING:  # hidden from type checkers: a typo stays a static error

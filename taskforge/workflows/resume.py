@@ -67,12 +67,9 @@ async def aresume(broker: AsyncBroker, workflow: str) -> ResumeReply:
         reply = await broker.resume_workflow(workflow)
     if reply.before == "dead":
         await broker.list_running(workflow)
-        replans = replan_calls(workflow, reply)
-        for queue, on_failure, ids in replans:  # as replan(): drop, send, then revive
-            await broker.replan_steps(queue, workflow, on_failure, "drop", ids)
+        await areplan(broker, workflow, reply, "drop")
         await asend(broker, workflow, reply.ready)
-        for queue, on_failure, ids in replans:
-            await broker.replan_steps(queue, workflow, on_failure, "revive", ids)
+        await areplan(broker, workflow, reply, "revive")
     await broker.workflow_resumed(workflow)
     return reply
 
@@ -121,6 +118,12 @@ def replan(broker: Broker, workflow: str, reply: ResumeReply, phase: str) -> Non
     """
     for queue, on_failure, ids in replan_calls(workflow, reply):
         broker.replan_steps(queue, workflow, on_failure, phase, ids)
+
+
+async def areplan(broker: AsyncBroker, workflow: str, reply: ResumeReply, phase: str) -> None:
+    """``replan()``, awaited."""
+    for queue, on_failure, ids in replan_calls(workflow, reply):
+        await broker.replan_steps(queue, workflow, on_failure, phase, ids)
 
 
 def replan_calls(workflow: str, reply: ResumeReply) -> list[tuple[str, str, list[str]]]:

@@ -121,6 +121,18 @@ local function make_pending(id, jk)
   redis.call('ZADD', pending_key(jk), pending_score(redis.call('HGET', jk, 'priority'), seq), id)
 end
 
+-- A dead job back at the back of its line with a fresh set of attempts
+-- (retry_dead, and replan_steps reviving a resumed workflow's dead step): its
+-- record stops expiring, and a leftover done list, which would make every
+-- result() wait return at once, goes.  The caller has taken it off DEAD.
+local function revive_dead(id, jk)
+  redis.call('PERSIST', jk)
+  redis.call('HSET', jk, 'attempts', 0)
+  redis.call('HDEL', jk, 'finished_at', 'result', 'waiting', 'abort')
+  redis.call('UNLINK', PREFIX .. 'done:' .. id)
+  make_pending(id, jk)
+end
+
 -- Put a job back where it stood in line (its original sequence number), for
 -- jobs that were taken but not run to the end through no fault of their own.
 -- A junk seq field takes a new place at the back.

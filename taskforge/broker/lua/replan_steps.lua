@@ -9,8 +9,8 @@
 -- runs 'revive' anywhere: a revived step that dies again at once then finds every
 -- step its death must stop already stored, so none is sent after that stop.
 -- A dead step goes back to pending with a fresh set of attempts, as retry_dead
--- moves it.  A step its workflow's death cancelled (cancel_steps: a cancelled
--- record with no report in the outbox) is dropped, so the client's send, which
+-- moves it (revive_dead).  A step its workflow's death cancelled (cancel_steps:
+-- a cancelled record with no report in the outbox) is dropped, so the client's send, which
 -- follows, stores it again; a step a hand cancelled still has its report in the
 -- outbox and is left alone, as is every record not dead or cancelled (a running
 -- group member finishes and reports).  A finished on_failure step is dropped,
@@ -43,12 +43,8 @@ for i = 5, #ARGV do
   if type(f) == 'table' and f[2] == workflow then
     if f[1] == 'dead' and revive then
       redis.call('ZREM', DEAD, id)
-      redis.call('PERSIST', jk)
-      redis.call('HSET', jk, 'attempts', 0)
-      redis.call('HDEL', jk, 'finished_at', 'result', 'waiting', 'abort')
-      redis.call('UNLINK', PREFIX .. 'done:' .. id)
       redis.call('HDEL', outbox, id)  -- its death was counted; it reports again when it ends
-      make_pending(id, jk)
+      revive_dead(id, jk)
       moved[#moved + 1] = id
     elseif f[1] == 'cancelled' and not revive and redis.call('HEXISTS', outbox, id) == 0 then
       drop(id, jk)
