@@ -235,6 +235,7 @@ class WorkflowHandle(Generic[R]):
         reply = await aresume(async_access(self.app).async_broker(), self.id)
         if reply.before == "gone":
             raise self._missing()
+        self._sent_again(reply)
         return reply.before == "dead"
 
     async def aresult(self, timeout: float | None = None) -> R:

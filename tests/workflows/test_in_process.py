@@ -108,6 +108,17 @@ def test_eager_mode_runs_a_resumed_workflow_inside_retry(taskforge_app: Callable
     assert h.result(timeout=0) == 6
 
 
+def test_eager_mode_runs_a_resumed_workflow_inside_aretry(taskforge_app: Callable[..., TaskForge]) -> None:
+    app = taskforge_app(add.app, eager=True)
+    key = f"eager-async-{id(app)}"
+    h = chain(add.s(1, 2), refuse_until.s(key), mul.s(2)).delay()
+    assert h.status() is WorkflowState.DEAD
+    FIXED.add(key)
+    assert asyncio.run(h.aretry()) is True  # as retry(): the app hears of the steps sent again
+    assert h.status() is WorkflowState.SUCCEEDED
+    assert h.result(timeout=0) == 6
+
+
 def test_eager_switched_on_by_hand_on_real_redis(redis_url: str) -> None:
     with bound(wfapp.app, redis_url) as app:
         app.eager = True
