@@ -24,7 +24,7 @@ if _typing.TYPE_CHECKING:
     from .handle import JobHandle
     from .job import JobInfo, JobState, Priority
     from .task import Task
-    from .workflows.canvas import Signature, chain, group
+    from .workflows.canvas import Signature, chain, chord, group
     from .workflows.handle import WorkflowHandle, WorkflowInfo, WorkflowState
 
 # Loaded on first use rather than at import: these pull in redis-py and msgpack
@@ -41,6 +41,7 @@ _LAZY = {
     "Task": "task",
     "Signature": "workflows.canvas",
     "chain": "workflows.canvas",
+    "chord": "workflows.canvas",
     "group": "workflows.canvas",
     "WorkflowHandle": "workflows.handle",
     "WorkflowInfo": "workflows.handle",
@@ -51,7 +52,9 @@ _LAZY = {
 def __getattr__(name: str) -> _typing.Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'taskforge' has no attribute {name!r}")
+        from .celery_names import module_error  # Celery's names (AsyncResult...) say what to use instead
+
+        raise module_error(name) or AttributeError(f"module 'taskforge' has no attribute {name!r}")
     from . import app, context, handle, job, task  # one import loads them all anyway
     from .workflows import canvas
     from .workflows import handle as workflow_handle
@@ -95,6 +98,7 @@ __all__ = [
     "WorkflowState",
     "__version__",
     "chain",
+    "chord",
     "current_job",
     "errors",
     "group",

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar, overload
 
+from . import celery_names
 from .broker.aio_loops import LoopBrokers
 from .broker.connection import connect, redact, resolve_url
 from .broker.queue import Broker
+from .celery_names import reject_options
 from .errors import ConfigurationError, JobNotFound
 from .handle import JobHandle
 from .hooks import Event, Hooks, Middleware
 from .job import BackoffPolicy, JobInfo, Priority
+from .loader import module_names
 from .periodic import Schedule
 from .sending import SendHook, check_hook
 from .task import Task, TaskOptions
@@ -54,6 +57,7 @@ class TaskForge:
         dead_retention: timedelta | float = timedelta(days=7),
         durability: str = "async",
         max_job_size: int = DEFAULT_MAX_JOB_SIZE,
+        include: Sequence[str] = (),
     ) -> None:
         if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 0:
             raise ConfigurationError(f"max_size={max_size!r}: use a whole number >= 0 (0: unbounded)")
@@ -62,6 +66,8 @@ class TaskForge:
         if durability not in DURABILITY:
             raise ConfigurationError(f"durability={durability!r}: use one of {', '.join(DURABILITY)}")
         self.name = name
+        # Modules a worker imports at start (Celery's include=): where the tasks are defined.
+        self.include = module_names(include)
         self.url = resolve_url(broker)
         self.max_size = max_size
         self.max_job_size = max_job_size
@@ -199,12 +205,15 @@ class TaskForge:
         dont_retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
         soft_timeout: float | None = None,
         expires: float | timedelta | datetime | None = None,
+        **celery_options: NoReturn,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function as a task: ``@app.task`` or ``@app.task(priority="high", ...)``.
 
         Every option is checked here, so a typo fails at import time rather
-        than in a worker at 3 a.m.
+        than in a worker at 3 a.m.; Celery's options (``bind=True``...) raise
+        ``TypeError`` naming the taskforge way.
         """
+        reject_options("@app.task", celery_options)
         options = TaskOptions.build(
             queue=queue,
             priority=priority,
@@ -369,6 +378,12 @@ class TaskForge:
         if not isinstance(job_id, str) or not job_id:
             raise ConfigurationError(f"job id {job_id!r}: use the id string a JobHandle gave you")
         return JobHandle(self, job_id)
+
+    if not TYPE_CHECKING:  # hidden from type checkers: a typo stays a static error
+
+        def __getattr__(self, name: str) -> Any:
+            """Only for names not found: Celery's (``AsyncResult``, ``send_task``...) name the taskforge way."""
+            raise celery_names.attribute_error("TaskForge", name, celery_names.APP)
 
 
 def _no_queue_holds(job_id: str, queues: list[str]) -> JobNotFound:

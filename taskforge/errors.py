@@ -9,8 +9,14 @@ Catch ``TaskforgeError`` to handle them all::
     ├── CorruptPayload              bytes in Redis that are not a taskforge payload
     ├── CorruptQueue                a queue's fixed keys were overwritten; names the key
     ├── UnknownTask                 a job names a task the worker does not know
-    ├── TaskFailed                  the job is dead; carries the remote error and traceback
+    ├── TaskFailed                  the job is dead; carries the remote error, its class path and traceback
     ├── SoftTimeout                 raised inside a task past its soft_timeout (catch it to clean up)
+    ├── HardTimeout                 a run past its timeout was killed (a TimeoutError too)
+    ├── WorkerCrashed               the child process running a job died
+    ├── WorkerLost                  a job's lease expired: its whole worker died or lost Redis
+    ├── CorruptJob                  a job's record cannot be run (junk written by something else)
+    ├── Aborted                     JobHandle.abort() stopped the job
+    ├── Expired                     the job was not started by its ``expires`` time
     ├── JobNotFound                 no such job (never existed, or past its retention)
     │   └── WorkflowNotFound        no such workflow
     ├── BrokerUnavailable           Redis cannot be reached; says which URL and what to do
@@ -18,6 +24,10 @@ Catch ``TaskforgeError`` to handle them all::
     ├── BrokerStartError            the development broker cannot listen where asked
     ├── MetricsPortUnavailable      ``worker --metrics-port`` cannot be bound
     └── DashboardPortUnavailable    the dashboard's address cannot be bound
+
+``HardTimeout`` to ``Expired`` are never raised in the caller's process:
+they name why a worker ended a job, so that ``TaskFailed.error_type`` and
+``JobInfo.error_type`` always hold the path of a class that imports.
 
 The last four are met only through the command line; they live here with the
 rest so that one module holds the whole tree (their old homes, ``loader``,
@@ -37,13 +47,17 @@ if TYPE_CHECKING:
     from .job import FailureKind
 
 __all__ = [
+    "Aborted",
     "AppNotFound",
     "BrokerStartError",
     "BrokerUnavailable",
     "ConfigurationError",
+    "CorruptJob",
     "CorruptPayload",
     "CorruptQueue",
     "DashboardPortUnavailable",
+    "Expired",
+    "HardTimeout",
     "JobNotFound",
     "MetricsPortUnavailable",
     "QueueFull",
@@ -53,7 +67,11 @@ __all__ = [
     "TaskFailed",
     "TaskforgeError",
     "UnknownTask",
+    "WorkerCrashed",
+    "WorkerLost",
     "WorkflowNotFound",
+    "class_path",
+    "error_type_of_kind",
 ]
 
 
@@ -133,6 +151,50 @@ class SoftTimeout(TaskforgeError):
         super().__init__(message)
 
 
+class HardTimeout(TaskforgeError, TimeoutError):
+    """A run went past its ``timeout``: a sync task's child was killed, an async task cancelled.
+
+    Never raised in the caller's process: it is the ``error_type`` of such a
+    run, and a ``TimeoutError`` too, so code branching on the remote class
+    with ``issubclass`` reads it as the timeout it is.
+    """
+
+
+class WorkerCrashed(TaskforgeError):
+    """The child process running the job died (a signal, ``os._exit``, out of memory)."""
+
+
+class WorkerLost(TaskforgeError):
+    """The job's lease expired: the worker running it died or lost Redis."""
+
+
+class CorruptJob(TaskforgeError):
+    """The job's record holds what taskforge never writes (its attempts, its id): dead-lettered, not run."""
+
+
+class Aborted(TaskforgeError):
+    """``JobHandle.abort()`` stopped the job."""
+
+
+class Expired(TaskforgeError):
+    """The job was not started by its ``expires`` time: it ended cancelled, unrun."""
+
+
+def class_path(error: BaseException | type[BaseException]) -> str:
+    """``module.qualname`` of an exception (or its class): what ``error_type`` holds, e.g. ``builtins.ValueError``."""
+    cls = error if isinstance(error, type) else type(error)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def error_type_of_kind(kind: str) -> str:
+    """The ``error_type`` of a run taskforge ended itself, by its ``FailureKind`` value.
+
+    ``exception`` and ``retry`` name the task's own exception, which only the
+    runner knows; here they fall back to ``Exception`` and ``Retry``.
+    """
+    return _KIND_CLASSES.get(kind, "builtins.Exception")
+
+
 class BrokerUnavailable(TaskforgeError, ConnectionError):
     """Redis cannot be reached at the configured URL."""
 
@@ -162,6 +224,10 @@ class TaskFailed(TaskforgeError):
 
     ``kind`` is the ``FailureKind`` of the record (None when the record names
     none, e.g. a plain cancel): branch on it rather than on ``error``'s wording.
+    ``error_type`` is the dotted path of the exception class the task raised
+    (``"builtins.ValueError"``), or of the taskforge error that ended the job
+    (``"taskforge.errors.HardTimeout"``): a class that imports, for code that
+    ported ``except SomeError`` around Celery's ``.get()``.
     """
 
     def __init__(
@@ -172,6 +238,7 @@ class TaskFailed(TaskforgeError):
         traceback: str | None,
         kind: FailureKind | None = None,
         task: str | None = None,
+        error_type: str | None = None,
     ):
         self.job_id = job_id
         self.state = state
@@ -179,6 +246,7 @@ class TaskFailed(TaskforgeError):
         self.traceback = traceback
         self.kind = kind
         self.task = task  # the task of the step that ended a workflow; None for a plain job
+        self.error_type = error_type  # "builtins.ValueError": the class path of the remote error
         detail = error or state
         what = f"job {job_id}" if task is None else f"step {task} (job {job_id})"
         super().__init__(f"{what} ended {state}: {detail}")
@@ -188,12 +256,30 @@ class Retry(Exception):  # noqa: N818 - the SPEC's name, raised by user code
     """Raised by a task to be run again after ``after`` seconds.
 
     Counts as an attempt, so a task that always asks for a retry still ends
-    dead after ``max_attempts`` runs instead of looping forever.
+    dead after ``max_attempts`` runs instead of looping forever. ``exc``, the
+    error that made the task ask (Celery's ``self.retry(exc=err)``), is what
+    the attempt records: its message, class path and traceback.
     """
 
-    def __init__(self, after: float | None = None, reason: str | None = None):
+    def __init__(self, after: float | None = None, reason: str | None = None, exc: BaseException | None = None):
         if after is not None and after < 0:
             raise ConfigurationError(f"Retry(after={after!r}): after must be >= 0 seconds")
+        if exc is not None and not isinstance(exc, BaseException):
+            raise ConfigurationError(f"Retry(exc={exc!r}): use the exception the task caught")
         self.after = after
         self.reason = reason
+        self.exc = exc
         super().__init__(reason or (f"retry requested after {after} s" if after else "retry"))
+
+
+_KIND_CLASSES = {
+    "retry": class_path(Retry),
+    "timeout": class_path(HardTimeout),
+    "crashed": class_path(WorkerCrashed),
+    "worker_lost": class_path(WorkerLost),
+    "unknown_task": class_path(UnknownTask),
+    "serialization": class_path(SerializationError),
+    "corrupt": class_path(CorruptJob),
+    "aborted": class_path(Aborted),
+    "expired": class_path(Expired),
+}

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar, cast
 
+from . import celery_names
 from .broker.record import job_info as job_info
 from .errors import ConfigurationError, JobNotFound, TaskFailed
 from .job import JobInfo, JobState
 from .workflows.aio_delivery import adeliver_if_step
 from .workflows.delivery import deliver_if_step, step_index
+from .workflows.resume import retry_dead
 
 if TYPE_CHECKING:
     from .broker.aio import AsyncBroker
@@ -110,6 +113,16 @@ class JobHandle(Generic[R]):
             deliver_if_step(self.app.broker, self.queue, self.id)
         return outcome == 1
 
+    def retry(self) -> bool:
+        """Put a dead job back in line to run again, its attempts counted afresh, as ``taskforge dead retry``.
+
+        A dead step of a workflow resumes its dead workflow (``WorkflowHandle.retry()``).
+        True if the job was dead and is queued again; False if it was not dead.
+        """
+        if self.status() is not JobState.DEAD:
+            return False
+        return self.id in retry_dead(self.app.broker, self.queue, [self.id])
+
     def abort(self) -> bool:
         """Stop the job: cancelled now if not started; if running, its worker kills it.
 
@@ -143,7 +156,30 @@ class JobHandle(Generic[R]):
     def _outcome(self, info: JobInfo) -> R:
         if info.state is JobState.SUCCEEDED:
             return info.result  # type: ignore[no-any-return]
-        raise TaskFailed(self.id, info.state.value, info.error, info.traceback, info.failure)
+        raise TaskFailed(
+            self.id, info.state.value, info.error, info.traceback, info.failure, error_type=info.error_type
+        )
+
+    def get(self, timeout: float | None = None, **celery_options: NoReturn) -> R:
+        """``result(timeout)`` under Celery's name, for code being ported.
+
+        Celery's other options (``propagate``, ``interval``...) raise
+        ``TypeError`` naming the taskforge way: a failed job always raises
+        ``TaskFailed``, and the wait blocks on Redis rather than polling.
+        """
+        celery_names.reject_get_options("JobHandle.get()", celery_options)
+        return self.result(timeout)
+
+    async def aget(self, timeout: float | None = None, **celery_options: NoReturn) -> R:
+        """``get()``, awaited: ``aresult(timeout)``."""
+        celery_names.reject_get_options("JobHandle.aget()", celery_options)
+        return await self.aresult(timeout)
+
+    if not TYPE_CHECKING:  # hidden from type checkers: a typo stays a static error
+
+        def __getattr__(self, name: str) -> Any:
+            """Only for names not found: Celery's (``state``, ``ready``...) name the taskforge way."""
+            raise celery_names.attribute_error("JobHandle", name, celery_names.HANDLE)
 
     # -- the same, awaited: they never block the event loop ------------------
 
@@ -176,6 +212,10 @@ class JobHandle(Generic[R]):
         if outcome == 1:
             await self._adeliver(queue)
         return outcome == 1
+
+    async def aretry(self) -> bool:
+        """``retry()``, awaited: the rare operator's call runs on a worker thread, off the loop."""
+        return await asyncio.to_thread(self.retry)
 
     async def aabort(self) -> bool:
         """``abort()``, awaited."""

@@ -60,7 +60,7 @@ def drain(app: TaskForge, *, advance: timedelta | float | None = None, max_jobs:
                 if is_async(app, claim):
                     run_async(app, claim)
                 else:
-                    run_claim(app, claim)
+                    run_claim(app, claim, reraise_interrupts=True)
                 ran.append(JobHandle(app, claim.id, queue).info())
                 claimed = True
         if not claimed and (not again or (retries := retries + 1) > MAX_RETRIES):

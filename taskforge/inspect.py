@@ -297,7 +297,7 @@ def _json_key(key: Any) -> str:
 def job_to_json(info: JobInfo) -> dict[str, Any]:
     """``JobInfo.to_dict()`` with args, kwargs and result made JSON-native (``job --json``)."""
     data = info.to_dict()
-    for name in ("args", "kwargs", "result"):
+    for name in ("args", "kwargs", "result", "progress_meta"):
         data[name] = jsonable(data[name])
     return data
 

@@ -156,6 +156,8 @@ class JobInfo:
     progress_message: str | None = None
     failure: FailureKind | None = None  # why the latest attempt failed; None if none ever did
     headers: dict[str, str] = field(default_factory=dict)  # set at enqueue by producer hooks (trace context)
+    error_type: str | None = None  # "builtins.ValueError": the class path of the latest failure's error
+    progress_meta: Any = None  # set_progress(..., meta=): any small msgpack-able value
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form with the field names of ``JobInfo`` (``job --json``)."""

@@ -6,9 +6,10 @@ import importlib
 import os
 import sys
 import traceback
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .errors import AppNotFound, TaskforgeError
+from .errors import AppNotFound, ConfigurationError, TaskforgeError
 
 if TYPE_CHECKING:
     from .app import TaskForge
@@ -21,6 +22,21 @@ def _user_traceback(exc: BaseException) -> str:
     lines = ["Traceback (most recent call last):\n", *traceback.format_list(keep)]
     lines += traceback.format_exception_only(type(exc), exc)
     return "".join(lines)
+
+
+def module_names(include: Sequence[str]) -> tuple[str, ...]:
+    """``TaskForge(include=...)`` as dotted module names, refused where it is given when it is not a list of them."""
+    names: list[object] = [include] if isinstance(include, str) else list(include) if _listlike(include) else [None]
+    for name in names:
+        if not isinstance(name, str) or not all(part.isidentifier() for part in name.split(".")):
+            raise ConfigurationError(
+                f"include={include!r}: use a list of dotted module names, e.g. include=['proj.tasks']"
+            )
+    return tuple(str(name) for name in names)
+
+
+def _listlike(value: object) -> bool:
+    return isinstance(value, (list, tuple))
 
 
 def load_app(spec: str) -> TaskForge:
@@ -60,3 +76,28 @@ def load_app(spec: str) -> TaskForge:
     if not isinstance(app, TaskForge):
         raise AppNotFound(f"{spec!r} is a {type(app).__name__}, not a TaskForge app")
     return app
+
+
+def import_included(app: TaskForge) -> None:
+    """Import the modules the app's ``include=`` names, as a worker does at start, so their tasks register.
+
+    A module that cannot be imported is named with its cause: a worker that
+    started without it would dead-letter every job of its tasks.
+    """
+    for name in app.include:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
+                raise AppNotFound(
+                    f"app {app.name!r} has include={list(app.include)!r}, but module {name!r} "
+                    f"cannot be imported: no such module in {os.getcwd()} or on sys.path"
+                ) from None
+            raise AppNotFound(
+                f"importing {name!r} (include= of app {app.name!r}) failed: {exc}", details=_user_traceback(exc)
+            ) from None
+        except Exception as exc:  # the user's module raised while importing
+            raise AppNotFound(
+                f"importing {name!r} (include= of app {app.name!r}) failed: {type(exc).__name__}: {exc}",
+                details=_user_traceback(exc),
+            ) from None

@@ -8,18 +8,21 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, ParamSpec, TypeVar
 
+from . import celery_names
 from .broker.keys import validate_queue_name
+from .celery_call import celery_call
 from .errors import ConfigurationError, SerializationError
 from .handle import JobHandle, async_access
 from .job import BackoffPolicy, Priority, backoff_policy
 from .new_job import build_job
 from .sending import Outgoing, sending
 from .task_options import (
-    MAX_DELAY_SECONDS,
     TaskOptions,
+    delay_ms,
+    due_ms,
     is_real_number,
     parse_expires,
     parse_rate_limit,
@@ -41,29 +44,6 @@ class _Keep(enum.Enum):
     """The default of an option whose None has a meaning of its own."""
 
     KEEP = 0
-
-
-def _due_ms(when: datetime) -> int:
-    if not isinstance(when, datetime):
-        raise ConfigurationError(f"apply_at() needs a datetime, got {type(when).__name__}: {when!r}")
-    if when.tzinfo is None:  # SPEC: a naive datetime means UTC
-        when = when.replace(tzinfo=timezone.utc)
-    try:
-        return int(when.timestamp() * 1000)
-    except (OverflowError, ValueError):
-        raise ConfigurationError(f"apply_at({when!r}): that time cannot be represented; use an earlier one") from None
-
-
-def _delay_ms(delay: timedelta | float) -> int:
-    if isinstance(delay, timedelta):
-        seconds = delay.total_seconds()
-    elif is_real_number(delay):
-        seconds = float(delay)
-    else:
-        raise ConfigurationError(f"apply_in() needs a timedelta or seconds, got {delay!r}")
-    if seconds > MAX_DELAY_SECONDS:
-        raise ConfigurationError(f"apply_in({delay!r}): more than {MAX_DELAY_SECONDS:.0f} s (~100 years) away")
-    return max(0, int(seconds * 1000))
 
 
 class Task(Generic[P, R]):
@@ -136,11 +116,54 @@ class Task(Generic[P, R]):
 
     def apply_at(self, when: datetime, /, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
         """Queue a run for ``when`` (naive means UTC; a past time means now)."""
-        return self._enqueue_one(args, kwargs, due_ms=_due_ms(when))
+        return self._enqueue_one(args, kwargs, due_ms=due_ms(when))
 
     def apply_in(self, delay: timedelta | float, /, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
         """Queue a run after ``delay`` (a timedelta or seconds), timed by Redis's clock."""
-        return self._enqueue_one(args, kwargs, delay_ms=_delay_ms(delay))
+        return self._enqueue_one(args, kwargs, delay_ms=delay_ms(delay))
+
+    def apply_async(
+        self,
+        args: tuple[Any, ...] | list[Any] | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        countdown: timedelta | float | None = None,
+        eta: datetime | None = None,
+        queue: str | None = None,
+        priority: Priority | str | int | None = None,
+        task_id: str | None = None,
+        **celery_options: NoReturn,
+    ) -> JobHandle[R]:
+        """Celery's spelling of ``delay()`` with options, for code being ported.
+
+        ``countdown`` is ``apply_in``, ``eta`` is ``apply_at``, ``task_id`` is
+        ``with_options(job_id=)``, ``queue`` and ``priority`` are
+        ``with_options``'s (``priority`` is a taskforge ``Priority``: low,
+        normal, high, critical). Any other Celery option raises ``TypeError``
+        naming the taskforge way, so nothing is silently ignored.
+        """
+        call_args, call_kwargs, timing = celery_call(self.name, args, kwargs, countdown, eta, celery_options)
+        return self._celery_task(queue, priority, task_id)._enqueue_one(call_args, call_kwargs, **timing)
+
+    async def aapply_async(
+        self,
+        args: tuple[Any, ...] | list[Any] | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        countdown: timedelta | float | None = None,
+        eta: datetime | None = None,
+        queue: str | None = None,
+        priority: Priority | str | int | None = None,
+        task_id: str | None = None,
+        **celery_options: NoReturn,
+    ) -> JobHandle[R]:
+        """``apply_async()``, awaited: never blocks the event loop (every task has it, as it has ``adelay``)."""
+        call_args, call_kwargs, timing = celery_call(self.name, args, kwargs, countdown, eta, celery_options)
+        return await self._celery_task(queue, priority, task_id)._aenqueue_one(call_args, call_kwargs, **timing)
+
+    def _celery_task(self, queue: str | None, priority: Priority | str | int | None, task_id: str | None) -> Task[P, R]:
+        """This task, or a copy with ``apply_async``'s queue, priority and id."""
+        if queue is None and priority is None and task_id is None:
+            return self
+        return self.with_options(queue=queue, priority=priority, job_id=task_id)
 
     def with_options(
         self,
@@ -286,11 +309,11 @@ class Task(Generic[P, R]):
 
     async def aapply_at(self, when: datetime, /, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
         """``apply_at()``, awaited."""
-        return await self._aenqueue_one(args, kwargs, due_ms=_due_ms(when))
+        return await self._aenqueue_one(args, kwargs, due_ms=due_ms(when))
 
     async def aapply_in(self, delay: timedelta | float, /, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
         """``apply_in()``, awaited."""
-        return await self._aenqueue_one(args, kwargs, delay_ms=_delay_ms(delay))
+        return await self._aenqueue_one(args, kwargs, delay_ms=delay_ms(delay))
 
     async def adelay_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]]) -> list[JobHandle[R]]:
         """``delay_many()``, awaited: one round trip, all or nothing."""
@@ -307,6 +330,12 @@ class Task(Generic[P, R]):
         handle: JobHandle[R] = JobHandle(self.app, job_id, self.queue)
         self.app.enqueued(handle)
         return handle
+
+    if not TYPE_CHECKING:  # hidden from type checkers: a typo stays a static error
+
+        def __getattr__(self, name: str) -> Any:
+            """Only for names not found: Celery's (``retry``, ``update_state``...) name the taskforge way."""
+            raise celery_names.attribute_error("Task", name, celery_names.TASK)
 
 
 def _signature_of(func: Callable[..., Any]) -> inspect.Signature | None:

@@ -14,7 +14,7 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +158,31 @@ def class_names(classes: tuple[type[BaseException], ...]) -> str:
 
 
 MAX_JOB_ID = 200
+
+
+def due_ms(when: datetime) -> int:
+    """``apply_at``'s time as ms since the epoch, on the producer's clock; a naive datetime is UTC."""
+    if not isinstance(when, datetime):
+        raise ConfigurationError(f"apply_at() needs a datetime, got {type(when).__name__}: {when!r}")
+    if when.tzinfo is None:  # SPEC: a naive datetime means UTC
+        when = when.replace(tzinfo=timezone.utc)
+    try:
+        return int(when.timestamp() * 1000)
+    except (OverflowError, ValueError):
+        raise ConfigurationError(f"apply_at({when!r}): that time cannot be represented; use an earlier one") from None
+
+
+def delay_ms(delay: timedelta | float) -> int:
+    """``apply_in``'s delay as ms, resolved later on Redis's clock; a negative one means now."""
+    if isinstance(delay, timedelta):
+        seconds = delay.total_seconds()
+    elif is_real_number(delay):
+        seconds = float(delay)
+    else:
+        raise ConfigurationError(f"apply_in() needs a timedelta or seconds, got {delay!r}")
+    if seconds > MAX_DELAY_SECONDS:
+        raise ConfigurationError(f"apply_in({delay!r}): more than {MAX_DELAY_SECONDS:.0f} s (~100 years) away")
+    return max(0, int(seconds * 1000))
 
 
 def validate_job_id(job_id: object) -> str:

@@ -2,20 +2,99 @@
 
 Locally a missing Redis skips the real-Redis half; under CI (CI=true) it is a
 failure, so a green CI always means the suite ran against real Redis.
+
+The suite runs in parallel: the hooks below start six pytest-xdist workers
+unless ``-n`` says otherwise (see tests/parallel.py). Each xdist worker
+process gets a Redis database of its own on the server of
+``TASKFORGE_TEST_REDIS``: the Nth of ``TASKFORGE_TEST_REDIS_DBS`` (a comma
+list; by default that URL's database, then the others from 15 down to 0,
+skipping 10, the chaos test's side store). The worker puts its URL back into
+``TASKFORGE_TEST_REDIS``, so every process a test starts inherits it (and
+``TASKFORGE_TEST_REDIS_WORKER``, so that a pytest started by a test keeps
+it). Run in one process (``-n0``), the suite uses ``TASKFORGE_TEST_REDIS``
+as it is.
+
+Tests that must share a process are grouped by tests/parallel.py: those of
+the Redis Cluster and Sentinel sets (booted once per run, by the session
+fixtures at the end of this file), the chaos run, and every module using a
+module-scoped fixture of its own. The long groups are handed out first.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
 
 from taskforge import TaskForge
+from tests import parallel
+from tests.scaled.servers import Cluster, SentinelSet
 
-REDIS_URL = os.environ.get("TASKFORGE_TEST_REDIS", "redis://127.0.0.1:6379/15")
+REDIS_VAR = "TASKFORGE_TEST_REDIS"
+DBS_VAR = "TASKFORGE_TEST_REDIS_DBS"
+CHAOS_SIDE_DB = 10  # tests/chaos records its runs there (CHAOS_SIDE_REDIS): never a worker's database
+BASE_REDIS_URL = os.environ.get(REDIS_VAR, "redis://127.0.0.1:6379/15")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def database_of(url: str) -> int:
+    path = urlsplit(url).path.strip("/")
+    return int(path) if path else 0
+
+
+def worker_databases(base_url: str = BASE_REDIS_URL) -> list[int]:
+    """The databases the xdist workers use, in worker order (gw0 takes the first)."""
+    chosen = os.environ.get(DBS_VAR, "").strip()
+    if chosen:
+        try:
+            dbs = [int(part) for part in chosen.split(",") if part.strip()]
+        except ValueError:
+            raise pytest.UsageError(f"{DBS_VAR}={chosen!r}: expected database numbers, e.g. 0,1,2,3") from None
+        if not dbs or len(set(dbs)) != len(dbs) or min(dbs) < 0:
+            raise pytest.UsageError(f"{DBS_VAR}={chosen!r}: expected distinct database numbers, e.g. 0,1,2,3")
+        return dbs
+    base = database_of(base_url)
+    return [base, *(db for db in range(15, -1, -1) if db not in (base, CHAOS_SIDE_DB))]
+
+
+def worker_url(base_url: str, worker: str | None) -> str:
+    """The test Redis of one xdist worker (``gw3``), or ``base_url`` itself outside xdist."""
+    if not worker:
+        return base_url
+    index = int(worker.removeprefix("gw"))
+    dbs = worker_databases(base_url)
+    if index >= len(dbs):
+        raise pytest.UsageError(f"xdist worker {worker} has no database: {DBS_VAR} lists {len(dbs)}; use -n {len(dbs)}")
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("redis", "rediss"):
+        raise pytest.UsageError(f"{REDIS_VAR}={base_url!r}: a parallel run needs a redis:// or rediss:// URL (or -n0)")
+    return urlunsplit(parts._replace(path=f"/{dbs[index]}"))
+
+
+def current_worker() -> str | None:
+    """The xdist worker this process is; None outside xdist and in a process a worker's test started.
+
+    Such a process (a pytest run by a test) inherits the worker's variables:
+    its database is already the one in TASKFORGE_TEST_REDIS.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or os.environ.get(PINNED_VAR) == f"{os.environ.get('PYTEST_XDIST_TESTRUNUID')}:{worker}":
+        return None
+    return worker
+
+
+PINNED_VAR = "TASKFORGE_TEST_REDIS_WORKER"  # set by a worker: its processes keep its database
+_WORKER = current_worker()
+REDIS_URL = worker_url(BASE_REDIS_URL, _WORKER)
+if _WORKER:
+    os.environ[REDIS_VAR] = REDIS_URL  # workers, CLIs and pythons the tests start use this database too
+    os.environ[PINNED_VAR] = f"{os.environ.get('PYTEST_XDIST_TESTRUNUID')}:{_WORKER}"
 
 
 def skip_or_fail(reason: str) -> None:
@@ -44,6 +123,23 @@ def redis_url() -> Iterator[str]:
     client.close()
 
 
+@pytest.fixture
+def own_redis_url(tmp_path: Path) -> Iterator[str]:
+    """A redis-server of this test's own, for a test that changes the whole server (``SCRIPT FLUSH``).
+
+    The shared test server's other databases belong to the tests running beside it.
+    """
+    from tests.security.procs import PrivateRedis, Processes
+
+    table = Processes(tmp_path)
+    try:
+        server = PrivateRedis(table)
+        server.start(lambda: redis.Redis(port=server.port).ping())
+        yield f"redis://127.0.0.1:{server.port}/0"
+    finally:
+        table.close()
+
+
 @pytest.fixture(params=["memory", "redis"])
 def broker_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """Each test using this runs twice: in-process fakeredis, then real Redis."""
@@ -56,3 +152,60 @@ def broker_url(request: pytest.FixtureRequest) -> Iterator[str]:
 @pytest.fixture
 def app(broker_url: str) -> TaskForge:
     return TaskForge("tests", broker=broker_url)
+
+
+# --- Parallel runs: how many workers, which tests share one, in which order (tests/parallel.py). ---
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config: pytest.Config) -> Iterator[None]:
+    """A wrapper, to choose the workers before xdist reads the options."""
+    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
+        parallel.choose_distribution(config, len(worker_databases()), DBS_VAR)
+    return (yield)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    parallel.configure_node(node)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    return parallel.make_scheduler(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    parallel.group_and_order(config, items)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    parallel.clean_up(config)
+
+
+def redis_tools_or_skip() -> None:
+    missing = [tool for tool in ("redis-server", "redis-cli") if shutil.which(tool) is None]
+    if missing:
+        skip_or_fail(f"{' and '.join(missing)} not on PATH: the cluster and sentinel tests start their own")
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    """A Redis Cluster (three masters, a replica each), booted once per run; its tests share one xdist worker.
+
+    A test that kills a master restores the node (it rejoins as a replica) before it ends.
+    """
+    redis_tools_or_skip()
+    servers = Cluster()
+    yield servers
+    servers.stop()
+
+
+@pytest.fixture(scope="session")
+def sentinel() -> Iterator[SentinelSet]:
+    """A master, a replica and three sentinels, booted once per run, like ``cluster``."""
+    redis_tools_or_skip()
+    servers = SentinelSet()
+    yield servers
+    servers.stop()

@@ -20,7 +20,7 @@ def all_modules() -> list[str]:
     """Every module of the package, imported, so that each error class it defines is known."""
     names = []
     for module in pkgutil.walk_packages(taskforge.__path__, "taskforge."):
-        if module.name.endswith("__main__") or module.name == "taskforge.contrib.django":
+        if module.name.endswith("__main__") or module.name.startswith("taskforge.contrib.django"):
             continue  # contrib.django needs Django 6 (Python 3.12+); it defines no error class
         importlib.import_module(module.name)
         names.append(module.name)

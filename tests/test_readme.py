@@ -133,3 +133,12 @@ def test_the_commands_and_the_tour_fit_the_first_screen() -> None:
     first = "\n".join(lines[:60])
     assert "taskforge demo" in first and "python -m pytest -q" in first and '-m "not slow"' in first
     assert TOUR in first and "taskforge worker myapp:app" in first and "database 0" in first
+
+
+def test_the_readme_says_what_is_built_and_that_retries_are_on_by_default() -> None:
+    """A Celery user reads the migration table first: built options are not called "not yet",
+    and the default that differs most from Celery's (every exception retried) is said there."""
+    text = README.read_text(encoding="utf-8")
+    assert not re.search(r"retry_on`?:? \**not yet", text), "retry_on is built"
+    table = text.split("## Coming from Celery", 1)[1].split("\n## ", 1)[0]
+    assert "every exception is retried by default" in table

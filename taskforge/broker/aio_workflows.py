@@ -17,10 +17,10 @@ from ..errors import BrokerUnavailable
 from . import calls
 from .aio_connection import wait_for_list
 from .calls import ScriptCall
-from .connection import broker_errors, redact
-from .keys import WORKFLOW_LAUNCHING, WORKFLOW_STATES, QueueKeys, WorkflowKeys, workflow_index
-from .replies import WorkflowReply
-from .scripts import REPLICA_WAIT_MS
+from .connection import broker_errors
+from .keys import WORKFLOW_LAUNCHING, WORKFLOW_RESUMING, WORKFLOW_STATES, QueueKeys, WorkflowKeys, workflow_index
+from .replies import ResumeReply, WorkflowReply
+from .workflows import replica_missed
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -55,15 +55,10 @@ class AsyncWorkflowStore:
             pipe.zadd(workflow_index("running"), {workflow: now})
             await pipe.execute()
             call = calls.workflow_create(WorkflowKeys(workflow), steps=steps, fields=fields)
-            if not self.replicated:
+            if self.replicated:
+                await self._replicated(call, "the workflow")
+            else:
                 await self.run(call)
-                return
-            _, acked = await self.write(call)
-        if acked == 0:
-            raise BrokerUnavailable(
-                f"the workflow was written to the master at {redact(self.url)} but no replica confirmed it "
-                f"within {REPLICA_WAIT_MS} ms (durability='replicated'); it will be sent again"
-            )
 
     async def workflow_launched(self, workflow: str) -> None:
         with broker_errors(self.url):
@@ -72,6 +67,41 @@ class AsyncWorkflowStore:
     async def workflow_flight(self, workflow: str) -> WorkflowReply:
         with broker_errors(self.url):
             return await self.run(calls.workflow_flight(WorkflowKeys(workflow)))
+
+    async def mark_resuming(self, workflow: str) -> None:
+        """``WorkflowStore.mark_resuming``."""
+        with broker_errors(self.url):
+            await self.client.zadd(WORKFLOW_RESUMING, {workflow: _now_ms()})
+
+    async def resume_workflow(self, workflow: str, finish: bool = False) -> ResumeReply:
+        """``WorkflowStore.resume_workflow``."""
+        call = calls.workflow_resume(WorkflowKeys(workflow), finish=finish)
+        with broker_errors(self.url):
+            if self.replicated:
+                return await self._replicated(call, "the resume of a workflow", "done")
+            return await self.run(call)
+
+    async def list_running(self, workflow: str) -> None:
+        """``WorkflowStore.list_running``."""
+        with broker_errors(self.url):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zrem(workflow_index("dead"), workflow)
+            pipe.zadd(workflow_index("running"), {workflow: _now_ms()}, nx=True)
+            await pipe.execute()
+
+    async def workflow_resumed(self, workflow: str) -> None:
+        with broker_errors(self.url):
+            await self.client.zrem(WORKFLOW_RESUMING, workflow)
+
+    async def replan_steps(
+        self, queue: str, workflow: str, on_failure: str, phase: str, job_ids: Sequence[str]
+    ) -> list[str]:
+        """``WorkflowStore.replan_steps``."""
+        call = calls.replan_steps(
+            QueueKeys(queue), workflow=workflow, on_failure=on_failure, phase=phase, job_ids=job_ids
+        )
+        async with self.guard(queue):
+            return await self.run(call)
 
     async def cancel_workflow(self, workflow: str) -> WorkflowReply:
         call = calls.workflow_cancel(WorkflowKeys(workflow), retention_ms=self.retention_ms)
@@ -84,14 +114,15 @@ class AsyncWorkflowStore:
             WorkflowKeys(workflow), step=step, state=state, result=result, error=error, retention_ms=self.retention_ms
         )
         with broker_errors(self.url):
-            if not self.replicated:
-                return await self.run(call)
-            reply, acked = await self.write(call)
+            if self.replicated:
+                return await self._replicated(call, "a workflow report")
+            return await self.run(call)
+
+    async def _replicated(self, call: ScriptCall[T], what: str, again: str = "sent") -> T:
+        """``WorkflowStore._replicated``, awaited: run a workflow script and wait for a replica, or raise."""
+        reply, acked = await self.write(call)
         if acked == 0:
-            raise BrokerUnavailable(
-                f"a workflow report was written to the master at {redact(self.url)} but no replica confirmed "
-                f"it within {REPLICA_WAIT_MS} ms (durability='replicated'); it will be sent again"
-            )
+            raise BrokerUnavailable(replica_missed(what, self.url, again))
         return reply
 
     async def settle_workflow(self, workflow: str, state: str) -> None:

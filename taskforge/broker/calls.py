@@ -145,10 +145,11 @@ def fail(
     retry_delay_ms: int | None,
     dead_retention_ms: int,
     failure: FailureKind,
+    error_type: str,
 ) -> ScriptCall[replies.FailOutcome]:
     """``retry_delay_ms`` None: dead now, whatever attempts remain."""
     delay = -1 if retry_delay_ms is None else retry_delay_ms
-    args: list[Any] = [job_id, token, error, traceback, delay, dead_retention_ms, failure.value]
+    args: list[Any] = [job_id, token, error, traceback, delay, dead_retention_ms, failure.value, error_type]
     return ScriptCall("fail", q, args, replies.decode_fail)
 
 
@@ -161,8 +162,10 @@ def peek(q: QueueKeys, *, promote_limit: int) -> ScriptCall[replies.QueueHead]:
     return ScriptCall("peek", q, [promote_limit], replies.decode_peek)
 
 
-def progress(q: QueueKeys, *, job_id: str, token: str, fraction: float, message: str | None) -> ScriptCall[bool]:
-    return ScriptCall("progress", q, [job_id, token, repr(fraction), message or ""], bool)
+def progress(
+    q: QueueKeys, *, job_id: str, token: str, fraction: float, message: str | None, meta: bytes
+) -> ScriptCall[bool]:
+    return ScriptCall("progress", q, [job_id, token, repr(fraction), message or "", meta], bool)
 
 
 def fast_forward(q: QueueKeys, *, advance_ms: int) -> ScriptCall[int]:
@@ -192,6 +195,14 @@ def requeue(q: QueueKeys, *, job_id: str, token: str) -> ScriptCall[bool]:
     return ScriptCall("requeue", q, [job_id, token], bool)
 
 
+def pass_job(q: QueueKeys, *, job_id: str, token: str, delay_ms: int, cap_ms: int) -> ScriptCall[int]:
+    return ScriptCall("pass", q, [job_id, token, delay_ms, cap_ms], int)
+
+
+def expire_owner(q: QueueKeys, *, owner: str) -> ScriptCall[int]:
+    return ScriptCall("expire_owner", q, [owner], int)
+
+
 def cancel(q: QueueKeys, *, job_id: str, retention_ms: int) -> ScriptCall[replies.CancelOutcome]:
     return ScriptCall("cancel", q, [job_id, retention_ms], lambda raw: replies.CancelOutcome(int(raw)))
 
@@ -211,6 +222,14 @@ def purge(q: QueueKeys, *, which: str, limit: int) -> ScriptCall[int]:
 
 def cancel_steps(q: QueueKeys, *, workflow: str, retention_ms: int, job_ids: Sequence[str]) -> ScriptCall[int]:
     return ScriptCall("cancel_steps", q, [workflow, retention_ms, *job_ids], int)
+
+
+def replan_steps(
+    q: QueueKeys, *, workflow: str, on_failure: str, phase: str, job_ids: Sequence[str]
+) -> ScriptCall[list[str]]:
+    """A resumed workflow's steps on this queue made ready to go again, in two phases ('drop' the
+    records its death left, then 'revive' its dead steps): the ids moved back to pending."""
+    return ScriptCall("replan_steps", q, [workflow, on_failure, phase, *job_ids], replies.decode_ids)
 
 
 def workflow_create(w: WorkflowKeys, *, steps: int, fields: Sequence[tuple[str, bytes | str]]) -> ScriptCall[bool]:
@@ -240,6 +259,10 @@ def workflow_flight(w: WorkflowKeys) -> ScriptCall[replies.WorkflowReply]:
     return ScriptCall("workflow_flight", w, [], replies.decode_workflow_flight)
 
 
+def workflow_resume(w: WorkflowKeys, *, finish: bool) -> ScriptCall[replies.ResumeReply]:
+    return ScriptCall("workflow_resume", w, ["1" if finish else "0"], replies.decode_workflow_resume)
+
+
 # Script name -> its typed call: what the header test walks.
 CALLS: dict[str, Callable[..., ScriptCall[Any]]] = {
     "enqueue": enqueue,
@@ -255,6 +278,8 @@ CALLS: dict[str, Callable[..., ScriptCall[Any]]] = {
     "abandon": abandon,
     "reclaim": reclaim,
     "requeue": requeue,
+    "pass": pass_job,
+    "expire_owner": expire_owner,
     "cancel": cancel,
     "await": await_state,
     "retry_dead": retry_dead,
@@ -265,4 +290,6 @@ CALLS: dict[str, Callable[..., ScriptCall[Any]]] = {
     "workflow_cancel": workflow_cancel,
     "workflow_settle": workflow_settle,
     "workflow_flight": workflow_flight,
+    "replan_steps": replan_steps,
+    "workflow_resume": workflow_resume,
 }

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CorruptPayload
+from ..errors import CorruptPayload, class_path
 from ..job import FailureKind
 from ..serialization import loads_call
 from .record import Claim, decode_headers
@@ -52,8 +52,8 @@ class ClaimVetting:
     """Needs ``Broker.fail``."""
 
     if TYPE_CHECKING:
-        # Broker.fail: queue, job id, token, error, traceback, retry_in, kind.
-        fail: Callable[[str, str | bytes, str, str, str, float | None, FailureKind], FailOutcome]
+        # Broker.fail: queue, job id, token, error, traceback, retry_in, kind, error_type.
+        fail: Callable[[str, str | bytes, str, str, str, float | None, FailureKind, str | None], FailOutcome]
 
     def _vetted(self, queue: str, token: str, reply: ClaimReply) -> ClaimBatch:
         """The claims of ``reply`` that can run; see ``Broker.dequeue``."""
@@ -84,9 +84,11 @@ class ClaimVetting:
                 "",
                 None,
                 FailureKind.CORRUPT,
+                None,
             )
             return None
         why = _why_not(row)
+        error_type = None  # CorruptJob, the kind's own
         args: tuple[Any, ...] = ()
         kwargs: dict[str, Any] = {}
         if why is None:
@@ -96,8 +98,9 @@ class ClaimVetting:
                 args, kwargs = loads_call(row.payload)
             except CorruptPayload as exc:
                 why = f"CorruptPayload: {exc}"
+                error_type = class_path(exc)
         if why is not None:
-            self.fail(queue, job_id, token, why, "", None, FailureKind.CORRUPT)
+            self.fail(queue, job_id, token, why, "", None, FailureKind.CORRUPT, error_type)
             return None
         return Claim(
             id=job_id,

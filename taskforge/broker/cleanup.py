@@ -1,18 +1,23 @@
-"""Deleting a whole queue (``taskforge purge``'s last step, and the tests' clean slate).
+"""Emptying what a queue holds: ``taskforge purge`` and ``dead retry`` (scripts, in slices), and
+deleting a whole queue (``purge``'s last step, and the tests' clean slate).
 
-Kept out of ``queue.py``: it is no state transition, only a careful walk of
-the queue's keys that never blocks Redis.
+Kept out of ``queue.py``: operators' actions, not a job's transitions;
+the whole-queue walk never blocks Redis.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 import redis
 
+from . import calls
 from .keys import QueueKeys
+from .scripts import Scripts
+
+PURGE_SLICE = 500  # jobs a purge or dead retry moves per script call: Redis never blocks long
 
 
 class Cleanup:
@@ -21,10 +26,26 @@ class Cleanup:
     if TYPE_CHECKING:
         client: redis.Redis | redis.RedisCluster
         guard: Callable[..., AbstractContextManager[None]]
+        scripts: Scripts
+
+    def retry_dead(self, queue: str, job_ids: Sequence[str] = (), limit: int = PURGE_SLICE) -> list[str]:
+        with self.guard(queue):
+            return self.scripts.run(calls.retry_dead(QueueKeys(queue), limit=limit, job_ids=job_ids))
+
+    def purge(self, queue: str, which: str) -> int:
+        """Delete every job of one set ('pending', 'scheduled', 'dead'), in slices."""
+        total = 0
+        call = calls.purge(QueueKeys(queue), which=which, limit=PURGE_SLICE)
+        with self.guard(queue):
+            while True:
+                n = self.scripts.run(call)
+                total += n
+                if n == 0:
+                    return total
 
     def clear(self, queue: str) -> int:
         """Delete every key of ``queue`` (SCAN + UNLINK: never blocks Redis on a big queue)."""
-        pattern = QueueKeys(queue).prefix.replace("[", "\\[").replace("?", "\\?").replace("*", "\\*") + "*"
+        pattern = glob_literal(QueueKeys(queue).prefix) + "*"
         removed = 0
         with self.guard(queue):
             batch: list[bytes] = []
@@ -42,3 +63,10 @@ class Cleanup:
             if batch:
                 removed += self.client.unlink(*batch)
         return removed
+
+
+def glob_literal(text: str) -> str:
+    """``text`` as a SCAN MATCH pattern that matches only itself: the backslash, Redis's escape, first."""
+    for special in ("\\", "[", "]", "?", "*"):
+        text = text.replace(special, "\\" + special)
+    return text

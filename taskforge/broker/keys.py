@@ -124,6 +124,7 @@ def workflow_index(state: str) -> str:
 
 
 WORKFLOW_LAUNCHING = f"{WORKFLOW_INDEX}launching"  # stored, first steps not yet confirmed sent
+WORKFLOW_RESUMING = f"{WORKFLOW_INDEX}resuming"  # a resume begun, its steps not yet confirmed sent
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 
 import redis
 
-from ..errors import QueueFull
+from ..errors import QueueFull, error_type_of_kind
 from ..job import FailureKind
 from . import calls
 from .claims import ClaimVetting
@@ -55,7 +55,6 @@ __all__ = [
 log = logging.getLogger("taskforge.broker")
 
 RECLAIM_LIMIT = 200
-PURGE_SLICE = 500
 
 
 def priority_of_score(score: float) -> int:
@@ -202,12 +201,15 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, Workflow
         traceback: str,
         retry_in: float | None,
         kind: FailureKind = FailureKind.EXCEPTION,
+        error_type: str | None = None,
     ) -> FailOutcome:
         """Record a failed run: 'retrying', 'dead', or 'fenced' (claim no longer ours).
 
         ``retry_in`` None means no retry whatever attempts remain (unknown task,
         corrupt body, no point trying again). ``kind`` is stored beside
-        ``error`` in the record's ``failure`` field.
+        ``error`` in the record's ``failure`` field, ``error_type`` (the class
+        path of the error; by default the taskforge error ``kind`` names) in
+        its ``error_type`` field.
         """
         call = calls.fail(
             QueueKeys(queue),
@@ -218,6 +220,7 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, Workflow
             retry_delay_ms=None if retry_in is None else max(0, int(retry_in * 1000)),
             dead_retention_ms=self.dead_retention_ms,
             failure=kind,
+            error_type=error_type or error_type_of_kind(kind.value),
         )
         with self.guard(queue):
             outcome, acked = self.scripts.write(call)
@@ -243,8 +246,12 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, Workflow
         with self.guard(*queues):
             return self.scripts.run_each([calls.peek(QueueKeys(q), promote_limit=PROMOTE_LIMIT) for q in queues])
 
-    def progress(self, queue: str, job_id: str, token: str, fraction: float, message: str | None) -> bool:
-        call = calls.progress(QueueKeys(queue), job_id=job_id, token=token, fraction=fraction, message=message)
+    def progress(
+        self, queue: str, job_id: str, token: str, fraction: float, message: str | None, meta: bytes = b""
+    ) -> bool:
+        """Record a running job's progress (fenced); ``meta`` is msgpack, ``b""`` for none."""
+        q = QueueKeys(queue)
+        call = calls.progress(q, job_id=job_id, token=token, fraction=fraction, message=message, meta=meta)
         with self.guard(queue):
             return self.scripts.run(call)
 
@@ -286,6 +293,18 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, Workflow
     def requeue(self, queue: str, job_id: str, token: str) -> bool:
         with self.guard(queue):
             return self.scripts.run(calls.requeue(QueueKeys(queue), job_id=job_id, token=token))
+
+    def pass_job(self, queue: str, job_id: str, token: str, delay_ms: int, cap_ms: int) -> int:
+        """Give a job back unrun for a worker that serves its task: the delay in ms, -1 if fenced."""
+        with self.guard(queue):
+            return self.scripts.run(
+                calls.pass_job(QueueKeys(queue), job_id=job_id, token=token, delay_ms=delay_ms, cap_ms=cap_ms)
+            )
+
+    def expire_owner(self, queue: str, owner: str) -> int:
+        """Expire now the claims whose token starts with ``owner`` (a worker proved dead): how many."""
+        with self.guard(queue):
+            return self.scripts.run(calls.expire_owner(QueueKeys(queue), owner=owner))
 
     def wake_keys(self, queues: Iterable[str]) -> list[str]:
         return [QueueKeys(q).wake for q in queues]
@@ -356,21 +375,6 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, Workflow
         key = QueueKeys(queue).done(job_id)
         with self.guard(queue):
             return wait_for_list(self.client, key, timeout)
-
-    def retry_dead(self, queue: str, job_ids: Sequence[str] = (), limit: int = PURGE_SLICE) -> list[str]:
-        with self.guard(queue):
-            return self.scripts.run(calls.retry_dead(QueueKeys(queue), limit=limit, job_ids=job_ids))
-
-    def purge(self, queue: str, which: str) -> int:
-        """Delete every job of one set ('pending', 'scheduled', 'dead'), in slices."""
-        total = 0
-        call = calls.purge(QueueKeys(queue), which=which, limit=PURGE_SLICE)
-        with self.guard(queue):
-            while True:
-                n = self.scripts.run(call)
-                total += n
-                if n == 0:
-                    return total
 
     def register_limits(self, queue: str, limits: dict[str, str]) -> None:
         """A worker publishes its tasks' limits ('' = none), so jobs sent by name obey them too."""

@@ -15,7 +15,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CorruptPayload
+from ..errors import CorruptPayload, error_type_of_kind
 from ..job import FailureKind, JobInfo, JobState, Priority, ms_to_datetime
 from ..serialization import loads, loads_call
 
@@ -46,13 +46,16 @@ class Field(str, enum.Enum):
     RESULT = "result"  # msgpack
     ERROR = "error"  # why the latest attempt failed, in words
     FAILURE = "failure"  # the same as a FailureKind value, written beside every error
+    ERROR_TYPE = "error_type"  # the class path of that error ("builtins.ValueError"), written beside it
     TRACEBACK = "traceback"
     PROGRESS = "progress"  # 0..1
     PROGRESS_MESSAGE = "progress_message"
+    PROGRESS_META = "progress_meta"  # msgpack: set_progress(..., meta=); '' = none
     WORKFLOW = "workflow"  # the id of the workflow this job is a step of
     EXPIRES = "expires"  # ms: not started by then, it ends cancelled ("expired")
     KEEP_MS = "keep_ms"  # the retention of a job that expires (the claim script has no app to ask)
     HEADERS = "headers"  # a JSON object of strings set by producer hooks (trace context); absent: none
+    PASSES = "passes"  # times a worker that does not know the task gave it back for one that does
 
     @property
     def key(self) -> bytes:
@@ -189,6 +192,7 @@ def job_info(job_id: str, queue: str, fields: dict[bytes, bytes]) -> JobInfo:
         except CorruptPayload as exc:
             error = error or f"CorruptPayload: result: {exc}"
     state, state_error = _state(fields)
+    failure = FailureKind.decode(_text(fields, Field.FAILURE))
     return JobInfo(
         id=job_id,
         task=_text(fields, Field.TASK) or "",
@@ -208,6 +212,27 @@ def job_info(job_id: str, queue: str, fields: dict[bytes, bytes]) -> JobInfo:
         result=result,
         progress=_fraction(fields, Field.PROGRESS),
         progress_message=_text(fields, Field.PROGRESS_MESSAGE),
-        failure=FailureKind.decode(_text(fields, Field.FAILURE)),
+        failure=failure,
         headers=decode_headers(fields.get(Field.HEADERS.key)) or {},
+        error_type=error_type_of(fields, failure),
+        progress_meta=_meta(fields),
     )
+
+
+def error_type_of(fields: dict[bytes, bytes], failure: FailureKind | None) -> str | None:
+    """The stored class path; for a record written before there was one, the class its kind names."""
+    stored = _text(fields, Field.ERROR_TYPE)
+    if stored or failure is None or failure in (FailureKind.EXCEPTION, FailureKind.RETRY):
+        return stored
+    return error_type_of_kind(failure.value)
+
+
+def _meta(fields: dict[bytes, bytes]) -> Any:
+    """Progress meta; junk written by something else reads as none, like a junk fraction."""
+    raw = fields.get(Field.PROGRESS_META.key)
+    if not raw:
+        return None
+    try:
+        return loads(raw)
+    except CorruptPayload:
+        return None

@@ -196,3 +196,17 @@ def decode_workflow_cancel(raw: list[Any]) -> WorkflowReply:
 
 def decode_workflow_flight(raw: list[Any]) -> WorkflowReply:
     return WorkflowReply(raw[0].decode(), _ready(raw[1]), [])
+
+
+class ResumeReply(NamedTuple):
+    """What workflow_resume answers: the state it found, the steps free to go, where they are."""
+
+    before: str  # dead (now running), running, succeeded, cancelled; 'gone' when there is no such workflow
+    ready: list[StepToSend]
+    replan: list[tuple[int, str]]  # (index, queue) of those steps
+    on_failure: tuple[int, str] | None  # its on_failure step, whose finished record is dropped
+
+
+def decode_workflow_resume(raw: list[Any]) -> ResumeReply:
+    on_failure = (int(raw[3][0]), raw[3][1].decode()) if raw[3] else None
+    return ResumeReply(raw[0].decode(), _ready(raw[1]), _cancel(raw[2]), on_failure)

@@ -48,9 +48,14 @@ def remove(client: Client, worker_id: str) -> None:
     pipe.execute()
 
 
-def live_workers(client: Client) -> list[dict[str, Any]]:
-    """Every worker whose heartbeat has not expired, oldest first."""
+def live_workers(client: Client, host: str | None = None) -> list[dict[str, Any]]:
+    """Every worker whose heartbeat has not expired, oldest first; with ``host``, only that host's.
+
+    A worker's id starts with its host name, so the others' hashes are not read.
+    """
     ids = cast(list[bytes], client.zrange(keys.WORKERS, 0, -1))
+    if host is not None:
+        ids = [worker_id for worker_id in ids if worker_id.startswith(host.encode() + b":")]
     if not ids:
         return []
     pipe = client.pipeline(transaction=False)
@@ -73,4 +78,10 @@ def decode(fields: Mapping[bytes, bytes]) -> dict[str, Any]:
         "current": json.loads(data.get("current", "[]")),
         "heartbeat": int(data.get("heartbeat", 0)),
         "clock_offset_ms": int(data.get("clock_offset_ms", 0)),  # its wall clock minus Redis's
+        # What other workers read: the tasks it serves, its claim tokens' prefix, what proves it gone.
+        "tasks": json.loads(data.get("tasks", "null")),  # None: a worker of an older version, tasks unknown
+        "owner": data.get("owner", ""),
+        "boot": data.get("boot", ""),
+        "pidns": data.get("pidns", ""),
+        "processes": json.loads(data.get("processes", "[]")),
     }

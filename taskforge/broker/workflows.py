@@ -23,12 +23,13 @@ from .compat import wait_for_list
 from .connection import broker_errors, redact
 from .keys import (
     WORKFLOW_LAUNCHING,
+    WORKFLOW_RESUMING,
     WORKFLOW_STATES,
     QueueKeys,
     WorkflowKeys,
     workflow_index,
 )
-from .replies import WorkflowReply
+from .replies import ResumeReply, WorkflowReply
 from .scripts import REPLICA_WAIT_MS
 from .slots import script_after
 
@@ -137,20 +138,50 @@ class WorkflowStore:
                 return self.scripts.run_each(batch)
             return [self._replicated(call, "a workflow report") for call in batch]
 
-    def _replicated(self, call: ScriptCall[T], what: str) -> T:
+    def _replicated(self, call: ScriptCall[T], what: str, again: str = "sent") -> T:
         """Run a workflow script and wait for a replica (durability="replicated"), or raise.
 
         A report whose count a failover loses must stay in its outbox for the
         reconciler to deliver again (delivering twice counts once); raising
-        here keeps it there.
+        here keeps it there. A resume's mark stays likewise, and the
+        reconciler does it again (``again="done"``).
         """
         reply, acked = self.scripts.write(call)
         if acked == 0:
-            raise BrokerUnavailable(
-                f"{what} was written to the master at {redact(self.url)} but no replica confirmed it "
-                f"within {REPLICA_WAIT_MS} ms (durability='replicated'); it will be sent again"
-            )
+            raise BrokerUnavailable(replica_missed(what, self.url, again))
         return reply
+
+    def mark_resuming(self, workflow: str) -> None:
+        """A resume begins (``workflows.resume``): marked until its steps are sent, in case this process dies."""
+        with broker_errors(self.url):
+            self.client.zadd(WORKFLOW_RESUMING, {workflow: _now_ms()})
+
+    def resume_workflow(self, workflow: str, finish: bool = False) -> ResumeReply:
+        """``workflow_resume``: a dead workflow is running again (``finish``: answer for a running one too)."""
+        call = calls.workflow_resume(WorkflowKeys(workflow), finish=finish)
+        with broker_errors(self.url):
+            if self.scripts.replicated:
+                return self._replicated(call, "the resume of a workflow", "done")
+            return self.scripts.run(call)
+
+    def list_running(self, workflow: str) -> None:
+        """A resumed workflow is listed as running again (and no longer as dead)."""
+        with broker_errors(self.url):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zrem(workflow_index("dead"), workflow)
+            pipe.zadd(workflow_index("running"), {workflow: _now_ms()}, nx=True)
+            pipe.execute()
+
+    def workflow_resumed(self, workflow: str) -> None:
+        """Its steps are made ready and sent: no longer resuming."""
+        with broker_errors(self.url):
+            self.client.zrem(WORKFLOW_RESUMING, workflow)
+
+    def resuming_since(self, before_ms: int, limit: int = 100) -> list[str]:
+        """Workflows whose resume began before ``before_ms`` and was not confirmed: its process may have died."""
+        with broker_errors(self.url):
+            raw = self.client.zrangebyscore(WORKFLOW_RESUMING, "-inf", before_ms, start=0, num=limit)
+        return [w.decode() for w in raw]
 
     def cancel_workflow(self, workflow: str) -> WorkflowReply:
         call = calls.workflow_cancel(WorkflowKeys(workflow), retention_ms=self.retention_ms)
@@ -219,6 +250,20 @@ class WorkflowStore:
         with self.guard(queue):
             return self.scripts.run(call)
 
+    def replan_steps(self, queue: str, workflow: str, on_failure: str, phase: str, job_ids: Sequence[str]) -> list[str]:
+        """``replan_steps``: a resumed workflow's steps on ``queue`` may go again; the ids moved to pending."""
+        call = calls.replan_steps(
+            QueueKeys(queue), workflow=workflow, on_failure=on_failure, phase=phase, job_ids=job_ids
+        )
+        with self.guard(queue):
+            return self.scripts.run(call)
+
+    def oldest_dead(self, queue: str, limit: int) -> list[str]:
+        """The oldest ``limit`` dead jobs of ``queue`` (the ones ``retry_dead`` takes when given no ids)."""
+        with self.guard(queue):
+            raw = self.client.zrange(QueueKeys(queue).dead, 0, limit - 1)
+        return [i.decode() for i in raw]
+
     def outbox(self, queue: str) -> dict[str, str]:
         """Reports of steps that ended on ``queue`` and are not delivered yet: job id -> workflow id."""
         with self.guard(queue):
@@ -277,3 +322,11 @@ class WorkflowStore:
         with broker_errors(self.url):
             raw = self.client.zrevrange(workflow_index(state), 0, limit - 1)
         return [w.decode() for w in raw]
+
+
+def replica_missed(what: str, url: str, again: str) -> str:
+    """The ``BrokerUnavailable`` message when no replica confirmed a workflow script's write in time."""
+    return (
+        f"{what} was written to the master at {redact(url)} but no replica confirmed it "
+        f"within {REPLICA_WAIT_MS} ms (durability='replicated'); it will be {again} again"
+    )

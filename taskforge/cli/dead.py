@@ -9,6 +9,7 @@ import click
 from ..app import TaskForge
 from ..inspect import dead_jobs, job_to_json, now_utc
 from ..job import JobState
+from ..workflows.resume import retry_dead
 from .common import USAGE, cli_errors, fail, open_app
 from .job import missing_is_usage
 from .purge import chosen_queues, confirm_destructive, plural
@@ -118,7 +119,7 @@ def retry_ids(app: TaskForge, job_ids: tuple[str, ...]) -> int:
         if state is not JobState.DEAD:
             fail(f"job {job_id} is {state.value}, not dead: only dead jobs can be retried", USAGE)
         by_queue.setdefault(handle.queue, []).append(job_id)
-    return sum(len(app.broker.retry_dead(queue, ids)) for queue, ids in by_queue.items())
+    return sum(len(retry_dead(app.broker, queue, ids)) for queue, ids in by_queue.items())
 
 
 def retry_every(app: TaskForge, queues: list[str]) -> int:
@@ -127,7 +128,7 @@ def retry_every(app: TaskForge, queues: list[str]) -> int:
     for queue in queues:
         budget = app.broker.counts(queue)["dead"]
         while budget > 0:
-            batch = app.broker.retry_dead(queue, limit=min(budget, 500))
+            batch = retry_dead(app.broker, queue, app.broker.oldest_dead(queue, min(budget, 500)))
             if not batch:
                 break
             moved += len(batch)

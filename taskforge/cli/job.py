@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import click
 
 from ..errors import JobNotFound
-from ..inspect import job_to_json
+from ..inspect import job_to_json, jsonable
 from ..job import JobInfo, JobState
 from .common import USAGE, cli_errors, fail, open_app
 
@@ -25,9 +25,12 @@ queue, args, kwargs, priority (low, normal, high, critical), state, attempts,
 max_attempts, created_at, scheduled_at, started_at, finished_at (ISO 8601
 UTC or null), error, traceback, result, progress, progress_message, failure
 (why the latest attempt failed, a FailureKind value: exception, retry,
-timeout, crashed, worker_lost, unknown_task, serialization, corrupt, aborted;
-or null), headers (an object of strings, {} for a job sent without any).
-Values in args, kwargs and result that JSON has no type for are rendered:
+timeout, crashed, worker_lost, unknown_task, serialization, corrupt, aborted,
+expired; or null), headers (an object of strings, {} for a job sent without
+any), error_type (the class path of that failure's error, such as
+"builtins.ValueError" or "taskforge.errors.HardTimeout"; or null),
+progress_meta (the meta of set_progress, or null).
+Values in args, kwargs, result and progress_meta that JSON has no type for are rendered:
 datetime, date, time as ISO 8601 strings; timedelta as seconds; UUID and
 Decimal as strings; tuple as an array; set and frozenset as sorted arrays;
 bytes as {"$bytes": "<base64>"}; NaN and infinities as the strings "NaN",
@@ -90,11 +93,16 @@ def format_job(info: JobInfo) -> str:
         rows.append(("result", repr(info.result)))
     if info.progress is not None:
         rows.append(("progress", f"{info.progress:.0%} {info.progress_message or ''}".rstrip()))
+    if info.progress_meta is not None:
+        rows.append(("progress meta", json.dumps(jsonable(info.progress_meta), ensure_ascii=False)))
     if info.failure is not None:
         rows.append(("failure", click.style(info.failure.value, fg="red")))
+    if info.error_type:
+        rows.append(("error_type", click.style(info.error_type, fg="red")))
     if info.error:
         rows.append(("error", click.style(info.error, fg="red")))
-    lines = [f"{click.style(name.ljust(13), bold=True)}{value}" for name, value in rows]
+    # one space at least: "progress meta" and header names are longer than the column
+    lines = [f"{click.style(name.ljust(12), bold=True)} {value}" for name, value in rows]
     if info.traceback:
         lines += [click.style("traceback", bold=True), info.traceback.rstrip()]
     return "\n".join(lines)

@@ -13,6 +13,8 @@ import click
 
 from ..app import TaskForge
 from ..broker.keys import validate_queue_name
+from ..errors import AppNotFound
+from ..loader import import_included
 from ..worker.supervisor import Supervisor, WorkerOptions
 from .common import USAGE, cli_errors, fail, open_app, refuse_memory
 
@@ -34,7 +36,14 @@ def _stop_before_start(_signum: int, _frame: object) -> None:
     raise SystemExit(0)
 
 
+def _celery_app_option(_ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    """Celery's ``-A proj``: taskforge takes the app as the worker's first argument."""
+    if value is not None:
+        raise click.UsageError(f"-A is Celery's; name the app first: taskforge worker {value}:app (module:attribute)")
+
+
 @click.command()
+@click.option("-A", "--app", "celery_app", hidden=True, is_eager=True, expose_value=False, callback=_celery_app_option)
 @click.argument("app")
 @click.option(
     "-c", "--concurrency", type=click.IntRange(min=1), default=None, help="Child processes (default: CPU count)."
@@ -68,7 +77,14 @@ def _stop_before_start(_signum: int, _frame: object) -> None:
     help="Seconds a claim lasts unless renewed; the supervisor renews every third of it.",
 )
 @_defaulted("--grace", kind=click.FloatRange(min=0), default=30.0, help=GRACE_HELP)
-@click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="info", show_default=True)
+@click.option(
+    "-l",
+    "--log-level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default="info",
+    show_default=True,
+    help="What the worker logs; -l as in Celery's `-l info`.",
+)
 @_defaulted(
     "--max-jobs-per-child",
     kind=click.IntRange(min=0),
@@ -126,6 +142,7 @@ def worker(
     )
     the_app = open_app(app)
     refuse_memory(the_app, app, "a worker here would never see a job another process sends")
+    refuse_taskless(the_app, app)
     try:
         served = tuple(validate_queue_name(q) for q in queues) or tuple(the_app.queues())
     except Exception as exc:
@@ -151,6 +168,26 @@ def worker(
             if metrics is not None:
                 metrics.close()
     sys.exit(code)
+
+
+def refuse_taskless(app: TaskForge, spec: str) -> None:
+    """Import the app's ``include=`` modules; exit 2 when one fails, or when the app still has no task.
+
+    A worker with no task would dead-letter every job it claims as unknown.
+    """
+    try:
+        import_included(app)
+    except AppNotFound as exc:
+        if exc.details:
+            click.echo(exc.details.rstrip(), err=True)
+        fail(str(exc), USAGE)
+    if not app.tasks:
+        fail(
+            f"app {app.name!r} ({spec}) has no task, so a worker would run nothing: define tasks in the "
+            "module APP names, or name the modules that define them with include=, "
+            f"TaskForge({app.name!r}, include=['module.with.tasks'])",
+            USAGE,
+        )
 
 
 def serve_metrics(app: TaskForge, queues: tuple[str, ...], host: str, port: int) -> WorkerMetrics:

@@ -10,7 +10,7 @@ import click
 from ..inspect import workflow_to_json
 from ..job import JobInfo, JobState
 from ..workflows.handle import WorkflowInfo, WorkflowState
-from .common import cli_errors, open_app
+from .common import USAGE, cli_errors, fail, open_app
 from .job import STATE_COLOURS, missing_is_usage
 from .table import Cell, cell, render
 
@@ -23,9 +23,11 @@ WORKFLOW_HELP = """Show one workflow: its state, its steps in workflow order, an
 Example:
   taskforge workflow myapp:app 9c1e4f851c9f14525bf01db70be8eba9
   taskforge workflow myapp:app 9c1e4f851c9f14525bf01db70be8eba9 --json | jq '.steps[].state'
+  taskforge workflow myapp:app 9c1e4f851c9f14525bf01db70be8eba9 --retry
 
-The step that holds the workflow up is the step that ended it (dead), or,
-while it runs, the first step in workflow order that has not succeeded.
+The step that holds the workflow up is the step that ended it (dead; never
+one that succeeded since), or, while it runs, the first step in workflow
+order that has not succeeded.
 Steps are jobs: `taskforge job APP STEP_ID` shows one whole.
 
 --json prints one object with exactly the field names of WorkflowInfo: id,
@@ -33,6 +35,13 @@ state (running, succeeded, dead, cancelled), created_at, finished_at (ISO
 8601 UTC or null), error, failed_step (the job id of the step that ended it,
 or null), steps (in workflow order, groups flattened, each as `taskforge job
 --json` prints a job; steps not sent yet are listed too, with null times).
+
+--retry resumes a dead workflow (WorkflowHandle.retry()): it is running
+again, its dead steps run again with a fresh set of attempts, the steps its
+death cancelled are planned again, and on_failure runs again only if it
+dies again; then it is shown. A workflow that is not dead exits with status
+2, unchanged. Retrying one of its dead steps (`taskforge dead APP retry
+STEP_ID`) does the same.
 
 An unknown id (never existed, or ended longer ago than the app's retention)
 exits with status 2.
@@ -50,10 +59,15 @@ WORKFLOW_COLOURS = {
 @click.argument("app")
 @click.argument("workflow_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the WorkflowInfo fields as one JSON object.")
-def workflow(app: str, workflow_id: str, as_json: bool) -> None:
+@click.option("--retry", is_flag=True, help="Resume a dead workflow: its dead steps run again.")
+def workflow(app: str, workflow_id: str, as_json: bool, retry: bool) -> None:
     the_app = open_app(app)
     with cli_errors(), missing_is_usage():
-        info = the_app.workflow(workflow_id).info()
+        handle = the_app.workflow(workflow_id)
+        if retry and not handle.retry():
+            state = handle.status().value
+            fail(f"workflow {workflow_id} is {state}, not dead: only a dead workflow can be retried", USAGE)
+        info = handle.info()
     if as_json:
         click.echo(json.dumps(workflow_to_json(info), indent=2))
     else:

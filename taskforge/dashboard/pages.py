@@ -22,6 +22,7 @@ from starlette.templating import Jinja2Templates
 from .. import inspect
 from ..handle import JobHandle
 from ..job import JobState
+from ..workflows.resume import retry_dead
 from . import data
 from .security import CSRF_FIELD, csrf_problem, csrf_token, read_form, set_csrf_cookie
 
@@ -130,7 +131,7 @@ def apply_action(app: Any, job_id: str, queue: str | None, action: str) -> str |
         state = handle.status()
         if state is not JobState.DEAD:
             return f"job {job_id} is {state.value}, not dead: only dead jobs can be retried"
-        app.broker.retry_dead(handle.queue, [job_id])
+        retry_dead(app.broker, handle.queue, [job_id])  # a dead workflow's step resumes its workflow
     elif action == "cancel":
         if not handle.cancel():
             return f"job {job_id} is {handle.status().value}: only pending, scheduled or retrying jobs can be cancelled"
@@ -160,6 +161,20 @@ async def act(request: Request) -> Response:
         return render(request, "error.html", status_code=409, message=refused)
     own_page = f"/jobs/{quote(job_id, safe='')}" + (f"?{urlencode({'queue': queue})}" if queue else "")
     return RedirectResponse(safe_next(form.get("next"), own_page), status_code=303)
+
+
+async def retry_workflow(request: Request) -> Response:
+    """Resume a dead workflow (``WorkflowHandle.retry()``): a POST from its page, with the CSRF token."""
+    form = await read_form(request)
+    problem = csrf_problem(request, form)
+    if problem:
+        return render(request, "error.html", status_code=403, message=problem)
+    handle = app_of(request).workflow(request.path_params["workflow_id"])
+    if not await run_in_threadpool(handle.retry):
+        state = (await run_in_threadpool(handle.status)).value
+        message = f"workflow {handle.id} is {state}, not dead: only a dead workflow can be retried"
+        return render(request, "error.html", status_code=409, message=message)
+    return RedirectResponse(f"/workflows/{quote(handle.id, safe='')}", status_code=303)
 
 
 async def purge_dead(request: Request) -> Response:

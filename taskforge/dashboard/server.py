@@ -56,6 +56,7 @@ def create_app(app: TaskForge, auth: tuple[str, str] | None = None) -> Starlette
         Route("/jobs/{job_id}/{action:str}", pages.act, methods=["POST"]),
         Route("/workflows", pages.workflows),
         Route("/workflows/{workflow_id}", pages.workflow),
+        Route("/workflows/{workflow_id}/retry", pages.retry_workflow, methods=["POST"]),
         Route("/api/status", api.status),
         Route("/api/history", api.history),
         Route("/api/dead", api.dead),

@@ -59,9 +59,25 @@ async def direct(call: Callable[[], T]) -> T:
     return call()
 
 
+class Escaped(Exception):  # noqa: N818 - a carrier, never recorded itself
+    """Carries a ``SystemExit`` or ``KeyboardInterrupt`` a task raised out of its asyncio task.
+
+    asyncio re-raises those two out of the event loop, which would end the
+    child and every job on it; carried as an ``Exception``, the job fails
+    with the original error (its class path and traceback) like any other.
+    """
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(str(original))
+        self.original = original
+
+
 async def guarded(claim: Claim, awaitable: Awaitable[Any]) -> Any:
     """Await the task; the loop watchdog finds this frame on the stack to name the job blocking the loop."""
-    return await awaitable
+    try:
+        return await awaitable
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise Escaped(exc) from None
 
 
 def aborted(context: RunContext, claim: Claim, started: float, outage: Outage) -> Outcome:
@@ -121,5 +137,7 @@ async def arun_claim(
     else:
         error = user.exception()
         value = None if error is not None else user.result()
+        if isinstance(error, Escaped):
+            error = error.original
     outcome = await offload(partial(record_outcome, context, claim, info, started, outage, value=value, error=error))
     return outcome

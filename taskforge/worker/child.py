@@ -37,6 +37,7 @@ from . import soft
 from .aio_feed import AsyncFeeder
 from .aio_loop import AsyncSide, is_async_task
 from .aio_run import SOFT
+from .foreign import Elsewhere
 from .lane import EXIT_RECYCLE, IDLE_BLOCK, LANE_WAIT, Lane
 from .messages import CancelJob, Heartbeat, Message, Recycling, from_wire
 from .outage import Outage
@@ -64,6 +65,7 @@ class ChildConfig:
     report_outcomes: bool = False  # tell the supervisor how each run ended (for its metrics)
     threads: int = 1  # lanes: jobs this child runs at once, one per thread
     async_slots: int = 100  # async jobs at once on the child's event loop (if the app has async tasks)
+    owner: str = ""  # prefix of this worker's claim tokens: finds its jobs if it is killed (``rescue.py``)
 
 
 def die_with_parent(parent: int) -> None:
@@ -113,7 +115,7 @@ class Child:
     """What a child's lanes share: the run context, its broker, the pipe, the stop flag and the job count."""
 
     def __init__(self, config: ChildConfig, pipe: Connection, control: Connection | None = None) -> None:
-        from ..loader import load_app
+        from ..loader import import_included, load_app
 
         self.config = config
         self.pipe = pipe
@@ -121,9 +123,11 @@ class Child:
         self.stopping = False
         self.recycling = False  # max_jobs reached: lanes finish their job and stop claiming
         # The app is read once: the lanes need only what running a job needs.
-        context = AppContext.of(load_app(config.app_spec))
+        app = load_app(config.app_spec)
+        import_included(app)  # as the supervisor did: a module it imported is importable here too
+        context = AppContext.of(app)
         # Workflow steps' reports go out from a thread of their own, in batches.
-        self.context = replace(context, courier=Courier(context.broker))
+        self.context = replace(context, courier=Courier(context.broker), elsewhere=Elsewhere(context.broker))
         self.broker = self.context.broker
         self.counts_written = threading.Event()  # set at exit: the thread stops, the last flush follows
         self.outage = Outage(self.broker.url)  # one per process: the lanes share what they say about Redis

@@ -89,15 +89,19 @@ class Lane:
     def stopping(self) -> bool:
         return self.child.stopping or self.child.recycling
 
+    def new_token(self) -> str:
+        """A claim token carrying this worker's prefix, by which its jobs are found if it is killed."""
+        return self.config.owner + new_token()
+
     def dequeue(self, queue: str) -> tuple[list[Claim], float | None]:
         """One dequeue with this queue's current token; a fresh token only once Redis answered.
 
         The token is kept before the call, so a call whose reply was lost is
         retried with the same token and gets back the job it claimed.
         """
-        token = self.tokens.setdefault(queue, new_token())
+        token = self.tokens.setdefault(queue, self.new_token())
         claims, wait = self.broker.dequeue(queue, self.config.lease_ms, token=token)
-        self.tokens[queue] = new_token()
+        self.tokens[queue] = self.new_token()
         return claims, wait
 
     def claim(self) -> tuple[list[Claim], float | None]:
@@ -137,7 +141,12 @@ class Lane:
             return None
         woken = None
         try:
-            woken = self.wait_for_work(IDLE_BLOCK if wait is None else min(wait, IDLE_BLOCK))
+            elsewhere = self.context.elsewhere
+            if wait is None:
+                timeout = IDLE_BLOCK
+            else:  # just after passing a job on (``foreign.py``), a head start to the worker it was left for
+                timeout = min(wait, IDLE_BLOCK) if elsewhere is None else elsewhere.timeout(wait, IDLE_BLOCK)
+            woken = self.wait_for_work(timeout)
             return woken
         finally:
             if woken is not None and woken[0]:
@@ -164,9 +173,9 @@ class Lane:
         try:
             if len(self.queues) == 1 and self.broker.pipelined_wait:
                 queue = self.queues[0]
-                token = self.tokens.setdefault(queue, new_token())
+                token = self.tokens.setdefault(queue, self.new_token())
                 woken = self.broker.wait_and_dequeue(queue, timeout, self.config.lease_ms, token)
-                self.tokens[queue] = new_token()
+                self.tokens[queue] = self.new_token()
                 self.child.outage.answered()
                 return woken
             self.broker.wait_for_work(self.queues, timeout)
@@ -292,13 +301,13 @@ class Lane:
         def link() -> Chain | None:
             if not chain or self.stopping or len(self.queues) != 1:
                 return None
-            return Chain(self.config.lease_ms, self.tokens.get(claim.queue) or new_token())
+            return Chain(self.config.lease_ms, self.tokens.get(claim.queue) or self.new_token())
 
         outcome = run_claim(self.context, claim, link, self.child.outage)
         if self.config.report_outcomes:
             self.child.send(JobFinished(self.index, outcome.state, outcome.duration))
         if outcome.next is not None:
-            self.tokens[claim.queue] = new_token()
+            self.tokens[claim.queue] = self.new_token()
 
         log_outcome(claim, outcome)
         if outcome.next is None or not outcome.next[0]:

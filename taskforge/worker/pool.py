@@ -138,8 +138,11 @@ def signal_child(slot: ChildSlot, signum: int) -> None:
 class Pool:
     """The child processes of one worker and the jobs their lanes run."""
 
-    def __init__(self, app_spec: str, options: WorkerOptions, metrics: WorkerMetrics | None = None) -> None:
+    def __init__(
+        self, app_spec: str, options: WorkerOptions, metrics: WorkerMetrics | None = None, owner: str = ""
+    ) -> None:
         self.spec = app_spec
+        self.owner = owner  # the prefix of every claim token of this worker's children
         self.options = options
         self.metrics = metrics
         self.ctx = multiprocessing.get_context("spawn")
@@ -148,6 +151,10 @@ class Pool:
         self.crash_streak: dict[int, int] = {}
         self.stopping = False
         self.jobs_done = 0
+
+    def pids(self) -> list[int]:
+        """The children's pids, for the worker's listing: what proves them gone after a kill -9."""
+        return [slot.process.pid for slot in self.children.values() if slot.process.pid]
 
     def running(self) -> Iterator[Running]:
         for slot in self.children.values():
@@ -173,6 +180,7 @@ class Pool:
             report_outcomes=self.metrics is not None,
             threads=options.threads,
             async_slots=options.async_slots,
+            owner=self.owner,
         )
         process = self.ctx.Process(
             target=child_main, args=(config, writer, control_reader), name=f"taskforge-child-{index}"

@@ -17,14 +17,31 @@ from typing import TYPE_CHECKING, Any
 from ..broker import workers
 from ..broker.clock import RedisClock
 from ..broker.workers import Client
+from . import identity
 
 if TYPE_CHECKING:
     from .pool import Running
 
 
+def owner_tag() -> str:
+    """A prefix unique to one worker, put on every claim token its children use.
+
+    It is how the jobs of a worker proved dead are found (see ``rescue.py``):
+    each running job's record holds the token that claimed it.
+    """
+    return os.urandom(6).hex() + "."
+
+
 class WorkerRegistry:
     def __init__(
-        self, client: Client, queues: list[str], concurrency: int, ttl: float, clock: RedisClock | None = None
+        self,
+        client: Client,
+        queues: list[str],
+        concurrency: int,
+        ttl: float,
+        tasks: Iterable[str] = (),
+        owner: str = "",
+        clock: RedisClock | None = None,
     ) -> None:
         self.client = client
         # Redis's clock, not this host's: the listing is pruned by these times,
@@ -32,22 +49,35 @@ class WorkerRegistry:
         self.clock = clock or RedisClock(client)
         self.id = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(2).hex()}"
         self.ttl_ms = int(ttl * 1000)
+        self.owner = owner or owner_tag()
+        # The tasks this worker serves: another worker leaves their jobs to it (``foreign.py``).
+        # Host, boot, pid namespace and the processes with their start times: what proves it gone.
         self.static: dict[str, workers.Field] = {
             "id": self.id,
-            "host": socket.gethostname(),
             "pid": os.getpid(),
             "queues": json.dumps(queues),
             "concurrency": concurrency,
             "started_at": 0,  # Redis's time at the first beat
+            "tasks": json.dumps(sorted(tasks)),
+            "owner": self.owner,
+            **identity.here(),
         }
+        self.supervisor = identity.process(os.getpid())
 
-    def beat(self, running: Iterable[Running], jobs_done: int) -> None:
-        """Renew this worker's entry, listing the jobs its children run now."""
+    def beat(self, running: Iterable[Running], jobs_done: int, children: Iterable[int] = ()) -> None:
+        """Renew this worker's entry, listing the jobs its children run now and the children's pids."""
         now = self.clock.sync()
         self.static["started_at"] = self.static["started_at"] or now
         current = [describe(job, now) for job in running]
-        fields = {**self.static, "jobs_done": jobs_done, "current": json.dumps(current), "heartbeat": now}
-        fields["clock_offset_ms"] = self.clock.offset_ms
+        processes = [self.supervisor, *(identity.process(pid) for pid in children)]
+        fields = {
+            **self.static,
+            "jobs_done": jobs_done,
+            "current": json.dumps(current),
+            "heartbeat": now,
+            "processes": json.dumps(processes),
+            "clock_offset_ms": self.clock.offset_ms,
+        }
         workers.beat(self.client, self.id, fields, self.ttl_ms, now)
 
     def remove(self) -> None:

@@ -23,18 +23,20 @@ import redis
 
 from ..broker.queue import Claim
 from ..context import enter, leave
-from ..errors import CorruptQueue, Retry, SerializationError, UnknownTask
+from ..errors import CorruptQueue, Retry, SerializationError, UnknownTask, class_path, error_type_of_kind
 from ..job import FailureKind, JobInfo, JobState, Priority
 from ..serialization import dumps_result
 from ..workflows.delivery import Courier, deliver, report_of
 from . import soft
 from .lost_acks import own_outcome, recorded_success
 from .outage import OUTAGE_ERRORS, Outage
+from .retry_filters import not_retried
 
 if TYPE_CHECKING:
     from ..broker.queue import Broker
     from ..hooks import Hooks
     from ..task import Task
+    from .foreign import Elsewhere
 
 log = logging.getLogger("taskforge.worker")
 
@@ -71,6 +73,7 @@ class AppContext:
     broker: Broker
     max_job_size: int
     courier: Courier | None = None  # delivers workflow steps' reports in the background
+    elsewhere: Elsewhere | None = None  # which live workers serve the tasks this app does not know
 
     @classmethod
     def of(cls, app: RunContext) -> AppContext:
@@ -170,16 +173,21 @@ def run_claim(
     claim: Claim,
     chain: Callable[[], Chain | None] | None = None,
     outage: Outage | None = None,
+    *,
+    reraise_interrupts: bool = False,
 ) -> Outcome:
-    """Run ``claim`` and record its outcome; ``chain()`` is asked, once the task has
-    returned, whether to claim the next job in the same call (a shutdown may
-    have begun while the task ran). ``outage`` is the process's, if it keeps one."""
+    """Run ``claim`` and record its outcome; ``chain()``, asked once the task has returned, may claim
+    the next job in the same call (unless a shutdown began meanwhile). ``outage``: the process's, if any."""
     started = time.monotonic()
     outage = outage or Outage(context.broker.url)
     info = claim_info(claim)
     hooks = context.hooks
     task = context.tasks.get(claim.task)
     if task is None:
+        elsewhere: Elsewhere | None = getattr(context, "elsewhere", None)
+        passed = elsewhere.pass_on(claim) if elsewhere is not None else None
+        if passed is not None:  # another live worker serves it: left for that one (``foreign.py``)
+            return Outcome(passed[0], time.monotonic() - started, passed[1], passed[2])
         error = f"UnknownTask: {UnknownTask.named(claim.task, context.name, context.tasks)}"
         return failed(context, claim, info, (error, "", None), started, outage, FailureKind.UNKNOWN_TASK)
     hooks.emit("job_started", info)
@@ -187,53 +195,14 @@ def run_claim(
     try:
         with soft.running(claim.id, task.options.soft_timeout):
             value = hooks.run(info, lambda: task.func(*claim.args, **claim.kwargs))
-    except Exception as exc:
-        return record_outcome(context, claim, info, started, outage, error=exc)
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the job's failure, not the child's end
+        outcome = record_outcome(context, claim, info, started, outage, error=exc)
+        if reraise_interrupts and not isinstance(exc, Exception):
+            raise  # app.drain() runs in the user's own process: Ctrl-C stops it, once the job is recorded
+        return outcome
     finally:
         leave(current)
     return record_outcome(context, claim, info, started, outage, value=value, chain=chain)
-
-
-def not_retried(context: RunContext, claim: Claim, error: BaseException) -> str | None:
-    """Why ``error`` ends the job at once (its retry filters), or None to retry it as usual.
-
-    The filters come from the worker's task definition, unless the producer
-    chose them for this job (``with_options``): then the record carries them
-    as class names, matched against the exception's MRO, so a worker never
-    imports what a job names. Read only when a run fails, never on the hot path.
-    """
-    task = context.tasks.get(claim.task)
-    retry_on, dont_retry_on = (task.options.retry_on, task.options.dont_retry_on) if task else (None, ())
-    names = {f"{cls.__module__}.{cls.__qualname__}" for cls in type(error).__mro__}
-    chosen = job_retry_fields(context, claim)
-    if chosen is not None:
-        only, never = chosen
-        if only is not None and not names & only:
-            return f"{type(error).__name__} is not retried"
-        if names & never:
-            return f"{type(error).__name__} is not retried"
-        return None
-    if retry_on is not None and not isinstance(error, retry_on):
-        return f"{type(error).__name__} is not retried"
-    if dont_retry_on and isinstance(error, dont_retry_on):
-        return f"{type(error).__name__} is not retried"
-    return None
-
-
-def job_retry_fields(context: RunContext, claim: Claim) -> tuple[set[str] | None, set[str]] | None:
-    """The retry filters stored with this job (``retry_on`` "*" = every exception), or None."""
-    try:
-        raw = context.broker.job_fields(claim.queue, claim.id, ("retry_on", "dont_retry_on"))
-    except Exception:  # Redis away: the task's own filters decide, and the outcome's recording will wait
-        return None
-    only, never = raw
-    if only is None and never is None:
-        return None
-    return (None if only in (None, "*") else _names(only)), _names(never)
-
-
-def _names(value: str | None) -> set[str]:
-    return {name for name in (value or "").split(",") if name}
 
 
 def record_outcome(
@@ -255,15 +224,19 @@ def record_outcome(
     hooks = context.hooks
     if isinstance(error, Retry):
         delay = retry_delay(context, claim.task, claim.attempts, error.after)
-        return failed(context, claim, info, (f"Retry: {error}", "", delay), started, outage, FailureKind.RETRY)
+        if error.exc is None:
+            return failed(context, claim, info, (f"Retry: {error}", "", delay), started, outage, FailureKind.RETRY)
+        # Retry(exc=err): the attempt failed with err, as Celery's self.retry(exc=err) records it.
+        asked: Failure = (f"{type(error.exc).__name__}: {error.exc}", formatted(error.exc), delay)
+        return failed(context, claim, info, asked, started, outage, FailureKind.RETRY, class_path(error.exc))
     if error is not None:
         text = f"{type(error).__name__}: {error}"
         refused = not_retried(context, claim, error)
         backoff = None if refused else retry_delay(context, claim.task, claim.attempts)
         if refused:
             text = f"{text} ({refused})"
-        tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-        return failed(context, claim, info, (text, tb, backoff), started, outage)
+        failure = (text, formatted(error), backoff)
+        return failed(context, claim, info, failure, started, outage, FailureKind.EXCEPTION, class_path(error))
     duration = time.monotonic() - started
     try:
         result = dumps_result(value)
@@ -282,6 +255,11 @@ def record_outcome(
     if outcome.state == "succeeded" and hooks.handlers["job_succeeded"]:  # no JobInfo copy for nobody
         hooks.emit("job_succeeded", replace(info, state=JobState.SUCCEEDED, result=value), result=value)
     return outcome
+
+
+def formatted(error: BaseException) -> str:
+    """The traceback a record keeps for ``error``."""
+    return "".join(traceback.format_exception(type(error), error, error.__traceback__))
 
 
 def succeeded(
@@ -343,27 +321,44 @@ def failed(
     started: float,
     outage: Outage,
     kind: FailureKind = FailureKind.EXCEPTION,
+    error_type: str | None = None,
 ) -> Outcome:
-    """Record a failed run (retry or dead), then tell the hooks."""
+    """Record a failed run (retry or dead), then tell the hooks.
+
+    ``error_type`` is the class path of the task's exception; None names
+    the taskforge error of ``kind`` (``taskforge.errors.HardTimeout``...).
+    """
     error, tb, retry_in = failure
+    error_type = error_type or error_type_of_kind(kind.value)
     duration = time.monotonic() - started
-    state = record(context.broker.fail, claim.queue, claim.id, claim.token, error, tb, retry_in, kind, outage=outage)
+    fail = context.broker.fail
+    state = record(fail, claim.queue, claim.id, claim.token, error, tb, retry_in, kind, error_type, outage=outage)
     if state == "fenced":  # a lost reply, not a takeover, when the record names this claim's report
         state = own_outcome(context.broker, claim) or state
     if claim.workflow and state == "dead":
         report_step(context, claim, "dead", b"", error)
-    notify_failure(context, info, state, error, tb, kind)
+    notify_failure(context, info, state, error, tb, kind, error_type)
     return Outcome(state, duration, error, retry_in)
 
 
 def notify_failure(
-    context: RunContext, info: JobInfo, state: str | None, error: str, tb: str = "", kind: FailureKind | None = None
+    context: RunContext,
+    info: JobInfo,
+    state: str | None,
+    error: str,
+    tb: str = "",
+    kind: FailureKind | None = None,
+    error_type: str | None = None,
 ) -> None:
     """job_failed for every failed run; job_dead too when it was the last."""
     if state not in ("retrying", "dead"):
         return
     final = JobState.DEAD if state == "dead" else JobState.RETRYING
-    after = replace(info, state=final, error=error, traceback=tb or None, failure=kind or info.failure)
+    if error_type is None and kind is not None:
+        error_type = error_type_of_kind(kind.value)
+    after = replace(
+        info, state=final, error=error, traceback=tb or None, failure=kind or info.failure, error_type=error_type
+    )
     context.hooks.emit("job_failed", after, error=error)
     if state == "dead":
         context.hooks.emit("job_dead", after, error=error)

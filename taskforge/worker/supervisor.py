@@ -27,16 +27,19 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..broker.clock import RedisClock
+from ..broker.workers import live_workers
 from ..periodic import Scheduler
 from ..workflows.reconcile import Reconciler
 from .banner import banner
+from .foreign import differing_tasks
 from .housekeeping import HEARTBEAT_EVERY, DamageLog, Housekeeping
 from .leases import Leases, renew_every
 from .options import WorkerOptions
 from .outage import Outage
 from .outcomes import PendingOutcomes
 from .pool import Pool, Running
-from .registry import WorkerRegistry
+from .registry import WorkerRegistry, owner_tag
+from .rescue import Rescue
 from .ticker import Ticker
 
 if TYPE_CHECKING:
@@ -57,7 +60,8 @@ class Supervisor:
         self.options = options
         self.stop_deadline = 0.0
         self.seen_done = 0
-        self.pool = Pool(app_spec, options, metrics)
+        owner = owner_tag()
+        self.pool = Pool(app_spec, options, metrics, owner)
         self.outcomes = PendingOutcomes(app, metrics)
         self.damage = DamageLog()
         self.leases = Leases(app.broker, options.lease_ms, self.damage.report, metrics)
@@ -67,6 +71,8 @@ class Supervisor:
             list(options.queues),
             options.concurrency * options.threads,
             ttl=10 * HEARTBEAT_EVERY,
+            tasks=app.tasks,
+            owner=owner,
             clock=self.clock,
         )
         scheduler = Scheduler(app.schedules, self.clock) if options.periodic and app.schedules else None
@@ -85,6 +91,7 @@ class Supervisor:
         )
         self.woken = False  # idle children woken once a stop began
         self.reconciler = Reconciler(app.broker, list(options.queues))
+        self.rescue = Rescue(app.broker, self.registry.id)
 
     @property
     def stopping(self) -> bool:
@@ -135,8 +142,12 @@ class Supervisor:
         self.leases.renew(self.held(), self.pool.stop_aborted)
 
     def reclaim(self) -> None:
-        """Expired claims back in line, then workflow reports and launches a crash left undone."""
-        self.leases.reclaim(self.options.queues)
+        """Expired claims back in line, then workflow reports and launches a crash left undone.
+
+        Every few seconds, first the claims of this host's workers proved dead (``rescue.py``).
+        """
+        rescued = self.rescue.run() if self.rescue.due(time.monotonic()) else set()
+        self.leases.reclaim([*self.options.queues, *sorted(rescued - set(self.options.queues))])
         self.reconciler.run()
 
     def check_clock(self) -> None:
@@ -147,7 +158,14 @@ class Supervisor:
             log.warning("%s", skew)
 
     def heartbeat(self) -> None:
-        self.registry.beat(self.pool.running(), self.pool.jobs_done)
+        self.registry.beat(self.pool.running(), self.pool.jobs_done, self.pool.pids())
+
+    def compare_tasks(self) -> None:
+        """Warn, once at start, when live workers on this worker's queues serve other tasks (``foreign.py``)."""
+        listing = live_workers(self.app.broker.client)
+        warning = differing_tasks(self.registry.id, list(self.options.queues), set(self.app.tasks), listing)
+        if warning:
+            log.warning("%s", warning)
 
     def register_limits(self) -> None:
         """Publish this worker's task limits, so jobs sent by name obey them too."""
@@ -164,6 +182,7 @@ class Supervisor:
         signal.signal(signal.SIGINT, self.on_signal)
         log.info("%s", banner(self.app, self.app_spec, self.registry.id, self.options))
         self.housekeeping.run(self.check_clock)
+        self.housekeeping.run(self.compare_tasks)
         self.housekeeping.run(self.reclaim)
         self.housekeeping.run(self.register_limits)
         self.app.hooks.emit("worker_started")

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ..broker.record import NewJob
-from .delivery import ENDED, report_of, step_id, step_index, step_job
+from .delivery import ENDED, failed_at, report_of, step_id, step_index, step_job
 
 if TYPE_CHECKING:
     from ..broker.aio import AsyncBroker
@@ -23,11 +23,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("taskforge.workflows")
 
 
-async def asend(broker: AsyncBroker, workflow: str, steps: Sequence[StepToSend]) -> None:
+async def asend(
+    broker: AsyncBroker, workflow: str, steps: Sequence[StepToSend], failed: dict[bytes, bytes] | None = None
+) -> None:
     """``delivery.send``: store these steps, each once whoever sends it (their ids are fixed)."""
     by_queue: dict[str, list[NewJob]] = {}
     for step in steps:
-        queue, job = step_job(workflow, step)
+        queue, job = step_job(workflow, step, failed)
         by_queue.setdefault(queue, []).append(job)
     for queue, jobs in by_queue.items():
         await broker.enqueue(queue, jobs, resend=True)
@@ -46,7 +48,9 @@ async def astop(broker: AsyncBroker, workflow: str, steps: Iterable[tuple[int, s
 async def aact(broker: AsyncBroker, workflow: str, reply: WorkflowReply, state: str | None = None) -> None:
     """``delivery.act``: send what may go next, stop the rest of an ended workflow, settle it."""
     if reply.ready:
-        await asend(broker, workflow, reply.ready)
+        where = failed_at(workflow, reply)
+        failed = None if where is None else await broker.read(*where) or {}
+        await asend(broker, workflow, reply.ready, failed)
     if reply.cancel:
         await astop(broker, workflow, reply.cancel)
     if reply.settle:

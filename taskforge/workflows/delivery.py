@@ -48,14 +48,21 @@ def step_index(job_id: str) -> int | None:
     return int(index) if index.isdigit() else None
 
 
-def step_job(workflow: str, step: StepToSend) -> tuple[str, NewJob]:
-    """The job of a step whose turn came: its queue, and the job with its inputs before its own args."""
+def step_job(workflow: str, step: StepToSend, failed: dict[bytes, bytes] | None = None) -> tuple[str, NewJob]:
+    """The job of a step whose turn came: its queue, and the job with its inputs before its own args.
+
+    ``failed``: the failed step's record, for an on_failure step built with
+    ``.s()`` (``failed_record``), which gets that step's summary first.
+    """
     spec: dict[str, Any] = loads(step.spec)  # type: ignore[assignment]
     payload: bytes = spec["call"]
     if spec["input"] is not None:
         args, kwargs = loads_call(payload)
         given = fill(spec["input"], iter(loads(value) for value in step.inputs))
         payload = dumps_call((given, *args), kwargs)
+    elif spec.get("summary"):
+        args, kwargs = loads_call(payload)
+        payload = dumps_call((failure_summary(workflow, step, failed or {}), *args), kwargs)
     job = NewJob(
         id=step_id(workflow, step.step),
         task=spec["task"],
@@ -71,11 +78,47 @@ def step_job(workflow: str, step: StepToSend) -> tuple[str, NewJob]:
     return spec["queue"], job
 
 
-def send(broker: Broker, workflow: str, steps: Sequence[StepToSend]) -> None:
-    """Store these steps, each once whoever sends it (their ids are fixed)."""
+def failed_at(workflow: str, reply: WorkflowReply) -> tuple[str, str] | None:
+    """(queue, job id) of the failed step whose summary an on_failure step in ``reply`` may get.
+
+    A dead workflow's ending answers its on_failure step, alone, followed by
+    the failed step's index, queue and error (``ending`` in ``_lib.lua``).
+    """
+    if not (reply.settle and reply.state == "dead" and reply.ready) or len(reply.ready[0].inputs) < 3:
+        return None
+    index, queue, _ = reply.ready[0].inputs[-3:]
+    return (queue.decode(), step_id(workflow, int(index))) if index.isdigit() else None
+
+
+def failed_record(broker: Broker, workflow: str, reply: WorkflowReply) -> dict[bytes, bytes] | None:
+    """The record of the step that ended ``reply``'s workflow, when it sends an on_failure step."""
+    where = failed_at(workflow, reply)
+    return None if where is None else broker.read(*where) or {}
+
+
+def failure_summary(workflow: str, step: StepToSend, record: dict[bytes, bytes]) -> dict[str, Any]:
+    """What an on_failure step built with ``.s()`` receives: the failed step's id, task, error,
+    error_type (its exception's class path, None when the record has none) and traceback."""
+    index, _, error = step.inputs[-3:] if len(step.inputs) >= 3 else (b"", b"", b"")
+
+    def text(name: str) -> str | None:
+        value = record.get(name.encode())
+        return value.decode(errors="replace") if value else None
+
+    return {
+        "id": step_id(workflow, int(index)) if index.isdigit() else None,
+        "task": text("task"),
+        "error": text("error") or error.decode(errors="replace") or None,
+        "error_type": text("error_type"),
+        "traceback": text("traceback"),
+    }
+
+
+def send(broker: Broker, workflow: str, steps: Sequence[StepToSend], failed: dict[bytes, bytes] | None = None) -> None:
+    """Store these steps, each once whoever sends it (their ids are fixed); ``failed``: as ``step_job``."""
     by_queue: dict[str, list[NewJob]] = {}
     for step in steps:
-        queue, job = step_job(workflow, step)
+        queue, job = step_job(workflow, step, failed)
         by_queue.setdefault(queue, []).append(job)
     for queue, jobs in by_queue.items():
         broker.enqueue(queue, jobs, resend=True)
@@ -94,7 +137,7 @@ def stop(broker: Broker, workflow: str, steps: Iterable[tuple[int, str]]) -> Non
 def act(broker: Broker, workflow: str, reply: WorkflowReply) -> None:
     """Do what a workflow script answered: send, stop, then settle an ended workflow."""
     if reply.ready:
-        send(broker, workflow, reply.ready)
+        send(broker, workflow, reply.ready, failed_record(broker, workflow, reply))
     if reply.cancel:
         stop(broker, workflow, reply.cancel)
     if reply.settle:
@@ -124,8 +167,9 @@ def deliver(
     replies = broker.report_steps(counted, dropped, listed)
     by_queue: dict[str, list[NewJob]] = {}
     for report, reply in zip(counted, replies, strict=True):
+        failed = failed_record(broker, report.workflow, reply)
         for step in reply.ready:
-            queue, job = step_job(report.workflow, step)
+            queue, job = step_job(report.workflow, step, failed)
             by_queue.setdefault(queue, []).append(job)
     for queue, jobs in by_queue.items():
         broker.enqueue(queue, jobs, resend=True)
@@ -168,7 +212,7 @@ def deliver_from_record(broker: Broker, queue: str, job_id: str, workflow: str) 
     result = fields.get(b"result") or b""
     error = (fields.get(b"error") or b"").decode(errors="replace")
     if state not in ENDED:
-        if fields:  # retried by `taskforge dead retry`: it will report again when it ends
+        if fields:  # retried (its workflow resumed, or not a dead one): it will report again when it ends
             broker.delivered([report_of(queue, job_id, workflow, state)])
             return
         state, error = "dead", "WorkflowStepLost: the step's record expired before its outcome was delivered"

@@ -5,11 +5,12 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
 
-from ..broker.record import job_info
+from .. import celery_names
+from ..broker.record import error_type_of, job_info
 from ..errors import TaskFailed, WorkflowNotFound
-from ..handle import async_access
+from ..handle import JobHandle, async_access
 from ..job import FailureKind, JobInfo, JobState, Priority, ms_to_datetime
 from ..serialization import loads
 from .aio_delivery import aact
@@ -19,6 +20,7 @@ from .plan import fill, leaves
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from ..broker.replies import ResumeReply
     from ..protocols import BrokerAccess
 
 R = TypeVar("R")
@@ -59,8 +61,9 @@ class WorkflowInfo:
         "Not succeeded" rather than "not finished": a step that just went dead
         holds the workflow up before its report has ended the workflow.
         """
-        if self.failed_step is not None:
-            return next((step for step in self.steps if step.id == self.failed_step), None)
+        if self.failed_step is not None:  # never a step that succeeded since: it holds nothing up
+            failed = next((step for step in self.steps if step.id == self.failed_step), None)
+            return failed if failed is not None and failed.state is not JobState.SUCCEEDED else None
         if self.state is not WorkflowState.RUNNING:
             return None
         return next((step for step in self.steps if step.state is not JobState.SUCCEEDED), None)
@@ -134,6 +137,30 @@ class WorkflowHandle(Generic[R]):
             broker.settle_workflow(self.id, "cancelled" if reply.was_running else reply.state)
         return reply.was_running
 
+    def retry(self) -> bool:
+        """Resume a dead workflow: True if it was dead and runs again, False if it was not dead.
+
+        Its dead steps run again with a fresh set of attempts, the steps its
+        death cancelled are planned again (each sent once its predecessors
+        succeeded), and its ``on_failure`` step runs again only if it dies
+        again. Retrying one of its dead steps (``taskforge dead retry``, the
+        dashboard) does the same.
+        """
+        from .resume import resume
+
+        reply = resume(self.app.broker, self.id)
+        if reply.before == "gone":
+            raise self._missing()
+        self._sent_again(reply)
+        return reply.before == "dead"
+
+    def _sent_again(self, reply: ResumeReply) -> None:
+        """An app's after_enqueue callbacks hear of a resume as of a ``delay()`` (eager mode then drains)."""
+        enqueued = getattr(self.app, "enqueued", None)  # a TaskForge has it; a bare BrokerAccess may not
+        if reply.before == "dead" and reply.replan and callable(enqueued):
+            index, queue = reply.replan[0]
+            enqueued(JobHandle(self.app, step_id(self.id, index), queue))
+
     def result(self, timeout: float | None = None) -> R:
         """Wait for the workflow to end; the last step's result (a list for a group).
 
@@ -149,6 +176,22 @@ class WorkflowHandle(Generic[R]):
                 where = failed_step(self.id, fields)
                 return outcome(self.id, fields, (broker.read(*where) or {}) if where else {})  # type: ignore[no-any-return]
             broker.wait_workflow(self.id, self._time_left(deadline, timeout, state))
+
+    def get(self, timeout: float | None = None, **celery_options: NoReturn) -> R:
+        """``result(timeout)`` under Celery's name: a port's ``chord(...)(...).get()`` keeps working."""
+        celery_names.reject_get_options("WorkflowHandle.get()", celery_options)
+        return self.result(timeout)
+
+    async def aget(self, timeout: float | None = None, **celery_options: NoReturn) -> R:
+        """``get()``, awaited: ``aresult(timeout)``."""
+        celery_names.reject_get_options("WorkflowHandle.aget()", celery_options)
+        return await self.aresult(timeout)
+
+    if not TYPE_CHECKING:  # hidden from type checkers: a typo stays a static error
+
+        def __getattr__(self, name: str) -> Any:
+            """Only for names not found: Celery's (``state``, ``join``...) name the taskforge way."""
+            raise celery_names.attribute_error("WorkflowHandle", name, celery_names.WORKFLOW)
 
     def _time_left(self, deadline: float | None, timeout: float | None, state: WorkflowState) -> float:
         remaining = WAIT_SLICE if deadline is None else deadline - time.monotonic()
@@ -184,6 +227,16 @@ class WorkflowHandle(Generic[R]):
             await self._arecord()
         await aact(broker, self.id, reply._replace(ready=[]), "cancelled" if reply.was_running else None)
         return reply.was_running
+
+    async def aretry(self) -> bool:
+        """``retry()``, awaited."""
+        from .resume import aresume
+
+        reply = await aresume(async_access(self.app).async_broker(), self.id)
+        if reply.before == "gone":
+            raise self._missing()
+        self._sent_again(reply)
+        return reply.before == "dead"
 
     async def aresult(self, timeout: float | None = None) -> R:
         """``result()``, awaited: a blocking pop on the workflow's done list, in slices."""
@@ -227,7 +280,8 @@ def outcome(workflow: str, fields: dict[bytes, bytes], record: dict[bytes, bytes
     job = step_id(workflow, failed)
     spec: dict[str, Any] = loads(fields[f"spec:{failed}".encode()])  # type: ignore[assignment]
     kind = FailureKind.decode(_text(record, "failure"))
-    raise TaskFailed(job, state.value, error, _text(record, "traceback"), kind, task=spec["task"])
+    error_type = error_type_of(record, kind)  # Celery ports catch by it around a workflow's result too
+    raise TaskFailed(job, state.value, error, _text(record, "traceback"), kind, spec["task"], error_type)
 
 
 def _indices(fields: dict[bytes, bytes]) -> list[int]:

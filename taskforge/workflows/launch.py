@@ -28,8 +28,12 @@ if TYPE_CHECKING:
     from ..task import Task
 
 
-def step_spec(signature: Signature[Any], given: Shape | None, where: str) -> bytes:
-    """What the workflow record keeps to send a step later (msgpack; Lua never reads it)."""
+def step_spec(signature: Signature[Any], given: Shape | None, where: str, summary: bool = False) -> bytes:
+    """What the workflow record keeps to send a step later (msgpack; Lua never reads it).
+
+    ``summary``: an on_failure step built with ``.s()``, which receives the
+    failed step's summary before its own args (``delivery.failure_summary``).
+    """
     task: Task[Any, Any] = signature.task
     args, kwargs = signature.args, signature.kwargs
     try:
@@ -37,9 +41,11 @@ def step_spec(signature: Signature[Any], given: Shape | None, where: str) -> byt
     except SerializationError as exc:
         raise SerializationError(f"{where} ({task.name}): {exc}; nothing was stored") from None
     try:
-        task.check_call((None, *args) if given is not None else args, kwargs)
+        task.check_call((None, *args) if given is not None or summary else args, kwargs)
     except TypeError as exc:
-        raise TypeError(f"{where}: {exc}".replace("the job was not", "the workflow was not")) from None
+        hint = " (built with .s(), it gets the failed step's summary first: use .si(...) to pass nothing)"
+        message = f"{where}: {exc}".replace("the job was not", "the workflow was not")
+        raise TypeError(message + (hint if summary else "")) from None
     check_size(task, payload, "")
     opts = task.options
     if opts.job_id is not None or opts.expires is not None or opts.retry_set_per_call:
@@ -58,6 +64,8 @@ def step_spec(signature: Signature[Any], given: Shape | None, where: str) -> byt
         "call": payload,
         "input": given,
     }
+    if summary:
+        spec["summary"] = True
     return dumps(spec)
 
 
@@ -74,7 +82,7 @@ def record_fields(plan: Plan, on_failure: Signature[Any] | None) -> list[tuple[s
             fields.append((f"input:{index}", ",".join(map(str, leaves(step.input)))))
     if on_failure is not None:
         index = len(plan.steps)
-        fields.append((f"spec:{index}", step_spec(on_failure, None, "on_failure")))
+        fields.append((f"spec:{index}", step_spec(on_failure, None, "on_failure", not on_failure.immutable)))
         fields.append((f"queue:{index}", on_failure.task.queue))
         fields.append(("on_failure", str(index)))
     return fields

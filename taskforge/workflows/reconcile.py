@@ -1,9 +1,11 @@
 """The reconciler: any worker, with its other housekeeping, finishes what a crash left half done.
 
-Two things can be left: a report in a queue's outbox (its worker died
+Three things can be left: a report in a queue's outbox (its worker died
 between the step's final transition and the delivery, or Redis went away),
-and a workflow marked launching (its producer died before its first steps
-were sent). Both are repaired by doing the same idempotent work again.
+a workflow marked launching (its producer died before its first steps
+were sent), and one marked resuming (``resume.py``: its process died before
+the steps of a resumed workflow were made ready and sent). All are
+repaired by doing the same idempotent work again.
 A report is delivered only once it has been seen on two passes in a row, so
 the reconciler does not race the worker that is delivering it right now.
 """
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..serialization import loads
 from .delivery import ENDED, deliver_from_record, send, step_id
+from .resume import resume
 
 if TYPE_CHECKING:
     from ..broker.queue import Broker
@@ -62,6 +65,10 @@ class Reconciler:
                 send(self.broker, workflow, reply.ready)
                 repaired += 1
             self.broker.workflow_launched(workflow)
+        for workflow in self.broker.resuming_since(cutoff):
+            log.info("workflow %s: finishing a resume its process did not confirm", workflow)
+            resume(self.broker, workflow, finish=True)
+            repaired += 1
         if time.monotonic() >= self.next_audit:
             self.next_audit = time.monotonic() + AUDIT_EVERY_S
             repaired += self.audit()

@@ -3,7 +3,7 @@
 Durability "replicated" adds a plain client per cluster master (for WAIT),
 and a Sentinel client keeps clients of the sentinels: all are counted
 through this process's open file descriptors. The servers are the scaled
-tests' own, started once for the module.
+tests' own (the session fixtures of tests/conftest.py, booted once per run).
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from taskforge import TaskForge
+from tests.scaled.servers import Cluster, SentinelSet
 
 from .test_loop_pools import SLACK, open_fds
-from .test_producer_scaled import cluster, producer, sentinel  # noqa: F401 (fixtures)
+from .test_producer_scaled import producer  # the cluster and sentinel fixtures are tests/conftest.py's
 
 pytestmark = [
     pytest.mark.slow,
@@ -45,9 +46,9 @@ def runs_stay_flat(app: TaskForge, add: Any, queues: list[str]) -> None:
     assert asyncio.run(handles[-1].aresult(timeout=10)) == 4
 
 
-def test_cluster_loops_leave_no_connection(cluster: Any) -> None:  # noqa: F811
+def test_cluster_loops_leave_no_connection(cluster: Cluster) -> None:
     runs_stay_flat(*producer(cluster.url))
 
 
-def test_sentinel_loops_leave_no_connection(sentinel: Any) -> None:  # noqa: F811
+def test_sentinel_loops_leave_no_connection(sentinel: SentinelSet) -> None:
     runs_stay_flat(*producer(sentinel.url))

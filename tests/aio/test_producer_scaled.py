@@ -1,7 +1,8 @@
 """The async producer on a Redis Cluster and behind Sentinel, with durability="replicated".
 
-The servers are the scaled tests' own (``tests/scaled/servers.py``), one set
-per module; each test keys its queues by a token of its own. Jobs are run
+The servers are the scaled tests' own (the session fixtures ``cluster`` and
+``sentinel`` of tests/conftest.py, booted once per run); each test keys its
+queues by a token of its own. Jobs are run
 by ``app.drain()`` (the sync client) and awaited through the async one.
 """
 
@@ -10,34 +11,16 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from taskforge import BrokerUnavailable, JobHandle, TaskForge, chain, group
-from tests.scaled.conftest import redis_tools_or_skip
 from tests.scaled.servers import Cluster, SentinelSet, client, wait_until
 
 from .test_producer import run
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    redis_tools_or_skip()
-    servers = Cluster()
-    yield servers
-    servers.stop()
-
-
-@pytest.fixture(scope="module")
-def sentinel() -> Iterator[SentinelSet]:
-    redis_tools_or_skip()
-    servers = SentinelSet()
-    yield servers
-    servers.stop()
 
 
 def producer(url: str) -> tuple[TaskForge, Any, list[str]]:
@@ -75,7 +58,8 @@ def test_sentinel_master(sentinel: SentinelSet) -> None:
 
 def test_sentinel_failover_is_retried_through(sentinel: SentinelSet) -> None:
     app, add, queues = producer(sentinel.url)
-    victim, heir = sentinel.current_master(), sentinel.replica
+    heir = sentinel.standby()
+    victim = sentinel.current_master()
     total = 120
 
     def recover() -> None:

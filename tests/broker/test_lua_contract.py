@@ -222,3 +222,38 @@ def test_the_workflow_table_names_only_workflow_states() -> None:
     for sources, target, script in rows:
         assert script in WORKFLOW_SCRIPTS
         assert sources <= {s.value for s in WorkflowState} | {"(new)"} and target in {s.value for s in WorkflowState}
+
+
+def top_level_args(code: str, start: int) -> list[str]:
+    """The arguments of the call whose '(' is at ``start``, split at its own commas (not nested or quoted ones)."""
+    depth, args, current, quoted = 0, [], "", False
+    for char in code[start:]:
+        if char == "'":
+            quoted = not quoted
+        elif quoted:
+            pass
+        elif char == "(":
+            depth += 1
+            if depth == 1:
+                continue
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                args.append(current.strip())
+                return args
+        elif char == "," and depth == 1:
+            args.append(current.strip())
+            current = ""
+            continue
+        current += char
+    raise AssertionError("unbalanced call")
+
+
+@pytest.mark.parametrize("name", [*SCRIPT_NAMES, "_lib"])
+def test_every_failure_written_comes_with_its_error_type(name: str) -> None:
+    """``failure`` and ``error_type`` go together: a literal pair, or a ``bury`` given its error_type."""
+    code = "\n".join(line for line in body(name).splitlines() if not line.lstrip().startswith("--"))
+    assert code.count("'failure'") == code.count("'error_type'"), f"{name}.lua writes failure without error_type"
+    for call in re.finditer(r"\bbury\(", code):
+        args = top_level_args(code, call.end() - 1)
+        assert len(args) == 8 and args[7] not in ("", "nil"), f"{name}.lua: bury(...) without an error_type: {args}"

@@ -269,7 +269,11 @@ def test_retention_applies_to_finished_jobs_only(app: TaskForge) -> None:
     assert 0 < app.broker.client.pttl(key) <= 86_400_000
 
 
-def test_script_flush_between_calls(app: TaskForge) -> None:
+@pytest.mark.parametrize("where", ["memory", "redis"])
+def test_script_flush_between_calls(where: str, request: pytest.FixtureRequest) -> None:
+    # SCRIPT FLUSH empties the whole server: on real Redis, a server of the test's own.
+    app = TaskForge("tests", broker="memory://" if where == "memory" else request.getfixturevalue("own_redis_url"))
+
     @app.task
     def job():
         pass

@@ -7,7 +7,7 @@ from importlib import resources
 
 from taskforge.broker.record import RECORD_FIELDS, Field, job_info
 from taskforge.job import FailureKind, JobState, Priority
-from taskforge.serialization import dumps_call
+from taskforge.serialization import dumps, dumps_call
 
 LUA = resources.files("taskforge.broker").joinpath("lua")
 # Lowercase string literals in the Lua that are not job fields, and why.
@@ -22,7 +22,9 @@ NOT_FIELDS = {
     "string",  # Lua type() name
     "outbox", "open", "done",  # key suffixes: an outbox, a workflow's set and done list (and set 'waiting')
     "gone",  # workflow scripts' reply: no such workflow
-    "failed_step", "on_failure", "settled",  # fields of a workflow's record (workflows/handle.py reads them)
+    "failed_step", "on_failure", "settled", "steps",  # fields of a workflow's record (workflows/handle.py reads them)
+    "ending",  # workflow_resume's reply: dead, but its death is not settled yet
+    "drop", "revive",  # replan_steps' phases
 }  # fmt: skip
 
 
@@ -100,3 +102,24 @@ def test_junk_in_a_record_shows_as_an_error_not_an_exception() -> None:
     info = job_info("j2", "q", {Field.STATE.key: b"limbo", Field.PRIORITY.key: b"9", Field.PAYLOAD.key: b"\xc1"})
     assert info.state is JobState.DEAD and info.priority is Priority.NORMAL
     assert info.error is not None and info.error.startswith("CorruptPayload")
+
+
+def test_error_type_and_progress_meta_decode_into_job_info() -> None:
+    fields = {
+        Field.STATE.key: b"running",
+        Field.ERROR.key: b"KeyError: 'k'",
+        Field.FAILURE.key: b"exception",
+        Field.ERROR_TYPE.key: b"builtins.KeyError",
+        Field.PROGRESS.key: b"0.3",
+        Field.PROGRESS_META.key: dumps({"done": 3, "total": 10}),
+    }
+    info = job_info("j3", "q", fields)
+    assert (info.error_type, info.progress_meta) == ("builtins.KeyError", {"done": 3, "total": 10})
+    assert info.to_dict()["error_type"] == "builtins.KeyError"
+
+
+def test_junk_progress_meta_reads_as_none() -> None:
+    for raw in (b"", b"\xc1", b"\xff\xff junk"):
+        fields = {Field.STATE.key: b"running", Field.PAYLOAD.key: dumps_call((), {}), Field.PROGRESS_META.key: raw}
+        info = job_info("j4", "q", fields)
+        assert info.progress_meta is None and info.error is None

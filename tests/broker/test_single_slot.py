@@ -14,6 +14,7 @@ import hashlib
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -28,7 +29,7 @@ from taskforge.serialization import dumps_call, dumps_result
 END = "taskforge-single-slot-end"
 PROBE = "taskforge-single-slot-probe"
 PROBE_SCRIPT = "return redis.call('EXISTS', KEYS[1])"
-_LINE = re.compile(rb"^\d+\.\d+ \[\d+ ([^\]]+)\] (.*)$", re.S)
+_LINE = re.compile(rb"^\d+\.\d+ \[(\d+) ([^\]]+)\] (.*)$", re.S)
 _ARG = re.compile(rb'"((?:[^"\\]|\\.)*)"', re.S)
 _ESCAPES = {b"n": b"\n", b"r": b"\r", b"t": b"\t", b"a": b"\a", b"b": b"\b", b'"': b'"', b"\\": b"\\"}
 
@@ -50,17 +51,22 @@ def unescape(text: bytes) -> bytes:
     return bytes(out)
 
 
-def parse(line: bytes) -> tuple[str, list[bytes]]:
-    """(who sent it: 'lua' or an address, [command, args...])."""
+def parse(line: bytes) -> tuple[int, str, list[bytes]]:
+    """(database, who sent it: 'lua' or an address, [command, args...])."""
     match = _LINE.match(line)
     assert match, f"unexpected MONITOR line {line[:200]!r}"
-    return match.group(1).decode(), [unescape(arg) for arg in _ARG.findall(match.group(2))]
+    return int(match.group(1)), match.group(2).decode(), [unescape(arg) for arg in _ARG.findall(match.group(3))]
 
 
 @contextmanager
 def monitored(url: str) -> Iterator[list[tuple[str, list[bytes]]]]:
-    """Everything the server runs while the block runs, parsed."""
+    """Everything the server runs on the database of ``url`` while the block runs, parsed.
+
+    MONITOR shows every database: the other tests running beside this one use others.
+    """
     seen: list[tuple[str, list[bytes]]] = []
+    db = redis.Redis.from_url(url).connection_pool.connection_kwargs.get("db", 0)
+    end = f"{END}-{uuid.uuid4().hex}"
     monitor = redis.Redis.from_url(url).monitor()
     monitor.__enter__()
     done = threading.Event()
@@ -69,10 +75,13 @@ def monitored(url: str) -> Iterator[list[tuple[str, list[bytes]]]]:
         while True:
             line = monitor.connection.read_response()
             line = line if isinstance(line, bytes) else str(line).encode()
-            if END.encode() in line:
+            on, who, argv = parse(line)
+            if on != db:
+                continue
+            if end.encode() in line:
                 done.set()
                 return
-            seen.append(parse(line))
+            seen.append((who, argv))
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
@@ -83,7 +92,7 @@ def monitored(url: str) -> Iterator[list[tuple[str, list[bytes]]]]:
     try:
         yield seen
     finally:
-        client.echo(END)
+        client.echo(end)
         assert done.wait(30), "MONITOR never showed the end marker"
         monitor.__exit__(None, None, None)
 
@@ -109,6 +118,14 @@ def every_script(app: TaskForge, queue: str) -> None:
 
     @app.task(queue=queue, rate_limit="100/s", concurrency=2)
     def limited(n: int) -> int:
+        return n
+
+    refusing = {"on": True}
+
+    @app.task(queue=queue, max_attempts=1)
+    def refuses(n: int) -> int:
+        if refusing["on"]:
+            raise ValueError("refused")
         return n
 
     plain.delay(1)
@@ -153,6 +170,13 @@ def every_script(app: TaskForge, queue: str) -> None:
     requeued = b.dequeue(queue, 60_000, count=1)[0]
     for claim in requeued:
         b.requeue(queue, claim.id, claim.token)
+    passed = b.dequeue(queue, 60_000, token="owner0000001.passed")[0]
+    for claim in passed:
+        b.pass_job(queue, claim.id, claim.token, 500, 5_000)  # a task this worker does not know
+    b.fast_forward(queue, 10)
+    b.dequeue(queue, 60_000, token="owner0000002.lost")
+    b.expire_owner(queue, "owner0000002.")  # a worker proved dead
+    b.reclaim(queue)
     b.fail(queue, *(lambda c: (c.id, c.token))(b.dequeue(queue, 60_000)[0][0]), "flaky", "tb", 30.0)
     b.fast_forward(queue, 3600)
     b.retry_dead(queue)
@@ -167,6 +191,12 @@ def every_script(app: TaskForge, queue: str) -> None:
     app.drain()
     assert flow.result(timeout=5) == 1
     assert chain(plain.s(1), plain.s()).delay().cancel()
+    dead = chain(refuses.s(1), plain.s()).delay()  # workflow_resume, then replan_steps in the queue's slot
+    app.drain()
+    refusing["on"] = False
+    assert dead.retry()
+    app.drain()
+    assert dead.result(timeout=5) == 1
 
 
 def ran_scripts(seen: list[tuple[str, list[bytes]]]) -> list[tuple[str, bytes, list[list[bytes]]]]:

@@ -81,8 +81,8 @@ def test_a_token_whose_reply_was_lost_gets_its_job_back(redis_url: str, monkeypa
     assert again[0].attempts == 1
 
 
-def test_scripts_flushed_by_redis_are_loaded_again(redis_url: str) -> None:
-    app = TaskForge("tests", broker=redis_url)
+def test_scripts_flushed_by_redis_are_loaded_again(own_redis_url: str) -> None:
+    app = TaskForge("tests", broker=own_redis_url)  # SCRIPT FLUSH empties the whole server: one of its own
 
     @app.task
     def job():

@@ -98,4 +98,6 @@ JOB_SCHEMA = {
     "progress_message": (str, type(None)),
     "headers": (dict,),
     "failure": (str, type(None)),
+    "error_type": (str, type(None)),
+    "progress_meta": JSON_VALUE,
 }

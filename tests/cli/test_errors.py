@@ -81,3 +81,15 @@ def test_an_app_built_on_access_that_fails_exits_2_with_its_reason(down_app, inv
     assert result.exit_code == 2, result.output
     last = result.stderr.strip().splitlines()[-1]
     assert "Traceback" in result.stderr and last.endswith("RuntimeError: broken other")
+
+
+@pytest.mark.parametrize("spelling", [["-A", "proj"], ["--app=proj"], ["-A", "proj", "-l", "info"]])
+def test_celerys_dash_a_names_the_app_argument(spelling: list[str]) -> None:
+    """``celery -A proj worker`` becomes ``taskforge worker proj:app``: the usage error says so."""
+    from click.testing import CliRunner
+
+    from taskforge.cli import main
+
+    result = CliRunner().invoke(main, ["worker", *spelling])
+    assert result.exit_code == 2
+    assert "taskforge worker proj:app" in result.output

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from taskforge import TaskForge, WorkflowInfo, chain, group
+from taskforge.broker.keys import QueueKeys
 from taskforge.broker.queue import Claim
 from taskforge.loader import load_app
 from taskforge.serialization import dumps_result
@@ -174,6 +175,43 @@ def test_a_cancelled_workflow_is_held_up_by_nothing(flow_app: TaskForge, invoke)
     assert result.exit_code == 0, result.output
     assert "cancelled" in result.stdout.splitlines()[1] and "held up by" not in result.stdout
     assert [row[4] for row in lines_of_steps(result.stdout, handle.id)] == ["cancelled", "cancelled"]
+
+
+def test_retry_resumes_a_dead_workflow_and_on_failure_runs_again_when_it_dies_again(
+    flow_app: TaskForge, invoke
+) -> None:
+    workflow_id = dead_with_on_failure(flow_app)
+    alert = f"{workflow_id}.3"
+    first_alert = flow_app.broker.read("alerts", alert)
+    result = invoke("workflow", "flowapp:app", workflow_id, "--retry")
+    assert result.exit_code == 0, result.output
+    fields = {line[:13].strip(): line[13:] for line in result.stdout.split("\n\n")[0].splitlines()}
+    assert fields["state"] == "running" and "failed_step" not in fields and "error" not in fields
+    assert fields["held up by"] == f"{workflow_id}.1 flowapp.explode (pending)"
+    assert flow_app.broker.read("alerts", alert) is None  # its first run's record dropped
+    flow_app.drain()  # explode still explodes: dead again, and the alert is sent again
+    data = json.loads(invoke("workflow", "flowapp:app", workflow_id, "--json").stdout)
+    assert (data["state"], data["failed_step"]) == ("dead", f"{workflow_id}.1")
+    assert first_alert is not None and flow_app.broker.read("alerts", alert) is not None  # sent again
+    assert [s["state"] for s in data["steps"]] == ["succeeded", "dead", "cancelled", "succeeded"]
+    assert [s["attempts"] for s in data["steps"]][:2] == [1, 1]  # a fresh set of attempts
+
+
+def test_retry_of_a_workflow_not_dead_exits_2(flow_app: TaskForge, invoke) -> None:
+    workflow_id = succeeded_chord(flow_app)
+    result = invoke("workflow", "flowapp:app", workflow_id, "--retry")
+    assert result.exit_code == 2
+    assert f"workflow {workflow_id} is succeeded, not dead" in result.stderr
+    assert invoke("workflow", "flowapp:app", "0" * 32, "--retry").exit_code == 2
+
+
+def test_a_dead_workflow_is_never_held_up_by_a_step_that_succeeded(flow_app: TaskForge, invoke) -> None:
+    # A dead step retried and succeeded while its workflow stayed dead (as before workflows resumed).
+    workflow_id = dead_with_on_failure(flow_app)
+    flow_app.broker.client.hset(QueueKeys("default").job(f"{workflow_id}.1"), "state", "succeeded")
+    result = invoke("workflow", "flowapp:app", workflow_id)
+    assert result.exit_code == 0, result.output
+    assert "held up by" not in result.stdout and "holds the workflow up" not in result.stdout
 
 
 def test_unknown_workflow_id_exits_2_with_one_line(flow_app: TaskForge, invoke) -> None:

@@ -9,10 +9,13 @@ module sets them up once for all its tests.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,7 +29,8 @@ else:
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "django"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "django"
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +56,8 @@ def worker(project: Path) -> Iterator[Worker]:
     from tests.conftest import REDIS_URL
 
     env_before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(EXAMPLE), env_before]))
+    # The example's modules, and this directory's test tasks (tests.contrib.django_tasks).
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(EXAMPLE), str(ROOT), env_before]))
     started = Worker(EXAMPLE, REDIS_URL, ["-c", "1"], project / "worker.log", "taskforge.contrib.django:app")
     yield started
     stop_workers([started])
@@ -174,3 +179,273 @@ def test_bad_setups_get_one_clear_error(project: Path) -> None:
     env["TASKFORGE_DJANGO_BACKEND"] = "nosuch"
     run = subprocess.run(command, cwd=EXAMPLE, env=env, capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "TASKS['nosuch']" in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
+# -- Django's contract (issue 31): each test below failed before its fix ------------------------------
+
+
+def finished(result: Any, what: str) -> Any:
+    wait_for(lambda: (result.refresh(), result.is_finished)[1], 30, what)
+    return result
+
+
+def test_a_dropped_database_connection_does_not_fail_the_next_task(worker: Worker) -> None:
+    from django.tasks import TaskResultStatus
+
+    from tests.contrib.django_tasks import drop_connection, query_database
+
+    dropped = finished(drop_connection.enqueue(), "the task that drops its connection")
+    assert dropped.status == TaskResultStatus.SUCCESSFUL, worker.output()
+    after = finished(query_database.enqueue(), "the next task to query the database")
+    assert after.status == TaskResultStatus.SUCCESSFUL, [e.traceback for e in after.errors]
+    assert after.return_value == 1
+
+
+def test_a_dropped_database_connection_does_not_fail_the_next_async_task(worker: Worker) -> None:
+    from django.tasks import TaskResultStatus
+
+    from tests.contrib.django_tasks import adrop_connection, aquery_database
+
+    dropped = finished(adrop_connection.enqueue(), "the async task that drops its connection")
+    assert dropped.status == TaskResultStatus.SUCCESSFUL, worker.output()
+    after = finished(aquery_database.enqueue(), "the next async task to query the database")
+    assert after.status == TaskResultStatus.SUCCESSFUL, [e.traceback for e in after.errors]
+    assert after.return_value == 1
+
+
+def test_a_drain_inside_a_transaction_leaves_its_connection_alone(project: Path) -> None:
+    """A Django TestCase runs each test in a transaction: running jobs in-process must not close its connection."""
+    from django.db import connection, transaction
+    from django.tasks import default_task_backend
+
+    from tests.contrib.django_tasks import query_database
+
+    app = default_task_backend.app
+    for queue in ("default", "emails"):
+        app.broker.purge(queue, "pending")
+    with transaction.atomic():
+        result = query_database.enqueue()
+        [ran] = app.drain()
+        assert ran.id == result.id and ran.result == 1
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    assert not connection.needs_rollback
+
+
+def test_the_backends_own_app_serves_every_queue_of_queues(project: Path) -> None:
+    from taskforge.contrib.django import TaskforgeBackend
+    from tests.conftest import REDIS_URL
+
+    backend = TaskforgeBackend("own", {"QUEUES": ["default", "emails"], "OPTIONS": {"BROKER": REDIS_URL}})
+    assert backend.app.queues() == ["default", "emails"]  # what `taskforge worker` serves without -q
+
+
+def test_an_argument_that_is_not_json_raises_type_error_and_stores_nothing(project: Path) -> None:
+    import asyncio
+    from datetime import datetime, timezone
+
+    from django.tasks import default_task_backend
+
+    from taskforge.inspect import queue_status
+    from tests.contrib.django_tasks import echo
+
+    app = default_task_backend.app
+    app.broker.purge("default", "pending")
+    with pytest.raises(TypeError):
+        echo.enqueue(datetime.now(timezone.utc))  # taskforge could store it; Django's contract is JSON
+    with pytest.raises(TypeError):
+        asyncio.run(echo.aenqueue({"when": {1, 2}}))
+    assert queue_status(app, "default").pending == 0
+
+
+def test_the_worker_sends_task_started_and_task_finished(worker: Worker) -> None:
+    from shop.tasks import fetch_title, thumbnail
+
+    from tests.contrib.django_tasks import out_of_stock
+
+    ok = finished(thumbnail.enqueue("signal.png", 8), "a task to succeed")
+    failed = finished(out_of_stock.enqueue("socks"), "a task to fail")
+    coroutine = finished(fetch_title.enqueue("https://example.org"), "an async task to succeed")
+
+    def logged() -> bool:
+        out = worker.output()
+        return all(
+            line in out
+            for line in (
+                f"Task id={ok.id} path=shop.tasks.thumbnail state=RUNNING",
+                f"Task id={ok.id} path=shop.tasks.thumbnail state=SUCCESSFUL",
+                f"Task id={failed.id} path=tests.contrib.django_tasks.out_of_stock state=FAILED",
+                f"Task id={coroutine.id} path=shop.tasks.fetch_title state=RUNNING",
+                f"Task id={coroutine.id} path=shop.tasks.fetch_title state=SUCCESSFUL",
+            )
+        )
+
+    wait_for(logged, 30, "Django's log lines of task_started and task_finished")
+    assert "OutOfStock: socks" in worker.output()  # task_finished is sent inside the handler: the traceback is logged
+
+
+def test_a_failed_task_names_an_exception_class_that_imports(worker: Worker) -> None:
+    from tests.contrib.django_tasks import OutOfStock, now, out_of_stock
+
+    [error] = finished(out_of_stock.enqueue("socks"), "a task to fail").errors
+    assert error.exception_class is OutOfStock and "OutOfStock: socks" in error.traceback
+    [error] = finished(now.enqueue(), "a task returning a datetime").errors
+    assert error.exception_class is TypeError  # a result that is not JSON fails the task, as Django's backends do
+
+
+@pytest.mark.parametrize(
+    ("error_type", "text", "path"),
+    [
+        ("builtins.ValueError", "ValueError: bad", "builtins.ValueError"),
+        ("taskforge.errors.SoftTimeout", "SoftTimeout: 5 s", "taskforge.errors.SoftTimeout"),
+        ("nosuch.module.Gone", "Gone: it was", "taskforge.errors.TaskforgeError"),
+        (None, "Traceback (most recent call last):\n  ...\nKeyError: 'x'", "builtins.KeyError"),
+        (None, "tests.contrib.django_tasks.OutOfStock: socks", "tests.contrib.django_tasks.OutOfStock"),
+        (None, "SoftTimeout: the task ran past its soft limit", "taskforge.errors.SoftTimeout"),
+        (None, "SerializationError: cannot encode", "taskforge.errors.SerializationError"),
+        (None, "WorkerCrashed: the child died (exit code -9)", "taskforge.errors.WorkerCrashed"),
+        (None, "WorkerLost: lease expired", "taskforge.errors.WorkerLost"),
+        (None, "os.path: not an exception", "taskforge.errors.TaskforgeError"),
+        (
+            None,
+            'Traceback (most recent call last):\n  File "t.py", line 1\nValueError: two\nlines: of text',
+            "builtins.ValueError",
+        ),
+        (None, "Traceback (most recent call last):\n  ...\nKeyError: 'x'\nOSError: a note", "builtins.KeyError"),
+        (
+            None,
+            "Traceback (most recent call last):\n  ...\n  | nested: only indented lines",
+            "taskforge.errors.TaskforgeError",
+        ),
+        (None, "", "taskforge.errors.TaskforgeError"),
+        (None, None, "taskforge.errors.TaskforgeError"),
+    ],
+)
+def test_exception_class_path_always_imports(
+    project: Path, error_type: str | None, text: str | None, path: str
+) -> None:
+    from django.tasks.base import TaskError
+
+    from taskforge.contrib.django.errors import exception_class_path
+
+    found = exception_class_path(error_type, text)
+    assert found == path
+    assert issubclass(TaskError(exception_class_path=found, traceback="").exception_class, BaseException)
+
+
+def test_manage_py_taskforge_worker_serves_every_queue_of_queues(project: Path) -> None:
+    from django.tasks import TaskResultStatus
+    from shop.tasks import send_welcome_email
+
+    from tests.conftest import REDIS_URL
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(EXAMPLE), str(ROOT)]), "TASKFORGE_BROKER_URL": REDIS_URL}
+    log = project / "manage-worker.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", "taskforge_worker", "-c", "1"],
+            cwd=EXAMPLE,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        result = send_welcome_email.enqueue("ada@example.org")
+        wait_for(lambda: (result.refresh(), result.is_finished)[1], 60, "the emails task: " + log.read_text())
+        assert result.status == TaskResultStatus.SUCCESSFUL
+        assert result.return_value == "welcome mail sent to ada@example.org"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, log.read_text()
+    assert "-q default -q emails" in log.read_text()  # the command line it ran, printed first
+
+
+def test_taskforge_worker_warns_of_queues_it_does_not_serve(worker: Worker) -> None:
+    wait_for(lambda: "emails" in worker.output(), 30, "the worker's warning about QUEUES")
+    out = worker.output()
+    assert "QUEUES" in out and "manage.py taskforge_worker" in out, out
+
+
+def test_the_system_check_flags_queue_names_taskforge_cannot_serve(project: Path) -> None:
+    from taskforge.contrib.django import TaskforgeBackend
+    from tests.conftest import REDIS_URL
+
+    bad = TaskforgeBackend("bad", {"QUEUES": ["default", "e{mails}"], "OPTIONS": {"BROKER": REDIS_URL}})
+    [error] = bad.check()
+    assert error.id == "taskforge.E001" and "e{mails}" in error.msg
+    anything = TaskforgeBackend("any", {"QUEUES": [], "OPTIONS": {"BROKER": REDIS_URL}})
+    assert anything.check() == []  # an empty QUEUES allows any queue, as Django's own tests expect
+    assert TaskforgeBackend("ok", {"QUEUES": ["default", "emails"], "OPTIONS": {"BROKER": REDIS_URL}}).check() == []
+
+
+def test_arguments_and_results_come_back_as_json(worker: Worker) -> None:
+    from tests.contrib.django_tasks import echo
+
+    result = echo.enqueue(("a", 1))
+    assert result.args == [["a", 1]]
+    finished(result, "echo to run")
+    assert result.return_value == ["a", 1]  # a tuple comes back a list, as from any JSON store
+    assert echo.get_result(result.id).args == [["a", 1]]
+
+
+def test_djangos_documented_example_of_a_tuple_argument_fails(worker: Worker) -> None:
+    from django.tasks import TaskResultStatus
+
+    from tests.contrib.django_tasks import double_dictionary
+
+    result = finished(double_dictionary.enqueue((1, 2, 3)), "double_dictionary to run")
+    assert result.status == TaskResultStatus.FAILED  # as under any Django backend: the list is unhashable
+    assert result.errors[0].exception_class is TypeError
+
+
+def test_get_result_keeps_using_and_enqueued_at(project: Path) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from django.tasks import default_task_backend
+    from shop.tasks import thumbnail
+
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    task = thumbnail.using(priority=-20, queue_name="emails", run_after=later)
+    result = task.enqueue("kept.png", 4)
+    got = default_task_backend.get_result(result.id)
+    assert got.task == task == result.task
+    assert got.enqueued_at == result.enqueued_at is not None
+    assert default_task_backend.app.job(result.id).info().queue == "emails"
+
+
+def test_a_naive_run_after_without_use_tz_is_in_time_zone(project: Path) -> None:
+    from datetime import datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    from django.tasks import default_task_backend
+    from django.test import override_settings
+    from shop.tasks import thumbnail
+
+    tokyo = ZoneInfo("Asia/Tokyo")
+    with override_settings(USE_TZ=False, TIME_ZONE="Asia/Tokyo"):
+        naive = datetime.now(tokyo).replace(tzinfo=None, microsecond=0) + timedelta(hours=1)
+        result = thumbnail.using(run_after=naive).enqueue("tokyo.png", 2)
+        info = default_task_backend.app.job(result.id).info()
+        assert info.scheduled_at is not None
+        assert abs(info.scheduled_at - naive.replace(tzinfo=tokyo)) < timedelta(seconds=1)
+
+
+def test_get_result_of_a_job_whose_path_is_not_a_task_is_suspicious(project: Path) -> None:
+    from django.core.exceptions import SuspiciousOperation
+    from django.tasks import default_task_backend
+
+    app = default_task_backend.app
+    handle = app.send("django.task", "os.getcwd", [], {}, False)
+    with pytest.raises(SuspiciousOperation):
+        default_task_backend.get_result(handle.id)
+
+
+def test_a_worker_does_not_call_a_path_that_is_not_a_task(worker: Worker) -> None:
+    from django.tasks import default_task_backend
+
+    from taskforge.job import JobState
+
+    handle = default_task_backend.app.send("django.task", "os.getcwd", [], {}, False)
+    wait_for(lambda: handle.info().state == JobState.DEAD, 30, "the job of a path that is no task to fail")
+    assert "SuspiciousOperation" in (handle.info().error or "")

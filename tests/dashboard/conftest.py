@@ -144,8 +144,15 @@ def worker(workdir: Path, redis_url: str) -> Iterator[Worker]:
     assert not leftovers, f"processes outlived their worker: {leftovers}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def chromium() -> Iterator[Any]:
+    """One Chromium for the browser tests, closed once they are done.
+
+    Package scope, not session: Playwright's sync API leaves its event loop
+    marked as running in the thread while it is open, so a later
+    ``asyncio.run()`` in the same process (the async tests, which may follow
+    in a parallel run's worker) would fail.
+    """
     if not os.path.exists(CHROMIUM):
         skip_or_fail(f"no {CHROMIUM}: apt-get install chromium")
     try:

@@ -121,3 +121,27 @@ def test_recent_workflows_are_listed_and_reached_from_the_overview(start_dashboa
     assert json.loads(http(board.base + "/api/status")[1])["workflows"] == listing["counts"]
     status, body, _ = http(board.base + "/api/workflows?limit=0")
     assert status == 400 and "limit '0'" in json.loads(body)["error"]
+
+
+def test_a_dead_workflows_page_retries_it(start_dashboard, producer: TaskForge) -> None:
+    add, explode, later = tasks(producer)
+    dead = chain(add.s(1, 2), explode.s(), add.s(5)).delay()
+    producer.drain()
+    board = start_dashboard()
+    status, body, headers = http(f"{board.base}/workflows/{dead.id}")
+    assert status == 200 and 'data-action="retry-workflow"' in body
+    cookie = re.search(r"taskforge_csrf=(\w+)", headers["set-cookie"])[1]
+    token = re.search(r'name="csrf" value="(\w+)"', body)[1]
+    url = f"{board.base}/workflows/{dead.id}/retry"
+    assert http(url, b"csrf=" + token.encode(), {})[0] == 403  # no cookie: refused, nothing done
+    assert dead.status().value == "dead"
+    sent = {"Cookie": f"taskforge_csrf={cookie}", "Origin": board.base}
+    status, _, headers = http(url, f"csrf={token}".encode(), sent)
+    assert status == 303 and headers["location"] == f"/workflows/{dead.id}"
+    assert dead.status().value == "running"
+    _, body, _ = http(f"{board.base}/workflows/{dead.id}")
+    assert 'data-action="retry-workflow"' not in body and f"{dead.id}.1" in body
+    status, body, _ = http(url, f"csrf={token}".encode(), sent)
+    assert status == 409 and "running, not dead" in html.unescape(body)
+    producer.drain()  # explode still explodes: dead again
+    assert dead.status().value == "dead"

@@ -120,7 +120,6 @@ def test_an_oversized_result_fails_the_job_and_is_not_stored(start_worker, redis
     worker = start_worker("-c", "1", "-q", "fuzz")
     producer = TaskForge("producer", broker=redis_url)
     client = redis.Redis.from_url(redis_url)
-    used_before = client.info("memory")["used_memory"]
     # The worker's app has the default limit of 16 MiB; the producer does not know the task.
     handle = producer.task_for("big_result").with_options(queue="fuzz").delay(17 * MIB)
     with pytest.raises(TaskFailed) as caught:
@@ -132,7 +131,8 @@ def test_an_oversized_result_fails_the_job_and_is_not_stored(start_worker, redis
     key = f"taskforge:{{fuzz}}:job:{handle.id}"
     assert client.hget(key, "result") is None
     assert client.memory_usage(key) < 64 * 1024
-    assert client.info("memory")["used_memory"] - used_before < 8 * MIB
+    # Nothing else holds it either (this database only: the tests running beside this one fill others).
+    assert sum(client.memory_usage(k) or 0 for k in client.scan_iter()) < 8 * MIB
     # The worker is fine and serves the next job.
     assert producer.task_for("small_result").with_options(queue="fuzz").delay().result(timeout=30) == "fits"
     assert worker.proc.poll() is None

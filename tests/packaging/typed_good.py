@@ -27,3 +27,16 @@ def produce() -> int:
     inline: int = add(1, 2)
     text: str = urgent.result(timeout=1)
     return handle.result(timeout=1) + later.result() + inline + len(text)
+
+
+def celery_style() -> int:
+    """The Celery landing pad keeps the task's types: apply_async and get return what delay and result do."""
+    handle: JobHandle[int] = add.apply_async(args=(1, 2), countdown=5, queue="q", priority="high", task_id="x")
+    later = add.apply_async((1,), {"b": 2}, eta=datetime(2027, 1, 1, tzinfo=timezone.utc))
+    return handle.get(timeout=1) + later.get()
+
+
+async def async_celery_style() -> int:
+    handle = await add.aapply_async((1, 2))
+    value: int = await handle.aget(timeout=1)
+    return value

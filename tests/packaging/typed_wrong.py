@@ -25,3 +25,7 @@ send.delay(to=1)  # wrong
 add.apply_in(5, "one", 2)  # wrong
 add.with_options(priority="high").delay("1", 2)  # wrong
 text: str = add.delay(1, 2).result()  # wrong
+add.apply_async((1, 2), expires=10)  # wrong
+celery_text: str = add.apply_async((1, 2)).get()  # wrong
+celery_state = add.delay(1, 2).state  # wrong
+add.retry()  # wrong

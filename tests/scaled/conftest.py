@@ -1,47 +1,24 @@
-"""Module-scoped Redis Cluster and Sentinel sets, and workers running ``scaledapp``.
+"""Workers running ``scaledapp``; the Redis Cluster and Sentinel sets are tests/conftest.py's.
 
-The servers start once per test module (about 2 s for the cluster, well under
-for Sentinel) and every test of the module shares them; a test that kills a
-master restores the node (it rejoins as a replica) before it ends.
+The servers start once per test run (about 2 s for the cluster, well under
+for Sentinel), in one xdist worker that runs every test using them (the
+``redis-cluster-sentinel`` group); a test that kills a master restores the
+node (it rejoins as a replica) before it ends.
 """
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import skip_or_fail
+from tests.conftest import redis_tools_or_skip  # noqa: F401  (imported from here by other tests)
 from tests.worker.conftest import Worker, stop_workers
 
 from .load import QUEUES
-from .servers import Cluster, SentinelSet
 
 HERE = Path(__file__).parent
-
-
-def redis_tools_or_skip() -> None:
-    missing = [tool for tool in ("redis-server", "redis-cli") if shutil.which(tool) is None]
-    if missing:
-        skip_or_fail(f"{' and '.join(missing)} not on PATH: the cluster and sentinel tests start their own")
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    redis_tools_or_skip()
-    servers = Cluster()
-    yield servers
-    servers.stop()
-
-
-@pytest.fixture(scope="module")
-def sentinel() -> Iterator[SentinelSet]:
-    redis_tools_or_skip()
-    servers = SentinelSet()
-    yield servers
-    servers.stop()
 
 
 @pytest.fixture

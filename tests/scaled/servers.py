@@ -251,6 +251,15 @@ class SentinelSet(Servers):
         replicas = [p for p in (self.master, self.replica) if p != master and self.procs[p].poll() is None]
         return all(client(p).info("replication").get("master_link_status") == "up" for p in replicas)
 
+    def standby(self) -> int:
+        """The data node that is not the master now (the first replica until a failover swaps them).
+
+        The set lives for the whole run and each failover test swaps the two,
+        so a test asks which is which once the set is whole again.
+        """
+        wait_until(self.healthy, 60, "three sentinels that see each other and the synced replica")
+        return self.replica if self.current_master() == self.master else self.master
+
     def current_master(self) -> int:
         """The master's port, as every sentinel agrees (AssertionError-free: 0 while they disagree)."""
         answers = {

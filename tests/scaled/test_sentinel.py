@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.redis, pytest.mark.slow]
 def test_jobs_run_through_the_master_sentinel_names(sentinel, start_worker) -> None:
     app, work, _ = producer(sentinel.url, durability="replicated")
     handles = spread(work, 40)
-    assert client(sentinel.replica).dbsize() > 0, "replicated durability: the replica has the jobs"
+    assert client(sentinel.standby()).dbsize() > 0, "replicated durability: the replica has the jobs"
     worker = start_worker(sentinel.url, "-c", "2", "--burst")
     assert worker.wait(60) == 0, worker.output()[-3000:]
     assert results(handles, timeout=30) == list(range(40))
@@ -26,7 +26,8 @@ def test_killed_master_fails_over_and_work_goes_on(sentinel, start_worker) -> No
     app, _, _ = producer(sentinel.url)
     workers = [start_worker(sentinel.url, "-c", "2", durability="replicated") for _ in range(2)]
     wait_until(lambda: len(inspect.workers(app)) == 2, 30, "both workers in the registry")
-    victim, heir = sentinel.current_master(), sentinel.replica
+    heir = sentinel.standby()
+    victim = sentinel.current_master()
 
     def recover() -> None:
         wait_until(lambda: sentinel.current_master() == heir, 30, "the sentinels to promote the replica")

@@ -109,7 +109,7 @@ def test_second_signal_stops_at_once(start_worker, producer, side) -> None:
     handle = producer.send("userapp.sleepy", "twice", 60)
     wait_for(lambda: side.llen("side:twice:started"), 20, "the job to start")
     worker.signal(signal.SIGTERM)
-    time.sleep(0.5)
+    wait_for(lambda: "received SIGTERM: stopping" in worker.output(), 20, "the worker to take the first signal")
     worker.signal(signal.SIGINT)
     assert worker.wait(15) == 0
     assert handle.status() is JobState.PENDING
@@ -332,8 +332,11 @@ def test_hooks_and_middleware_run_in_the_worker(start_worker, producer, side) ->
 
 
 def test_sigterm_while_the_app_still_loads_exits_0(start_worker, workdir: Path, side) -> None:
-    (workdir / "slowapp.py").write_text("import time\n\nfrom userapp import app  # noqa: F401\n\ntime.sleep(5)\n")
+    (workdir / "slowapp.py").write_text(
+        "import pathlib, time\n\nfrom userapp import app  # noqa: F401\n\n"
+        "pathlib.Path('importing').touch()\ntime.sleep(5)\n"
+    )
     worker = start_worker("-c", "1", app="slowapp:app")
-    time.sleep(1.5)  # the worker is inside the app's import by now
+    wait_for(lambda: (workdir / "importing").exists(), 20, "the worker to be inside the app's import")
     worker.signal(signal.SIGTERM)
     assert worker.wait(20) == 0

@@ -8,16 +8,19 @@ sends the next one, so the whole workflow has ended when ``delay()`` returns.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from taskforge import JobState, TaskFailed, TaskForge, WorkflowState, chain, group
+from taskforge.workflows import resume as resume_module
 from taskforge.workflows.canvas import Chain
 
 from . import wfapp
 from .conftest import bound
-from .wfapp import add, ident, mul, refuse, total
+from .wfapp import FIXED, add, ident, mul, refuse, refuse_until, total
 
 
 def composite() -> tuple[Chain, list[object]]:
@@ -65,6 +68,24 @@ def test_drain_runs_a_failing_workflow_to_its_end(drained_app: TaskForge) -> Non
     assert drained_app.job(f"{h.id}.3").result(timeout=0) == "cleanup"
 
 
+def test_a_drained_dead_workflow_resumes_with_retry(drained_app: TaskForge) -> None:
+    key = f"resume-{id(drained_app)}-{drained_app.broker.url}"
+    h = chain(add.s(1, 2), group(refuse_until.s(key), mul.s(2)), total.s(), on_failure=ident.s()).delay()
+    drained_app.drain()
+    assert h.status() is WorkflowState.DEAD
+    summary = drained_app.job(f"{h.id}.4").result(timeout=0)
+    assert (summary["id"], summary["task"]) == (f"{h.id}.1", refuse_until.name)
+    assert "refused 3 until fixed" in summary["error"] and "ValueError" in summary["traceback"]
+    FIXED.add(key)
+    assert h.retry() is True
+    assert h.status() is WorkflowState.RUNNING
+    drained_app.drain()
+    assert h.result(timeout=0) == 9
+    assert [s.state for s in h.info().steps] == [JobState.SUCCEEDED] * 4
+    assert drained_app.broker.read("wf", f"{h.id}.4") is None  # dropped at the resume: a second death sends it again
+    assert h.retry() is False
+
+
 def test_eager_fixture_finishes_the_workflow_inside_delay(taskforge_app: Callable[..., TaskForge]) -> None:
     app = taskforge_app(add.app, eager=True)
     assert app.eager
@@ -74,6 +95,28 @@ def test_eager_fixture_finishes_the_workflow_inside_delay(taskforge_app: Callabl
     assert h.result(timeout=0) == expected
     h = chain(group(ident.s(i) for i in range(20)), total.s()).delay()
     assert h.result(timeout=0) == sum(range(20))
+
+
+def test_eager_mode_runs_a_resumed_workflow_inside_retry(taskforge_app: Callable[..., TaskForge]) -> None:
+    app = taskforge_app(add.app, eager=True)
+    key = f"eager-{id(app)}"
+    h = chain(add.s(1, 2), refuse_until.s(key), mul.s(2)).delay()
+    assert h.status() is WorkflowState.DEAD
+    FIXED.add(key)
+    assert h.retry() is True
+    assert h.status() is WorkflowState.SUCCEEDED
+    assert h.result(timeout=0) == 6
+
+
+def test_eager_mode_runs_a_resumed_workflow_inside_aretry(taskforge_app: Callable[..., TaskForge]) -> None:
+    app = taskforge_app(add.app, eager=True)
+    key = f"eager-async-{id(app)}"
+    h = chain(add.s(1, 2), refuse_until.s(key), mul.s(2)).delay()
+    assert h.status() is WorkflowState.DEAD
+    FIXED.add(key)
+    assert asyncio.run(h.aretry()) is True  # as retry(): the app hears of the steps sent again
+    assert h.status() is WorkflowState.SUCCEEDED
+    assert h.result(timeout=0) == 6
 
 
 def test_eager_switched_on_by_hand_on_real_redis(redis_url: str) -> None:
@@ -89,3 +132,57 @@ def test_eager_switched_on_by_hand_on_real_redis(redis_url: str) -> None:
         assert h.status() is WorkflowState.RUNNING  # eager is off again: nothing ran
         app.drain()
         assert h.result(timeout=0) == 8
+
+
+def test_app_job_of_a_dead_step_retries_it_and_resumes_its_workflow(drained_app: TaskForge) -> None:
+    key = f"step-retry-{id(drained_app)}-{drained_app.broker.url}"
+    h = chain(add.s(1, 2), group(refuse_until.s(key), mul.s(2)), total.s()).delay()
+    drained_app.drain()
+    assert h.status() is WorkflowState.DEAD
+    step = drained_app.job(f"{h.id}.1")
+    assert step.status() is JobState.DEAD
+    FIXED.add(key)
+    assert step.retry() is True  # the step's own handle, as an operator holding only its id would
+    assert h.status() is WorkflowState.RUNNING
+    drained_app.drain()
+    assert h.result(timeout=0) == 9
+    assert step.retry() is False  # succeeded now: nothing to retry
+
+
+def test_app_job_retry_of_a_plain_dead_job_runs_it_again(drained_app: TaskForge) -> None:
+    key = f"plain-retry-{id(drained_app)}-{drained_app.broker.url}"
+    handle = refuse_until.delay(5, key)
+    drained_app.drain()
+    assert handle.status() is JobState.DEAD
+    FIXED.add(key)
+    assert asyncio.run(drained_app.job(handle.id).aretry()) is True
+    assert handle.status() is JobState.PENDING
+    drained_app.drain()
+    assert handle.status() is JobState.SUCCEEDED
+
+
+def test_a_resume_sends_the_steps_free_to_go_before_its_dead_steps_can_run_again(
+    drained_app: TaskForge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A revived step that died again before the resume's send would stop nothing, and the
+    step sent after that stop would wait, orphaned, in a dead workflow: so the dead steps go
+    back in line only after the send."""
+    key = f"order-{id(drained_app)}-{drained_app.broker.url}"
+    h = chain(add.s(1, 2), group(refuse_until.s(key), mul.s(2)), total.s()).delay()
+    drained_app.drain()
+    assert h.status() is WorkflowState.DEAD
+    failing = f"{h.id}.1"
+    states_at_send: list[JobState] = []
+    real_send = resume_module.send
+
+    def watching_send(broker: Any, workflow: str, steps: Any, *rest: Any) -> None:
+        states_at_send.append(drained_app.job(failing).status())
+        real_send(broker, workflow, steps, *rest)
+
+    monkeypatch.setattr(resume_module, "send", watching_send)
+    FIXED.add(key)
+    assert h.retry() is True
+    assert states_at_send == [JobState.DEAD]  # not yet runnable while the others are sent
+    assert drained_app.job(failing).status() is JobState.PENDING
+    drained_app.drain()
+    assert h.result(timeout=0) == 9

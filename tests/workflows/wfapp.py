@@ -114,3 +114,31 @@ def opener(value: Any, gate: str) -> Any:
 def refuse(value: Any) -> None:
     """Fails without touching any Redis, for workflows drained on ``memory://``."""
     raise ValueError(f"refused {value!r}")
+
+
+@app.task(queue="wf", max_attempts=1)
+def fails_until_fixed(value: Any, key: str) -> Any:
+    """Fails until the test sets ``<key>:fixed`` (a bug fixed), then returns its value: a step worth retrying."""
+    side().rpush(side_key(key), repr(value))
+    if not side().exists(side_key(f"{key}:fixed")):
+        raise ValueError(f"not fixed yet: {value!r}")
+    return value
+
+
+FIXED: set[str] = set()  # for runs in this very process (app.drain()): a key here fixes refuse_until
+
+
+@app.task(queue="wf", max_attempts=1)
+def refuse_until(value: Any, key: str) -> Any:
+    """``fails_until_fixed`` without the side Redis, for workflows drained in-process."""
+    if key not in FIXED:
+        raise ValueError(f"refused {value!r} until fixed")
+    return value
+
+
+@app.task(queue="wf", max_attempts=1)
+def fails_once_started_until_fixed(value: Any, key: str, started: str) -> Any:
+    """``fails_until_fixed``, once the task gated on ``started`` runs: that sibling is mid-run when it dies."""
+    if side().blpop([side_key(started)], timeout=GATE_TIMEOUT) is None:
+        raise TimeoutError(f"nothing started on {started!r}")
+    return fails_until_fixed(value, key)

@@ -7,7 +7,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 SECRET_KEY = "example-only-not-a-secret"
 DEBUG = True
 ALLOWED_HOSTS = ["*"]
-INSTALLED_APPS = ["shop"]
+INSTALLED_APPS = ["shop", "taskforge.contrib.django"]  # the latter for `manage.py taskforge_worker`
 ROOT_URLCONF = "mysite.urls"
 USE_TZ = True
 DATABASES = {
@@ -24,7 +24,7 @@ DATABASES = {
 TASKS = {
     "default": {
         "BACKEND": "taskforge.contrib.django.TaskforgeBackend",
-        "QUEUES": ["default"],
+        "QUEUES": ["default", "emails"],
         "OPTIONS": {"APP": "mysite.queue:app"},
     }
 }

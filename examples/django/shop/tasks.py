@@ -17,6 +17,12 @@ async def fetch_title(url: str) -> str:
     return f"title of {url}"
 
 
+@task(queue_name="emails")
+def send_welcome_email(address: str) -> str:
+    """A task on a queue of its own: ``manage.py taskforge_worker`` serves every queue of ``QUEUES``."""
+    return f"welcome mail sent to {address}"
+
+
 @task(takes_context=True)
 def which_attempt(context: TaskContext, label: str) -> str:
     """A task that asks Django's context which run this is."""

@@ -121,6 +121,18 @@ local function make_pending(id, jk)
   redis.call('ZADD', pending_key(jk), pending_score(redis.call('HGET', jk, 'priority'), seq), id)
 end
 
+-- A dead job back at the back of its line with a fresh set of attempts
+-- (retry_dead, and replan_steps reviving a resumed workflow's dead step): its
+-- record stops expiring, and a leftover done list, which would make every
+-- result() wait return at once, goes.  The caller has taken it off DEAD.
+local function revive_dead(id, jk)
+  redis.call('PERSIST', jk)
+  redis.call('HSET', jk, 'attempts', 0)
+  redis.call('HDEL', jk, 'finished_at', 'result', 'waiting', 'abort')
+  redis.call('UNLINK', PREFIX .. 'done:' .. id)
+  make_pending(id, jk)
+end
+
 -- Put a job back where it stood in line (its original sequence number), for
 -- jobs that were taken but not run to the end through no fault of their own.
 -- A junk seq field takes a new place at the back.
@@ -225,8 +237,8 @@ local function cancel_unstarted(id, jk, state, ttl, extra)
 end
 
 -- Dead-letter a job: `kind` is its failure field (a FailureKind value), `err`
--- the same reason in words.
-local function bury(id, jk, now, kind, err, traceback, dead_ttl)
+-- the same reason in words, `error_type` the class path of that error.
+local function bury(id, jk, now, kind, err, traceback, dead_ttl, error_type)
   local pk = pending_key(jk)
   need_zsets(pk, SCHEDULED, RUNNING, DEAD)
   redis.call('ZREM', pk, id)
@@ -234,7 +246,8 @@ local function bury(id, jk, now, kind, err, traceback, dead_ttl)
   leave_running(id, jk)
   redis.call('ZADD', DEAD, now, id)
   redis.call('ZREMRANGEBYSCORE', DEAD, '-inf', now - dead_ttl)
-  finish(id, jk, 'dead', now, dead_ttl, {'failure', kind, 'error', err, 'traceback', traceback or ''})
+  finish(id, jk, 'dead', now, dead_ttl, {'failure', kind, 'error', err, 'error_type', error_type,
+    'traceback', traceback or ''})
 end
 
 -- Per-minute outcome counts of a queue, for the dashboard's last-hour figures:
@@ -344,7 +357,8 @@ local function end_expired(id, jk, now)
   if not keep or keep ~= keep or keep <= 0 then
     keep = 86400000
   end
-  finish(id, jk, 'cancelled', now, keep, {'failure', 'expired', 'error', 'expired'})
+  finish(id, jk, 'cancelled', now, keep, {'failure', 'expired', 'error', 'expired',
+    'error_type', 'taskforge.errors.Expired'})
   count_outcome('expired', now)
 end
 
@@ -610,7 +624,14 @@ local function ending(rk, state)
   local ready, cancel = {}, {}
   local k = redis.call('HGET', rk, 'on_failure')
   if state == 'dead' and k then
-    ready[1] = launch_entry(rk, k)
+    -- Then the failed step's index, queue and error: an on_failure step built
+    -- with .s() receives its summary (the client reads the rest in its record).
+    local entry = launch_entry(rk, k)
+    local failed = redis.call('HMGET', rk, 'failed_step', 'error')
+    entry[#entry + 1] = failed[1] or ''
+    entry[#entry + 1] = failed[1] and redis.call('HGET', rk, 'queue:' .. failed[1]) or ''
+    entry[#entry + 1] = failed[2] or ''
+    ready[1] = entry
   end
   for _, j in ipairs(redis.call('SDIFF', PREFIX .. 'open', PREFIX .. 'waiting')) do
     cancel[#cancel + 1] = j

@@ -11,6 +11,7 @@ if not claim_guard(jk, token) then
   return 0
 end
 leave_running(id, jk)
-redis.call('HSET', jk, 'failure', 'aborted', 'error', 'Aborted: stopped while running by JobHandle.abort()')
+redis.call('HSET', jk, 'failure', 'aborted', 'error', 'Aborted: stopped while running by JobHandle.abort()',
+  'error_type', 'taskforge.errors.Aborted')
 finish(id, jk, 'cancelled', now_ms(), tonumber(ARGV[4]))
 return 1

@@ -17,4 +17,4 @@ if state == 'running' then
   redis.call('HSET', jk, 'abort', '1')
   return 2
 end
-return cancel_unstarted(id, jk, state, tonumber(ARGV[3]), {'failure', 'aborted'})
+return cancel_unstarted(id, jk, state, tonumber(ARGV[3]), {'failure', 'aborted', 'error_type', 'taskforge.errors.Aborted'})

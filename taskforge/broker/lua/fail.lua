@@ -8,6 +8,7 @@
 -- ARGV[6] retry_delay_ms  (-1: no retry, dead now)
 -- ARGV[7] dead_retention_ms
 -- ARGV[8] failure         why, as a FailureKind value (the record's failure field)
+-- ARGV[9] error_type      the class path of the error ("builtins.ValueError")
 -- Returns 0 (claim not ours: fenced), 1 (retrying), 2 (dead).
 -- outcome_token: the token whose report this was, read back after a lost reply.
 local id, token = ARGV[2], ARGV[3]
@@ -25,13 +26,13 @@ if delay >= 0 and attempts < max_attempts then
   need_zsets(SCHEDULED)
   leave_running(id, jk, f[5])
   redis.call('HSET', jk, 'state', 'retrying', 'token', '', 'failure', ARGV[8], 'error', ARGV[4],
-    'traceback', ARGV[5], 'scheduled_at', due, 'outcome_token', token)
+    'error_type', ARGV[9], 'traceback', ARGV[5], 'scheduled_at', due, 'outcome_token', token)
   redis.call('ZADD', SCHEDULED, due, id)
   wake(1)
   count_outcome('failed', now)  -- after the damage checks: a refused call counts nothing
   return 1
 end
-bury(id, jk, now, ARGV[8], ARGV[4], ARGV[5], tonumber(ARGV[7]))
+bury(id, jk, now, ARGV[8], ARGV[4], ARGV[5], tonumber(ARGV[7]), ARGV[9])
 redis.call('HSET', jk, 'outcome_token', token)
 count_outcome('failed', now)
 return 2

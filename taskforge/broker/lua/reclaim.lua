@@ -31,20 +31,23 @@ for _, id in ipairs(expired) do
     local attempts = tonumber(raw or 0)
     local max_attempts = tonumber(f[3]) or 1
     if f[4] then
-      redis.call('HSET', jk, 'failure', 'aborted', 'error', 'Aborted: its worker was lost before it could stop it')
+      redis.call('HSET', jk, 'failure', 'aborted', 'error', 'Aborted: its worker was lost before it could stop it',
+        'error_type', 'taskforge.errors.Aborted')
       finish(id, jk, 'cancelled', now, ttl)
     elseif not next_attempt(raw) then  -- junk: a count of runs that cannot be trusted
       bury(id, jk, now, 'corrupt', 'CorruptJob: its attempts field holds ' .. string.format('%q', tostring(raw)) ..
-        ', not a count of runs; its lease expired and it was dead-lettered', '', dead_ttl)
+        ', not a count of runs; its lease expired and it was dead-lettered', '', dead_ttl,
+        'taskforge.errors.CorruptJob')
       buried[#buried + 1] = id
     elseif attempts >= max_attempts then
       bury(id, jk, now, 'worker_lost', 'WorkerLost: the worker running attempt ' .. attempts ..
-        ' stopped renewing its lease (it died or lost Redis); no attempts left', '', dead_ttl)
+        ' stopped renewing its lease (it died or lost Redis); no attempts left', '', dead_ttl,
+        'taskforge.errors.WorkerLost')
       buried[#buried + 1] = id
     else
       restore_pending(id, jk)
       redis.call('HSET', jk, 'failure', 'worker_lost', 'error', 'WorkerLost: the worker running attempt ' .. attempts ..
-        ' stopped renewing its lease; reclaimed')
+        ' stopped renewing its lease; reclaimed', 'error_type', 'taskforge.errors.WorkerLost')
       back[#back + 1] = id
     end
   end

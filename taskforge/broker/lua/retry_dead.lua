@@ -20,12 +20,7 @@ end
 for _, id in ipairs(ids) do
   local jk = job_key(id)
   if redis.call('ZREM', DEAD, id) == 1 and is_job(jk) then
-    redis.call('PERSIST', jk)
-    redis.call('HSET', jk, 'attempts', 0)
-    redis.call('HDEL', jk, 'finished_at', 'result', 'waiting', 'abort')
-    -- A leftover done list would make every result() wait return at once.
-    redis.call('UNLINK', PREFIX .. 'done:' .. id)
-    make_pending(id, jk)
+    revive_dead(id, jk)
     moved[#moved + 1] = id
   end
 end

@@ -52,6 +52,14 @@ if state == 'running' and outcome == 'succeeded' then
   end
   return {state, ready, {}, 0}
 end
+if state ~= 'running' and outcome == 'succeeded'
+    and (first or (redis.call('HEXISTS', rk, 'result:' .. i) == 0 and redis.call('HGET', rk, 'on_failure') ~= i)) then
+  -- A step that succeeded after its workflow ended: a group member still
+  -- running then (first), or a dead step retried without its workflow being
+  -- resumed (a process that died in between).  Its result is kept, so a
+  -- resumed workflow (workflow_resume) counts it as succeeded.
+  redis.call('HSET', rk, 'result:' .. i, ARGV[4])
+end
 if state == 'running' then
   if not first then
     return {state, {}, {}, 0}

@@ -1,0 +1,178 @@
+"""``TaskforgeBackend``: ``django.tasks`` enqueue, ``get_result`` and system checks on a taskforge app."""
+
+from __future__ import annotations
+
+import inspect
+from datetime import datetime
+from typing import Any
+
+from django.core import checks
+from django.tasks import TaskResult, TaskResultStatus
+from django.tasks.backends.base import BaseTaskBackend
+from django.tasks.base import Task as DjangoTask
+from django.tasks.exceptions import TaskResultDoesNotExist
+from django.tasks.signals import task_enqueued
+from django.utils.module_loading import import_string
+
+from ...app import TaskForge
+from ...broker.keys import validate_queue_name
+from ...errors import ConfigurationError, JobNotFound
+from ...handle import JobHandle
+from ...job import JobInfo, Priority
+from ...task import Task
+from .connections import manage_connections
+from .results import _STATUS, _task_result, task_error, task_from
+from .runner import ARUN, RUN, _arun, _run
+from .values import as_json, aware, from_text, now, to_text
+
+
+def priority_of(django_priority: int) -> Priority:
+    """Django's -100..100 onto taskforge's four levels: below 0 low, 0 normal, 1 to 49 high, 50 and up critical."""
+    if django_priority < 0:
+        return Priority.LOW
+    if django_priority == 0:
+        return Priority.NORMAL
+    return Priority.HIGH if django_priority < 50 else Priority.CRITICAL
+
+
+class DjangoTaskForge(TaskForge):
+    """The backend's own app (``OPTIONS["BROKER"]``): a worker of it serves every queue of ``QUEUES`` by default."""
+
+    def __init__(self, name: str, broker: str | None, queues: set[str]) -> None:
+        super().__init__(name, broker=broker)
+        self.django_queues = sorted(queues)
+
+    def queues(self) -> list[str]:
+        return list(dict.fromkeys([*super().queues(), *self.django_queues]))
+
+
+class TaskforgeBackend(BaseTaskBackend):  # type: ignore[misc]
+    """``django.tasks`` on taskforge: see the package's docstring for settings and semantics."""
+
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        super().__init__(alias, params)
+        app_path = self.options.get("APP")
+        app: TaskForge
+        if app_path:
+            app = import_string(app_path.replace(":", "."))
+            if not isinstance(app, TaskForge):
+                raise ConfigurationError(f"TASKS[{alias!r}]['OPTIONS']['APP'] = {app_path!r} is not a TaskForge app")
+        else:
+            app = DjangoTaskForge(f"django-{alias}", self.options.get("BROKER"), self.queues)
+        self.app = app
+        attempts = self.options.get("MAX_ATTEMPTS", 1)
+        if RUN not in app.tasks:
+            app.task(name=RUN, max_attempts=attempts)(_run)
+            app.task(name=ARUN, max_attempts=attempts)(_arun)
+            manage_connections(app)
+
+    def enqueue(self, task: DjangoTask, args: Any, kwargs: Any) -> TaskResult:
+        runner, call, enqueued_at = self._prepare(task, args, kwargs)
+        if task.run_after is not None:
+            handle = runner.apply_at(aware(task.run_after), *call)
+        else:
+            handle = runner.delay(*call)
+        return self._enqueued(task, handle, call, enqueued_at)
+
+    async def aenqueue(self, task: DjangoTask, args: Any, kwargs: Any) -> TaskResult:
+        runner, call, enqueued_at = self._prepare(task, args, kwargs)
+        if task.run_after is not None:
+            handle = await runner.aapply_at(aware(task.run_after), *call)
+        else:
+            handle = await runner.adelay(*call)
+        return self._enqueued(task, handle, call, enqueued_at)
+
+    def _prepare(self, task: DjangoTask, args: Any, kwargs: Any) -> tuple[Task[Any, Any], tuple[Any, ...], datetime]:
+        """The runner task, set to the Django task's queue and priority, and its call: checked before any store.
+
+        The call is the task's path, its arguments as JSON gives them back
+        (``TypeError`` here for what JSON cannot hold), whether it takes a
+        context, and what ``get_result()`` needs to give the same Task and
+        ``enqueued_at`` back: the ``using()`` options and the enqueue time.
+        """
+        self.validate_task(task)
+        runner = self.app.tasks[ARUN if inspect.iscoroutinefunction(task.func) else RUN]
+        runner = runner.with_options(queue=task.queue_name, priority=priority_of(task.priority))
+        enqueued_at = now()
+        meta = {
+            "priority": task.priority,
+            "queue_name": task.queue_name,
+            "backend": task.backend,
+            "run_after": to_text(task.run_after),
+            "enqueued_at": to_text(enqueued_at),
+        }
+        return (
+            runner,
+            (task.module_path, as_json(list(args)), as_json(dict(kwargs)), task.takes_context, meta),
+            enqueued_at,
+        )
+
+    def _enqueued(
+        self, task: DjangoTask, handle: JobHandle[Any], call: tuple[Any, ...], enqueued_at: datetime
+    ) -> TaskResult:
+        _, args, kwargs, _, _ = call
+        result = _task_result(
+            task, handle.id, TaskResultStatus.READY, args, kwargs, self.alias, enqueued_at=enqueued_at
+        )
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    def get_result(self, result_id: str) -> TaskResult:
+        try:
+            info = self.app.job(result_id).info()
+        except (JobNotFound, ConfigurationError):
+            raise TaskResultDoesNotExist(result_id) from None
+        return self._result(info)
+
+    async def aget_result(self, result_id: str) -> TaskResult:
+        try:
+            info = await self.app.job(result_id).ainfo()
+        except (JobNotFound, ConfigurationError):
+            raise TaskResultDoesNotExist(result_id) from None
+        return self._result(info)
+
+    def _result(self, info: JobInfo) -> TaskResult:
+        if info.task not in (RUN, ARUN) or len(info.args) not in (4, 5):
+            raise TaskResultDoesNotExist(info.id)
+        path, args, kwargs = info.args[:3]
+        meta = info.args[4] if len(info.args) == 5 and isinstance(info.args[4], dict) else {}
+        task = task_from(info.id, path, meta)
+        status = _STATUS.get(info.state, TaskResultStatus.READY)
+        errors = [task_error(info)] if status == TaskResultStatus.FAILED or (info.error and info.attempts > 1) else []
+        finished = status in (TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED)
+        result = _task_result(
+            task,
+            info.id,
+            status,
+            list(args),
+            dict(kwargs),
+            self.alias,
+            enqueued_at=from_text(meta.get("enqueued_at")) or info.created_at,
+            started_at=info.started_at,
+            finished_at=info.finished_at if finished else None,
+            errors=errors,
+            worker_ids=[f"taskforge:{info.queue}"] * info.attempts,
+        )
+        if status == TaskResultStatus.SUCCESSFUL:
+            object.__setattr__(result, "_return_value", info.result)
+        return result
+
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        """``manage.py check``: queue names taskforge cannot serve.
+
+        An empty ``QUEUES`` (any queue allowed) is Django's own setting and not
+        flagged, as Django's tests require; ``manage.py taskforge_worker`` then
+        serves the backend's default queue unless given ``-q``.
+        """
+        found: list[checks.CheckMessage] = []
+        for name in sorted(self.queues):
+            try:
+                validate_queue_name(name)
+            except ConfigurationError as exc:
+                found.append(checks.Error(f"TASKS[{self.alias!r}]['QUEUES']: {exc}", id="taskforge.E001"))
+        return found

@@ -1,0 +1,60 @@
+"""How the parallel suite gives each xdist worker its own database (tests/conftest.py, tests/parallel.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CHAOS_SIDE_DB, worker_databases, worker_url
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_by_default_the_urls_database_comes_first_and_the_chaos_side_store_is_never_used(monkeypatch) -> None:
+    monkeypatch.delenv("TASKFORGE_TEST_REDIS_DBS", raising=False)
+    assert worker_databases("redis://127.0.0.1:6379/15") == [15, 14, 13, 12, 11, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0]
+    assert worker_databases("redis://127.0.0.1:6379/3")[:3] == [3, 15, 14]
+    assert CHAOS_SIDE_DB not in worker_databases("redis://127.0.0.1:6379/0")
+
+
+def test_the_listed_databases_are_taken_in_worker_order(monkeypatch) -> None:
+    monkeypatch.setenv("TASKFORGE_TEST_REDIS_DBS", "0, 1,2,7")
+    assert worker_databases() == [0, 1, 2, 7]
+    assert worker_url("redis://:pw@10.0.0.5:6380/15?socket_timeout=5", "gw3") == (
+        "redis://:pw@10.0.0.5:6380/7?socket_timeout=5"
+    )
+    assert worker_url("redis://127.0.0.1:6379/15", None) == "redis://127.0.0.1:6379/15"
+    with pytest.raises(pytest.UsageError, match="gw4 has no database"):
+        worker_url("redis://127.0.0.1:6379/15", "gw4")
+
+
+@pytest.mark.parametrize("listed", ["0,a", "1,1", "-1", ","])
+def test_a_bad_list_is_a_usage_error_naming_the_variable(monkeypatch, listed: str) -> None:
+    monkeypatch.setenv("TASKFORGE_TEST_REDIS_DBS", listed)
+    with pytest.raises(pytest.UsageError, match="TASKFORGE_TEST_REDIS_DBS"):
+        worker_databases()
+
+
+def url_in(env: dict[str, str]) -> str:
+    """REDIS_URL as tests/conftest.py sets it in a process with ``env``."""
+    code = "import tests.conftest as c; print(c.REDIS_URL)"
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "TASKFORGE_TEST_REDIS"))}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env={**base, **env}, cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_a_process_started_by_a_workers_test_keeps_the_workers_database() -> None:
+    worker = {"PYTEST_XDIST_WORKER": "gw3", "PYTEST_XDIST_TESTRUNUID": "run1", "PYTHONPATH": str(ROOT)}
+    assert url_in(worker) == "redis://127.0.0.1:6379/12"
+    # What the worker exports to what its tests start: a pytest run by a test stays on database 12.
+    exported = {"TASKFORGE_TEST_REDIS": "redis://127.0.0.1:6379/12", "TASKFORGE_TEST_REDIS_WORKER": "run1:gw3"}
+    assert url_in({**worker, **exported}) == "redis://127.0.0.1:6379/12"
+    # A worker of another run (a new run id) chooses again.
+    assert url_in({**worker, **exported, "PYTEST_XDIST_TESTRUNUID": "run2"}) == "redis://127.0.0.1:6379/13"
