@@ -164,6 +164,20 @@ class Rig:
         wait_for(lambda: self.side.zcard("taskforge:workers") >= n, timeout, f"{n} workers listed")
         self.listed_ms = self.redis_ms()  # ticks before this are start-up catch-ups, late by design
 
+    def runs_a_job(self, index: int) -> bool:
+        """Whether worker ``index`` holds a running job now: a claim token with its owner prefix."""
+        from taskforge.broker.keys import QueueKeys
+        from taskforge.broker.workers import live_workers
+
+        pid = self.workers[index].proc.pid
+        owners = [w["owner"] for w in live_workers(self.side) if w.get("pid") == pid and w.get("owner")]
+        if not owners:
+            return False
+        keys = QueueKeys("default")
+        running = [m.decode() for m in self.side.zrange(keys.running, 0, -1)]
+        tokens = [self.side.hget(keys.job(job_id), "token") for job_id in running]
+        return any(t and t.decode().startswith(owners[0]) for t in tokens)
+
     def crash_redis(self) -> None:
         """SIGKILL the private Redis and start it again on the same port, from its AOF."""
         start = time.time()

@@ -100,7 +100,10 @@ def partition(rig: Rig, rng: random.Random, stop: threading.Event) -> str:
     """Worker 1 cut off (TCP up, nothing delivered) for longer than a lease, twice."""
     cuts = []
     for _ in range(rig.cuts):
-        stop.wait(rng.uniform(1.0, 2.0))  # with jobs running on w1
+        stop.wait(rng.uniform(1.0, 2.0))
+        deadline = time.monotonic() + 20  # then cut it off while it runs a job, whatever the load
+        while not stop.is_set() and not rig.runs_a_job(0) and time.monotonic() < deadline:
+            stop.wait(0.02)
         seconds = rng.uniform(2.2, 3.0) * LEASE_S
         rig.workers[0].proxy.partition()
         stop.wait(seconds)
