@@ -38,6 +38,9 @@ def start_demo(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
             cwd=tmp_path,
             env=env,
             start_new_session=True,
+            # A run started in the background of a script inherits SIGINT ignored, and Python keeps
+            # an ignored SIGINT: the demo gets Ctrl-C's default, as it has in a terminal.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
     return proc, log
 
