@@ -105,9 +105,10 @@ def test_a_passed_job_waits_without_spinning_and_keeps_its_attempts(start_worker
     started = time.monotonic()
     assert finished(handle) is JobState.SUCCEEDED
     waited = time.monotonic() - started
-    # Each pass waits twice as long as the one before (0.5, 1, 2, 4, 5 s): a handful in 6 s, not a busy loop.
+    # Each pass waits twice as long as the one before (0.5, 1, 2, 4, then 5 s each): a handful in
+    # the time their worker stays busy (6 s, more on a loaded machine), not a busy loop.
     passes = int(client.hget(key, "passes"))
-    assert 1 <= passes <= 6, (passes, waited)
+    assert 1 <= passes <= 5 + waited / 5, (passes, waited)
     assert handle.info().attempts == 1
 
 
