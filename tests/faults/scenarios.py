@@ -257,7 +257,7 @@ def run(plan: Plan, seed: int, timeout: float = 90, quick: bool = False) -> Resu
     rng = random.Random(seed)
     with Rig(seed, plan.fsync, plan.durability, sentinel=plan.sentinel) as rig:
         rig.cuts = 1 if quick else 2
-        if plan.durability == "replicated":
+        if plan.durability == "replicated" and not plan.sentinel:  # a Sentinel set has its replica
             rig.add_replica()
         args = [a for a in WORKER_ARGS if not (plan.tick_every and a == "--no-periodic")]
         env = {"FAULT_TICK_EVERY": str(plan.tick_every)} if plan.tick_every else {}
