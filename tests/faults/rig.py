@@ -5,6 +5,14 @@ a foreground ``redis-server`` on a free loopback port, AOF on); each worker
 and the producer reach it only through their own ``FaultProxy``, so a fault
 can be aimed at one of them. Workers may run under libfaketime with their
 wall clock shifted (``skew``), found at run time.
+
+With ``sentinel=True`` the jobs live on a Sentinel set instead (the scaled
+suite's ``SentinelSet``: a master, a replica, three sentinels) and every
+client, workers and producer, reaches it by ``redis+sentinel://`` with no
+proxy: the sentinels hand out the data nodes' own addresses, so a proxy
+could not stay in front of them, and the fault is the failover itself. The
+private Redis then only records the runs and hooks (``FAULT_SIDE``), so a
+record is never lost with the master it describes.
 """
 
 from __future__ import annotations
@@ -21,11 +29,13 @@ from pathlib import Path
 from typing import Any
 
 import redis
+import redis.sentinel
 
 from taskforge import TaskForge
 from taskforge.broker.scripts import script_source
 
 from ..chaos.procs import RedisServer, kill_group, wait_for
+from ..scaled.servers import HOST, SentinelSet, client
 from .proxy import FaultProxy
 
 HERE = Path(__file__).parent
@@ -76,7 +86,7 @@ class FaultWorker:
         self.log_path = rig.dir / f"{self.name}.log"
         environ = {
             **os.environ,
-            "TASKFORGE_BROKER_URL": self.proxy.url,
+            "TASKFORGE_BROKER_URL": rig.broker_url or self.proxy.url,
             "FAULT_SIDE": rig.redis.url,
             "FAULT_WORKER": self.name,
             "FAULT_DURABILITY": rig.durability,
@@ -121,7 +131,9 @@ class FaultWorker:
 class Rig:
     """A private Redis, workers and a producer app, each client behind its own proxy; ``close()`` ends all."""
 
-    def __init__(self, seed: int, fsync: str | None = "always", durability: str = "async") -> None:
+    def __init__(
+        self, seed: int, fsync: str | None = "always", durability: str = "async", sentinel: bool = False
+    ) -> None:
         self.seed = seed
         self.durability = durability
         self.dir = Path(tempfile.mkdtemp(prefix="taskforge-faults-"))
@@ -129,12 +141,21 @@ class Rig:
         self.redis = FaultRedis(self.dir, fsync)
         self.redis.start()
         self.side = redis.Redis(host="127.0.0.1", port=self.redis.port, socket_timeout=10)
+        self.sentinels: SentinelSet | None = None
+        self.broker_url: str | None = None  # None: each client through its own proxy
+        self.data = self.side  # where the jobs live (the master of the Sentinel set, with one)
+        if sentinel:
+            self.sentinels = SentinelSet()
+            self.broker_url = self.sentinels.url
+            self.data = redis.sentinel.Sentinel(
+                [(HOST, p) for p in self.sentinels.sentinels], sentinel_kwargs={"socket_timeout": 2}
+            ).master_for(SentinelSet.SERVICE, socket_timeout=5, socket_connect_timeout=2)
         self.workers: list[FaultWorker] = []
         self.crashes: list[tuple[float, float]] = []
         self.cuts = 2  # partitions per partition scenario
         self.listed_ms = 0
         self.producer_proxy = FaultProxy(self.redis.port, seed * 100, "producer")
-        self.producer = TaskForge("faultapp", self.producer_proxy.url, durability=durability)
+        self.producer = TaskForge("faultapp", self.broker_url or self.producer_proxy.url, durability=durability)
         self.tasks: dict[str, Any] = {}
         for name in ("work", "awork", "add"):
             self.tasks[name] = self.producer.task(name=f"faultapp.{name}", max_attempts=20, backoff=0.2)(_stub)
@@ -161,7 +182,7 @@ class Rig:
 
     def wait_listed(self, n: int, timeout: float = 30) -> None:
         """Until ``n`` workers have announced themselves (their first heartbeat)."""
-        wait_for(lambda: self.side.zcard("taskforge:workers") >= n, timeout, f"{n} workers listed")
+        wait_for(lambda: self.data.zcard("taskforge:workers") >= n, timeout, f"{n} workers listed")
         self.listed_ms = self.redis_ms()  # ticks before this are start-up catch-ups, late by design
 
     def runs_a_job(self, index: int) -> bool:
@@ -170,12 +191,12 @@ class Rig:
         from taskforge.broker.workers import live_workers
 
         pid = self.workers[index].proc.pid
-        owners = [w["owner"] for w in live_workers(self.side) if w.get("pid") == pid and w.get("owner")]
+        owners = [w["owner"] for w in live_workers(self.data) if w.get("pid") == pid and w.get("owner")]
         if not owners:
             return False
         keys = QueueKeys("default")
-        running = [m.decode() for m in self.side.zrange(keys.running, 0, -1)]
-        tokens = [self.side.hget(keys.job(job_id), "token") for job_id in running]
+        running = [m.decode() for m in self.data.zrange(keys.running, 0, -1)]
+        tokens = [self.data.hget(keys.job(job_id), "token") for job_id in running]
         return any(t and t.decode().startswith(owners[0]) for t in tokens)
 
     def crash_redis(self) -> None:
@@ -184,6 +205,26 @@ class Rig:
         self.redis.kill()
         self.redis.start()
         self.crashes.append((start, time.time()))
+
+    def fail_over(self) -> str:
+        """SIGKILL the Sentinel set's master; once the sentinels promote the replica, the old
+        master comes back as the new one's replica (synced), so the set has a spare again."""
+        sentinels = self.sentinels
+        assert sentinels is not None
+        heir = sentinels.standby()
+        victim = sentinels.current_master()
+        start = time.time()
+        sentinels.kill(victim)
+        wait_for(lambda: sentinels.current_master() == heir, 30, "the sentinels to promote the replica", 0.05)
+        promoted = time.time() - start
+        sentinels.restart(victim, "--replicaof", HOST, str(heir))
+        wait_for(
+            lambda: client(victim).info("replication").get("master_link_status") == "up",
+            30,
+            "the old master to replicate from the new one",
+        )
+        self.crashes.append((start, time.time()))
+        return f"master SIGKILLed, replica promoted in {promoted:.1f} s, old master back as its replica"
 
     def faulted(self, start: float, end: float) -> str | None:
         """'crash' if a Redis crash overlaps [start, end] (plus the lease it takes to notice)."""
@@ -202,6 +243,8 @@ class Rig:
         self.producer_proxy.close()
         self.side.close()
         self.redis.cleanup()
+        if self.sentinels is not None:
+            self.sentinels.stop()
         if getattr(self, "replica", None) is not None:
             self.replica.cleanup()
         if not os.environ.get("FAULTS_KEEP"):  # FAULTS_KEEP=1 keeps the logs for a look

@@ -11,6 +11,10 @@ runs the app wrote straight into Redis:
   reply) while it ran, the at-least-once case after a lease expired;
 * early: a delayed job that started before it was due by Redis's clock;
   late: how long after its due time the latest one started;
+* lost after the fault: a job or workflow sent once the fault was over
+  (``Plan.then_jobs``) that did not succeed, and idle after the fault: a
+  worker that ran none of them; both fail a scenario even where losing a
+  write in the moment of the fault is allowed;
 * false fenced: a worker logged "not recorded: another worker took the job
   over" for a job nobody else ran; hooks: succeeded jobs whose job_succeeded
   hook did not fire exactly once.
@@ -30,6 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
+
+import redis
 
 from taskforge import BrokerUnavailable, chain
 from taskforge.broker.keys import QueueKeys
@@ -61,6 +67,8 @@ class Result:
     problems: list[str] = field(default_factory=list)
     lost_allowed: bool = False
     tick_problems: int = 0  # periodic ticks twice, late or missing
+    lost_after: int = 0  # jobs and workflows sent after the fault was over that did not succeed
+    idle_after: int = 0  # workers that ran nothing sent after the fault (they never came back)
 
     @property
     def ok(self) -> bool:
@@ -71,6 +79,8 @@ class Result:
             or self.false_fenced
             or self.hooks_off
             or self.tick_problems
+            or self.lost_after
+            or self.idle_after
         )
 
 
@@ -87,6 +97,8 @@ class Plan:
     work_s: tuple[float, float] = (0.0, 0.3)  # how long each job runs
     lost_allowed: bool = False  # a crash with AOF everysec may lose the last second of writes
     tick_every: int = 0  # > 0: both workers run a periodic task every this many seconds
+    sentinel: bool = False  # the jobs on a Sentinel set, every client by redis+sentinel:// (no proxies)
+    then_jobs: int = 0  # > 0: once the fault has run its course, send this many more, none of which may be lost
 
 
 # -- the faults ------------------------------------------------------------------------
@@ -161,6 +173,12 @@ def resets(rig: Rig, rng: random.Random, stop: threading.Event) -> str:
     return f"{count} connections reset"
 
 
+def sentinel_failover(rig: Rig, rng: random.Random, stop: threading.Event) -> str:
+    """The Sentinel set's master SIGKILLed while the producer sends and both workers run jobs."""
+    stop.wait(rng.uniform(0.3, 1.0))
+    return rig.fail_over()
+
+
 ACKS = ("succeed", "fail")
 PLANS = {
     "baseline": Plan("baseline", no_fault),
@@ -175,6 +193,14 @@ PLANS = {
     "crash-always": Plan("crash-always", crash, work_s=(0.2, 0.8)),
     "crash-everysec": Plan("crash-everysec", crash, fsync="everysec", work_s=(0.2, 0.8), lost_allowed=True),
     "replicated": Plan("replicated", resets, durability="replicated"),
+    # Async replication: an enqueue or outcome the old master acknowledged in the
+    # moment of the failover may not have reached the replica, so it may be lost.
+    "sentinel-failover": Plan(
+        "sentinel-failover", sentinel_failover, fsync=None, sentinel=True, then_jobs=30, lost_allowed=True
+    ),
+    "sentinel-replicated": Plan(
+        "sentinel-replicated", sentinel_failover, fsync=None, durability="replicated", sentinel=True, then_jobs=30
+    ),
 }
 QUICK = ("drop-all", "partition")
 
@@ -182,11 +208,11 @@ QUICK = ("drop-all", "partition")
 # -- running one -----------------------------------------------------------------------
 
 
-def send(rig: Rig, rng: random.Random, plan: Plan) -> tuple[dict[str, float], list[tuple[str, int]]]:
+def send(rig: Rig, rng: random.Random, plan: Plan, first: int = 0) -> tuple[dict[str, float], list[tuple[str, int]]]:
     """The producer's mix; returns {job id: delay s} and [(workflow id, expected sum)] it was told are stored."""
     jobs: dict[str, float] = {}
     flows: list[tuple[str, int]] = []
-    for number in range(plan.jobs):
+    for number in range(first, first + plan.jobs):
         kind = rng.random()
         if kind < 0.12:
             values = [rng.randrange(1, 9) for _ in range(3)]
@@ -225,11 +251,13 @@ def run(plan: Plan, seed: int, timeout: float = 90, quick: bool = False) -> Resu
     if quick:
         plan = replace(plan, jobs=min(plan.jobs, 30))
     mode = f"{plan.durability}, AOF {plan.fsync or 'off'}"
+    if plan.sentinel:
+        mode = f"{plan.durability}, Sentinel (1 replica), AOF {plan.fsync or 'off'}"
     result = Result(plan.name, seed, mode)
     rng = random.Random(seed)
-    with Rig(seed, plan.fsync, plan.durability) as rig:
+    with Rig(seed, plan.fsync, plan.durability, sentinel=plan.sentinel) as rig:
         rig.cuts = 1 if quick else 2
-        if plan.durability == "replicated":
+        if plan.durability == "replicated" and not plan.sentinel:  # a Sentinel set has its replica
             rig.add_replica()
         args = [a for a in WORKER_ARGS if not (plan.tick_every and a == "--no-periodic")]
         env = {"FAULT_TICK_EVERY": str(plan.tick_every)} if plan.tick_every else {}
@@ -241,6 +269,13 @@ def run(plan: Plan, seed: int, timeout: float = 90, quick: bool = False) -> Resu
         thread = threading.Thread(target=lambda: said.append(plan.fault(rig, random.Random(seed), stop)), daemon=True)
         thread.start()
         jobs, flows = send(rig, rng, plan)
+        after: set[str] = set()
+        if plan.then_jobs:
+            thread.join(timeout=90)  # this fault ends by itself: then send more through what it left
+            later, later_flows = send(rig, rng, replace(plan, jobs=plan.then_jobs), first=plan.jobs)
+            after = set(later) | {w for w, _ in later_flows}
+            jobs.update(later)
+            flows += later_flows
         result.jobs, result.workflows = len(jobs), len(flows)
         ended = ends(rig, jobs, flows, started + timeout)
         stop.set()
@@ -252,6 +287,8 @@ def run(plan: Plan, seed: int, timeout: float = 90, quick: bool = False) -> Resu
         result.faults = said[0] if said else "?"
         hooks_settle(rig, jobs)
         check(rig, result, jobs, flows)
+        if after:
+            check_after(rig, result, after)
         if plan.tick_every:
             result.faults += "; " + check_ticks(rig, result, plan.tick_every * 1000)
         if plan.lost_allowed:
@@ -264,10 +301,14 @@ def ends(rig: Rig, jobs: dict[str, float], flows: list[tuple[str, int]], deadlin
     """Wait until every job and workflow has ended (any final state) or ``deadline``."""
     keys = [QueueKeys("default").job(j) for j in jobs]
     while time.monotonic() < deadline:
-        pipe = rig.side.pipeline(transaction=False)
+        pipe = rig.data.pipeline(transaction=False)
         for key in keys:
             pipe.hget(key, "state")
-        states = pipe.execute()
+        try:
+            states = pipe.execute()
+        except redis.ConnectionError:  # a connection to a master that failed over: the next one asks again
+            time.sleep(0.2)
+            continue
         if all(s in DONE_STATES for s in states) and all(flow_state(rig, w) != "running" for w, _ in flows):
             return True
         time.sleep(0.2)
@@ -303,7 +344,7 @@ def check(rig: Rig, result: Result, jobs: dict[str, float], flows: list[tuple[st
     queue = QueueKeys("default")
     late = 0.0
     for job_id, wait in jobs.items():
-        state, created = side.hmget(queue.job(job_id), "state", "created_at")
+        state, created = rig.data.hmget(queue.job(job_id), "state", "created_at")
         if state != b"succeeded":
             result.lost += 1
             result.problems.append(f"job {job_id}: {state!r}, runs {runs.get(job_id)}")
@@ -324,12 +365,36 @@ def check(rig: Rig, result: Result, jobs: dict[str, float], flows: list[tuple[st
     check_logs(rig, result, runs)
 
 
+def check_after(rig: Rig, result: Result, after: set[str]) -> None:
+    """What was sent once the fault was over: none of it lost, and every worker ran some of it.
+
+    A worker that never followed the new master would run none; its peer
+    would still drain the queue, so "nothing lost" alone cannot tell.
+    """
+    queue = QueueKeys("default")
+    for sent in sorted(after):
+        state = rig.data.hget(queue.job(sent), "state")
+        if state is None:  # not a job id: a workflow's
+            state = flow_state(rig, sent).encode()
+        if state != b"succeeded":
+            result.lost_after += 1
+            result.problems.append(f"{sent}: sent after the fault, ended {state!r}")
+    ran: Counter[str] = Counter()
+    for raw in rig.side.lrange("faults:runs", 0, -1):
+        entry = json.loads(raw)
+        ran[entry["worker"]] += entry["id"] in after
+    for worker in rig.workers:
+        if not ran[worker.name]:
+            result.idle_after += 1
+            result.problems.append(f"{worker.name}: ran none of the {len(after)} jobs sent after the fault")
+
+
 def check_ticks(rig: Rig, result: Result, period: int) -> str:
     """Each periodic tick once, enqueued within a second of the tick by Redis's clock."""
     ticks: Counter[int] = Counter()
     worst = 0
     for raw in rig.side.lrange("faults:ticks", 0, -1):
-        created = int(rig.side.hget(QueueKeys("default").job(json.loads(raw)["id"]), "created_at") or 0)
+        created = int(rig.data.hget(QueueKeys("default").job(json.loads(raw)["id"]), "created_at") or 0)
         tick = created // period * period
         ticks[tick] += 1
         if tick >= rig.listed_ms:  # not the one catch-up a starting scheduler takes (late by design)
