@@ -153,6 +153,7 @@ class Rig:
         self.workers: list[FaultWorker] = []
         self.crashes: list[tuple[float, float]] = []
         self.cuts = 2  # partitions per partition scenario
+        self.cut_mid_job = 0  # partitions made while worker 1 ran a job (the scenario tested something)
         self.listed_ms = 0
         self.producer_proxy = FaultProxy(self.redis.port, seed * 100, "producer")
         self.producer = TaskForge("faultapp", self.broker_url or self.producer_proxy.url, durability=durability)
@@ -185,8 +186,10 @@ class Rig:
         wait_for(lambda: self.data.zcard("taskforge:workers") >= n, timeout, f"{n} workers listed")
         self.listed_ms = self.redis_ms()  # ticks before this are start-up catch-ups, late by design
 
-    def runs_a_job(self, index: int) -> bool:
-        """Whether worker ``index`` holds a running job now: a claim token with its owner prefix."""
+    def runs_a_job(self, index: int, within_ms: int = 150) -> bool:
+        """Whether worker ``index`` started a job in the last ``within_ms``: a running job whose
+        claim token has its owner prefix. Runs last 0.3 s or more, so a cut made now finds
+        that job still running, its acknowledgement not yet sent."""
         from taskforge.broker.keys import QueueKeys
         from taskforge.broker.workers import live_workers
 
@@ -195,9 +198,13 @@ class Rig:
         if not owners:
             return False
         keys = QueueKeys("default")
-        running = [m.decode() for m in self.data.zrange(keys.running, 0, -1)]
-        tokens = [self.data.hget(keys.job(job_id), "token") for job_id in running]
-        return any(t and t.decode().startswith(owners[0]) for t in tokens)
+        seconds, micros = self.data.time()
+        now_ms = int(seconds) * 1000 + int(micros) // 1000
+        for job_id in [m.decode() for m in self.data.zrange(keys.running, 0, -1)]:
+            token, started = self.data.hmget(keys.job(job_id), "token", "started_at")
+            if token and token.decode().startswith(owners[0]) and started and now_ms - int(started) < within_ms:
+                return True
+        return False
 
     def crash_redis(self) -> None:
         """SIGKILL the private Redis and start it again on the same port, from its AOF."""

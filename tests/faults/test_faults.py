@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from .rig import faketime_library
-from .scenarios import PLANS, QUICK, run
+from .scenarios import FULL_ONLY, PLANS, QUICK, run
 
 pytestmark = [
     pytest.mark.xdist_group("faults"),
@@ -27,11 +27,13 @@ def marks(name: str) -> list[pytest.MarkDecorator]:
     return found
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=marks(name)) for name in PLANS])
+@pytest.mark.parametrize("name", [pytest.param(name, marks=marks(name)) for name in PLANS if name not in FULL_ONLY])
 def test_no_job_lost_no_unexplained_duplicate_none_early(name: str) -> None:
     result = run(PLANS[name], seed=7, quick=name in QUICK)
     assert result.jobs and result.ok, "\n".join(
         [str({k: v for k, v in vars(result).items() if k != "problems"}), *result.problems]
     )
     if PLANS[name].fault.__name__ in ("partition",):
-        assert result.duplicated, "the partition never cut a running job off: the scenario tested nothing"
+        # Cut off mid-job, its run is either taken over (a duplicate, explained) or, healed before
+        # any reclaim, recorded late: both keep the promise; a cut between jobs tests nothing.
+        assert result.cut_mid_job, "the partition never cut a running job off: the scenario tested nothing"
