@@ -230,10 +230,12 @@ def test_a_high_priority_async_job_is_not_stuck_behind_low_ones(start_worker, pr
         ordered.delay("q", n)
     wait_for(lambda: side.llen("side:q") >= 2, 20, "the first low jobs to start")
     high = ordered.with_options(priority="high").delay("q", "high")
+    started = side.llen("side:q")  # the low jobs started by the time it was stored, at most
     assert final(high) is JobState.SUCCEEDED
     order = [x.decode() for x in side.lrange("side:q", 0, -1)]
-    # Two slots: the high job takes the first one to free up, not the 13th.
-    assert order.index("high") <= 4, order
+    # Two slots: the high job takes the first one to free up, not the 13th (on a loaded
+    # machine more than two low jobs may have started before it was stored).
+    assert order.index("high") <= started + 2, (started, order)
 
 
 def test_current_job_names_each_async_job_among_many(start_worker, producer) -> None:
