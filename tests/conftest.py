@@ -97,6 +97,20 @@ if _WORKER:
     os.environ[PINNED_VAR] = f"{os.environ.get('PYTEST_XDIST_TESTRUNUID')}:{_WORKER}"
 
 
+def spare_redis_url(index: int) -> str:
+    """A database no xdist worker of this run uses (the ``index``-th spare), else this worker's own.
+
+    For a test that runs a whole other pytest (the Django suites under another Python): the
+    workers that run leaves behind, if any outlives it, can then take no other test's jobs.
+    """
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    spare = worker_databases()[count:] if count else []
+    parts = urlsplit(REDIS_URL)
+    if index >= len(spare) or parts.scheme not in ("redis", "rediss"):
+        return REDIS_URL
+    return urlunsplit(parts._replace(path=f"/{spare[index]}"))
+
+
 def skip_or_fail(reason: str) -> None:
     """Locally a missing service or tool skips; under CI it fails, so a green CI means every test ran."""
     if IN_CI:

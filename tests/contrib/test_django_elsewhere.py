@@ -13,8 +13,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import redis
 
-from tests.conftest import REDIS_URL, skip_or_fail
+from tests.conftest import skip_or_fail, spare_redis_url
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -28,7 +29,9 @@ def test_the_django_tests_pass_under_a_python_that_has_django() -> None:
             "TASKFORGE_DJANGO_PYTHON is not set: no Python 3.12+ with Django to run tests/contrib/test_django.py"
         )
     command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/contrib/test_django.py"]
-    env = {**os.environ, "TASKFORGE_TEST_REDIS": REDIS_URL}
+    url = spare_redis_url(0)  # a database of its own: its workers never meet another test's jobs
+    redis.Redis.from_url(url).flushdb()
+    env = {**os.environ, "TASKFORGE_TEST_REDIS": url}
     run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, f"{run.stdout}\n{run.stderr}"
     summary = run.stdout.strip().splitlines()[-1]

@@ -16,8 +16,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import redis
 
-from tests.conftest import REDIS_URL, skip_or_fail
+from tests.conftest import skip_or_fail, spare_redis_url
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -30,7 +31,9 @@ def test_the_ported_django_tests_pass_under_a_python_that_has_django() -> None:
     if not python:
         skip_or_fail("TASKFORGE_DJANGO_PYTHON is not set: no Python 3.12+ with Django to run tests/contrib/django_port")
     command = [python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "tests/contrib/django_port"]
-    env = {**os.environ, "TASKFORGE_TEST_REDIS": REDIS_URL}
+    url = spare_redis_url(1)  # a database of its own: its workers never meet another test's jobs
+    redis.Redis.from_url(url).flushdb()
+    env = {**os.environ, "TASKFORGE_TEST_REDIS": url}
     run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=840)
     assert run.returncode == 0, f"{run.stdout}\n{run.stderr}"
     lines = run.stdout.strip().splitlines()
