@@ -6,14 +6,21 @@ not through the proxy), with Redis's own clock, so the checks compare times
 on one clock whatever the worker's (libfaketime) says::
 
     faults:runs            list  JSON {id, token, attempt, worker, at (Redis ms)} per run started
-    faults:hook:succeeded  list  job id per job_succeeded hook
-    faults:hook:failed     list  job id per job_failed hook
+    faults:hook:succeeded  list  "job-id firing-nonce" per job_succeeded hook
+    faults:hook:failed     list  "job-id firing-nonce" per job_failed hook
+
+A hook's entry is pushed until that Redis answers: the hook may run just as
+the crash scenario kills it, and a lost entry would read as a hook that never
+fired. A push whose reply was lost may land twice; the nonce tells one firing
+written twice from two firings.
     faults:ticks           list  JSON {id, worker, at} per periodic run
 """
 
 import asyncio
 import json
 import os
+import time
+import uuid
 
 import redis
 
@@ -60,14 +67,26 @@ def add(total, value):
     return total + value
 
 
+def _push_until_answered(key, value, patience=60.0):
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            side.rpush(key, value)
+            return
+        except (redis.ConnectionError, redis.TimeoutError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 @app.on("job_succeeded")
 def _succeeded(event):
-    side.rpush("faults:hook:succeeded", event.job.id)
+    _push_until_answered("faults:hook:succeeded", f"{event.job.id} {uuid.uuid4().hex}")
 
 
 @app.on("job_failed")
 def _failed(event):
-    side.rpush("faults:hook:failed", event.job.id)
+    _push_until_answered("faults:hook:failed", f"{event.job.id} {uuid.uuid4().hex}")
 
 
 if TICK_EVERY:

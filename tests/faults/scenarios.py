@@ -325,10 +325,15 @@ def hooks_settle(rig: Rig, jobs: dict[str, float], timeout: float = 5) -> None:
     """A hook fires just after its outcome is stored: give the last ones a moment (bounded)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        fired = {i.decode() for i in rig.side.lrange("faults:hook:succeeded", 0, -1)}
-        if fired >= set(jobs):
+        if set(hook_firings(rig)) >= set(jobs):
             return
         time.sleep(0.1)
+
+
+def hook_firings(rig: Rig) -> Counter[str]:
+    """How many times job_succeeded fired per job: distinct firings, an entry written twice counted once."""
+    entries = {raw.decode() for raw in rig.side.lrange("faults:hook:succeeded", 0, -1)}
+    return Counter(entry.split(" ", 1)[0] for entry in entries)
 
 
 def flow_state(rig: Rig, workflow: str) -> str:
@@ -344,7 +349,7 @@ def check(rig: Rig, result: Result, jobs: dict[str, float], flows: list[tuple[st
     for raw in side.lrange("faults:runs", 0, -1):
         entry = json.loads(raw)
         runs.setdefault(entry["id"], []).append(entry)
-    hooks = Counter(i.decode() for i in side.lrange("faults:hook:succeeded", 0, -1))
+    hooks = hook_firings(rig)
     proxies: dict[str, Any] = {w.name: w.proxy for w in rig.workers}
     proxies["*"] = rig  # a Redis crash is a fault on every worker
     queue = QueueKeys("default")
