@@ -102,13 +102,17 @@ def spare_redis_url(index: int) -> str:
 
     For a test that runs a whole other pytest (the Django suites under another Python): the
     workers that run leaves behind, if any outlives it, can then take no other test's jobs.
+    Spares are counted from the end of the list: a worker xdist starts in place of a crashed
+    one (``gw6`` of six) takes the next database from the front, never a spare that a run of
+    the crashed worker may still be using.
     """
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
-    spare = worker_databases()[count:] if count else []
+    dbs = worker_databases()
+    position = len(dbs) - 1 - index
     parts = urlsplit(REDIS_URL)
-    if index >= len(spare) or parts.scheme not in ("redis", "rediss"):
+    if not count or position < count or parts.scheme not in ("redis", "rediss"):
         return REDIS_URL
-    return urlunsplit(parts._replace(path=f"/{spare[index]}"))
+    return urlunsplit(parts._replace(path=f"/{dbs[position]}"))
 
 
 def skip_or_fail(reason: str) -> None:

@@ -58,3 +58,25 @@ def test_a_process_started_by_a_workers_test_keeps_the_workers_database() -> Non
     assert url_in({**worker, **exported}) == "redis://127.0.0.1:6379/12"
     # A worker of another run (a new run id) chooses again.
     assert url_in({**worker, **exported, "PYTEST_XDIST_TESTRUNUID": "run2"}) == "redis://127.0.0.1:6379/13"
+
+
+def test_spare_databases_come_from_the_end_so_a_replaced_worker_never_takes_one() -> None:
+    """xdist starts gw6 in place of a crashed worker of six; the crashed one's Django run may still use its spare."""
+    code = (
+        "import tests.conftest as c; "
+        "print(c.spare_redis_url(0), c.spare_redis_url(1), c.worker_url(c.BASE_REDIS_URL, 'gw6'))"
+    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "TASKFORGE_TEST_REDIS"))}
+    env = {"PYTEST_XDIST_WORKER": "gw0", "PYTEST_XDIST_TESTRUNUID": "r", "PYTEST_XDIST_WORKER_COUNT": "6"}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**base, **env, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    spare0, spare1, replacement = done.stdout.split()
+    assert (spare0, spare1) == ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/1")
+    assert replacement == "redis://127.0.0.1:6379/8"  # [15, 14, 13, 12, 11, 9, 8, ...][6]

@@ -513,8 +513,9 @@ class DatabaseWorkerProcessTestCase(SimpleTestCase):
 
     def tearDown(self) -> None:
         for process in self.processes:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
+            if process.poll() is None:  # a reaped worker's pid (and group id) may belong to another process now
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
             process.wait(10)
             if process.stdout is not None:
                 process.stdout.close()
@@ -638,6 +639,7 @@ class DatabaseWorkerProcessTestCase(SimpleTestCase):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
+                start_new_session=True,  # tearDown kills its group
             )
             for _ in range(3)
         ]
