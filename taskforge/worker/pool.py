@@ -128,8 +128,15 @@ def describe_exit(code: int | None) -> str:
 
 
 def signal_child(slot: ChildSlot, signum: int) -> None:
+    """Signal a child that has not been reaped yet, never a pid it has given back.
+
+    multiprocessing reaps every ended child whenever another starts, before
+    ``reap`` sees it: by then its pid is free and, on a busy machine, may be
+    another process's. ``exitcode`` is None only while the child is unreaped
+    (alive, or a zombie this process alone can reap), so its pid is still its own.
+    """
     try:
-        if slot.process.pid:
+        if slot.process.pid and slot.process.exitcode is None:
             os.kill(slot.process.pid, signum)
     except ProcessLookupError:
         pass

@@ -201,6 +201,8 @@ class WorkerProcess:
 
     def send(self, signum: signal.Signals) -> None:
         self.signalled, self.signalled_at = signum.name, time.time()
+        if self.proc.poll() is not None:  # reaped: its pid may be another process's by now
+            return
         try:
             os.kill(self.pid, signum)
         except ProcessLookupError:

@@ -95,7 +95,8 @@ class Worker:
         )  # type: ignore[return-value]
 
     def signal(self, signum: int) -> None:
-        os.kill(self.proc.pid, signum)
+        if self.proc.poll() is None:  # reaped: its pid may be another process's by now
+            os.kill(self.proc.pid, signum)
 
     def wait(self, timeout: float) -> int:
         return self.proc.wait(timeout=timeout)

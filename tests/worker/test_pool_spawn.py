@@ -21,6 +21,7 @@ from taskforge.worker.pool import Pool
 class FakeProcess:
     pid = 4242
     sentinel = 0
+    exitcode = None  # running
 
     def __init__(self, started: Any) -> None:
         self.started = started
