@@ -12,7 +12,8 @@ from .errors import ConfigurationError, SerializationError, TaskforgeError
 from .serialization import dumps
 
 if TYPE_CHECKING:
-    from .broker.queue import Broker, Claim
+    from .broker import Broker
+    from .broker.queue import Claim
 
 PROGRESS_META_LIMIT = 64 * 1024  # bytes of msgpack: meta is for a few counters, not for results
 
@@ -58,7 +59,7 @@ class CurrentJob:
                 )
         if self._broker is not None:
             fraction = min(1.0, max(0.0, float(fraction)))
-            self._broker.progress(self.queue, self.id, self._token, fraction, message, packed)
+            self._broker.claims.progress(self.queue, self.id, self._token, fraction, message, packed)
 
     if not TYPE_CHECKING:  # hidden from type checkers: a typo stays a static error
 

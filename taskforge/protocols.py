@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .broker.queue import Broker
+    from .broker import Broker
     from .handle import JobHandle
     from .sending import SendHook
 

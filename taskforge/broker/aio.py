@@ -25,7 +25,7 @@ import redis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.exceptions import NoScriptError
 
-from ..errors import BrokerUnavailable, QueueFull
+from ..errors import BrokerUnavailable
 from . import calls, keys
 from .aio_connection import (
     AsyncClient,
@@ -36,11 +36,13 @@ from .aio_connection import (
     sent_once,
     wait_for_list,
 )
+from .aio_roles import AsyncJobsRole, AsyncLedgerRole
 from .aio_workflows import AsyncWorkflowStore
 from .calls import ScriptCall
-from .connection import broker_errors, redact
+from .connection import broker_errors
 from .damage import expected_types, find_damage
-from .durability import FAILOVER_RETRY_S, FailoverRetries
+from .durability import FAILOVER_RETRY_S, FailoverRetries, unconfirmed_enqueue
+from .jobs import queue_full
 from .keys import QueueKeys
 from .record import NewJob
 from .replies import AbortOutcome, CancelOutcome, EnqueueRefused
@@ -71,14 +73,6 @@ async def _then_wait(node: Any, script: Any, keys_: list[str], argv: list[Any]) 
     raise AssertionError("unreachable")
 
 
-def queue_full(queue: str, size: int, max_size: int, count: int) -> QueueFull:
-    return QueueFull(
-        f"queue {queue!r} holds {size} unfinished jobs and max_size is {max_size}; "
-        f"the {'job was' if count == 1 else f'{count} jobs were'} not stored. "
-        "Wait for workers to catch up or raise max_size."
-    )
-
-
 class _Snapshot:
     """Key types and ``:seq`` values read beforehand, served as the client ``find_damage`` expects."""
 
@@ -101,8 +95,8 @@ class _Snapshot:
         return self.values.get(key)
 
 
-class AsyncBroker(AsyncWorkflowStore):
-    """One app's producer view of Redis on one event loop: its client and its scripts."""
+class AsyncLink:
+    """What the async roles share on one event loop: the client, its scripts, the settings, ``guard``."""
 
     def __init__(
         self, client: AsyncClient, url: str, retention_ms: int, dead_retention_ms: int, durability: str = "async"
@@ -116,13 +110,7 @@ class AsyncBroker(AsyncWorkflowStore):
         self.cluster = isinstance(client, AsyncRedisCluster)
         self.failover_retry_s = FAILOVER_RETRY_S if is_scaled(url) else 0.0
         self._scripts = {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
-        self._known_queues: set[str] = set()
         self._masters: dict[str, Any] = {}  # cluster node name -> a plain client of it, for WAIT
-
-    @classmethod
-    def open(cls, url: str, memory: Any, retention_ms: int, dead_retention_ms: int, durability: str) -> AsyncBroker:
-        """A broker for ``url`` (``memory``: the sync fakeredis client whose server memory:// shares)."""
-        return cls(aconnect(url, memory), url, retention_ms, dead_retention_ms, durability)
 
     def _clients(self) -> list[Any]:
         """The clients whose connections are this loop's: any node clients, a Sentinel's own, the main one."""
@@ -215,7 +203,21 @@ class AsyncBroker(AsyncWorkflowStore):
         values = {key: await self.client.get(key) for key, kind in types.items() if kind == "string"}
         return find_damage(cast(Any, _Snapshot(types, values)), queues)
 
-    # -- producers ---------------------------------------------------------
+
+class AsyncJobs:
+    """``Jobs``, awaited: the producer's role on one event loop (``AsyncBroker.jobs``)."""
+
+    def __init__(self, link: AsyncLink) -> None:
+        self.client = link.client
+        self.url = link.url
+        self.memory = link.memory
+        self.cluster = link.cluster
+        self.retention_ms = link.retention_ms
+        self.failover_retry_s = link.failover_retry_s
+        self.run = link.run
+        self.write = link.write
+        self.guard = link.guard
+        self._known_queues: set[str] = set()
 
     async def enqueue(self, queue: str, jobs: Sequence[NewJob], max_size: int = 0, resend: bool = False) -> list[str]:
         """``Broker.enqueue``, awaited: the same tries (a plain first one sent once, then checked re-sends)."""
@@ -241,10 +243,7 @@ class AsyncBroker(AsyncWorkflowStore):
                 self._known_queues.add(queue)
             reply, acked = await self.write(call)
         if not isinstance(reply, EnqueueRefused) and acked == 0:
-            raise BrokerUnavailable(
-                f"the enqueue was written to the master at {redact(self.url)} but no replica confirmed it "
-                f"within {REPLICA_WAIT_MS} ms (durability='replicated'); it may be lost on failover"
-            )
+            raise unconfirmed_enqueue(self.url)
         return reply
 
     async def _through_failover(self, call: Callable[[], Awaitable[T]], tries: int = 1) -> T:
@@ -288,7 +287,29 @@ class AsyncBroker(AsyncWorkflowStore):
         async with self.guard(queue):
             return await wait_for_list(self.client, QueueKeys(queue).done(job_id), timeout, self.memory)
 
-    async def delivered(self, queue: str, job_ids: Sequence[str]) -> None:
-        """These steps' reports reached their workflows: drop them from the queue's outbox."""
-        async with self.guard(queue):
-            await self.client.hdel(QueueKeys(queue).outbox, *job_ids)
+
+class AsyncBroker:
+    """One app's producer view of Redis on one event loop: its roles over one ``AsyncLink``."""
+
+    def __init__(
+        self, client: AsyncClient, url: str, retention_ms: int, dead_retention_ms: int, durability: str = "async"
+    ) -> None:
+        self.link = link = AsyncLink(client, url, retention_ms, dead_retention_ms, durability)
+        self.client: Any = client
+        self.url = url
+        # Typed as their protocols: mypy checks each role against its protocol here.
+        self.jobs: AsyncJobsRole = AsyncJobs(link)
+        self.ledger: AsyncLedgerRole = AsyncWorkflowStore(link)
+
+    @classmethod
+    def open(cls, url: str, memory: Any, retention_ms: int, dead_retention_ms: int, durability: str) -> AsyncBroker:
+        """A broker for ``url`` (``memory``: the sync fakeredis client whose server memory:// shares)."""
+        return cls(aconnect(url, memory), url, retention_ms, dead_retention_ms, durability)
+
+    async def close(self) -> None:
+        """Close this loop's connections (``AsyncLink.close``)."""
+        await self.link.close()
+
+    def abandon(self) -> None:
+        """Drop the connections of a loop that is closed (``AsyncLink.abandon``)."""
+        self.link.abandon()

@@ -82,7 +82,7 @@ async def guarded(claim: Claim, awaitable: Awaitable[Any]) -> Any:
 
 def aborted(context: RunContext, claim: Claim, started: float, outage: Outage) -> Outcome:
     """Record an aborted async job cancelled, as the supervisor records a sync one it killed."""
-    record(context.broker.abandon, claim.queue, claim.id, claim.token, outage=outage)
+    record(context.broker.claims.abandon, claim.queue, claim.id, claim.token, outage=outage)
     deliver_if_step(context.broker, claim.queue, claim.id)
     return Outcome("cancelled", time.monotonic() - started, "aborted")
 

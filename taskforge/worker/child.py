@@ -44,7 +44,7 @@ from .outage import Outage
 from .runner import AppContext
 
 if TYPE_CHECKING:
-    from ..broker.queue import Broker
+    from ..broker import Broker
 
 log = logging.getLogger("taskforge.worker")
 PR_SET_PDEATHSIG = 1
@@ -102,10 +102,10 @@ def keep_counts_written(broker: Broker, stop: threading.Event) -> threading.Thre
 
     def write() -> None:
         while not stop.wait(FLUSH_EVERY_S / 2):
-            if broker.outcomes.due():
-                broker.flush_outcomes()
+            if broker.claims.tally.outcomes.due():
+                broker.claims.tally.flush_outcomes()
 
-    broker.flush_on_idle = False  # this thread writes them: a lane going idle need not
+    broker.claims.tally.flush_on_idle = False  # this thread writes them: a lane going idle need not
     thread = threading.Thread(target=write, name="taskforge-counts", daemon=True)
     thread.start()
     return thread
@@ -298,6 +298,6 @@ def child_main(config: ChildConfig, pipe: Connection, control: Connection | None
     if child.context.courier is not None:
         child.context.courier.flush()  # what is left after that, the reconciler delivers
     child.counts_written.set()
-    child.broker.flush_outcomes()  # successes are counted by the broker and written in batches
+    child.broker.claims.tally.flush_outcomes()  # successes are counted by the broker and written in batches
     pipe.close()
     sys.exit(code)

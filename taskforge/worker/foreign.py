@@ -32,7 +32,8 @@ from ..broker import workers
 from .housekeeping import IDLE_HEARTBEAT_EVERY
 
 if TYPE_CHECKING:
-    from ..broker.queue import Broker, Claim
+    from ..broker import Broker
+    from ..broker.queue import Claim
 
 log = logging.getLogger("taskforge.worker")
 
@@ -89,7 +90,7 @@ class Elsewhere:
             return None
         if not served_by:
             return None
-        delay = self.broker.pass_job(claim.queue, claim.id, claim.token, FIRST_PASS_MS, LONGEST_PASS_MS)
+        delay = self.broker.claims.pass_job(claim.queue, claim.id, claim.token, FIRST_PASS_MS, LONGEST_PASS_MS)
         to = ", ".join(served_by)
         if delay < 0:
             return "fenced", to, 0.0

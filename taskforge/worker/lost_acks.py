@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 from ..errors import BrokerUnavailable
 
 if TYPE_CHECKING:
-    from ..broker.queue import Broker, Claim
+    from ..broker import Broker
+    from ..broker.queue import Claim
 
 FAILED_STATES = {"retrying": "retrying", "scheduled": "retrying", "pending": "retrying", "dead": "dead"}
 
@@ -32,7 +33,7 @@ def own_outcome(broker: Broker, claim: Claim) -> str | None:
     is gone), or Redis cannot say right now; the refusal then stands.
     """
     try:
-        state, token = broker.job_fields(claim.queue, claim.id, ("state", "outcome_token"))
+        state, token = broker.claims.job_fields(claim.queue, claim.id, ("state", "outcome_token"))
     except BrokerUnavailable:
         return None
     if token != claim.token or state is None:
@@ -48,5 +49,5 @@ def recorded_success(broker: Broker, claim: Claim) -> bool:
     """True when this claim's success was recorded by an earlier try whose reply was lost."""
     if own_outcome(broker, claim) != "succeeded":
         return False
-    broker.count_success(claim.queue)  # the try that landed never counted it
+    broker.claims.tally.count_success(claim.queue)  # the try that landed never counted it
     return True

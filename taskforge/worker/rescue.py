@@ -28,7 +28,7 @@ from ..broker import workers
 from . import identity
 
 if TYPE_CHECKING:
-    from ..broker.queue import Broker
+    from ..broker import Broker
 
 log = logging.getLogger("taskforge.worker")
 
@@ -64,7 +64,9 @@ class Rescue:
     def expire(self, entry: dict[str, Any]) -> set[str]:
         """Expire the dead worker's claims and drop its listing; the queues where it held some."""
         owner = str(entry["owner"])
-        held = {queue: self.broker.expire_owner(queue, owner) for queue in entry["queues"] if isinstance(queue, str)}
+        held = {
+            queue: self.broker.claims.expire_owner(queue, owner) for queue in entry["queues"] if isinstance(queue, str)
+        }
         workers.remove(self.broker.client, str(entry["id"]))
         log.warning(
             "worker %s is gone (pid %s and its children no longer exist on this host): "

@@ -33,7 +33,7 @@ from .outage import OUTAGE_ERRORS, Outage
 from .retry_filters import not_retried
 
 if TYPE_CHECKING:
-    from ..broker.queue import Broker
+    from ..broker import Broker
     from ..hooks import Hooks
     from ..task import Task
     from .foreign import Elsewhere
@@ -273,11 +273,18 @@ def succeeded(
     broker = context.broker
     link = chain() if chain is not None else None
     if link is None:
-        ok = record(broker.succeed, claim.queue, claim.id, claim.token, result, outage=outage)
+        ok = record(broker.claims.succeed, claim.queue, claim.id, claim.token, result, outage=outage)
         ok = ok or (ok is False and recorded_success(broker, claim))  # a lost reply, not a takeover
         return Outcome({True: "succeeded", False: "fenced"}.get(ok), duration)
     answer = record(
-        broker.succeed_and_claim, claim.queue, claim.id, claim.token, result, link.lease_ms, link.token, outage=outage
+        broker.claims.succeed_and_claim,
+        claim.queue,
+        claim.id,
+        claim.token,
+        result,
+        link.lease_ms,
+        link.token,
+        outage=outage,
     )
     if answer is None:
         return Outcome(None, duration)
@@ -331,7 +338,7 @@ def failed(
     error, tb, retry_in = failure
     error_type = error_type or error_type_of_kind(kind.value)
     duration = time.monotonic() - started
-    fail = context.broker.fail
+    fail = context.broker.claims.fail
     state = record(fail, claim.queue, claim.id, claim.token, error, tb, retry_in, kind, error_type, outage=outage)
     if state == "fenced":  # a lost reply, not a takeover, when the record names this claim's report
         state = own_outcome(context.broker, claim) or state

@@ -134,7 +134,7 @@ class Supervisor:
         tokens = ["1"] * len(self.pool.children)
         if tokens:
             pipe = self.app.broker.client.pipeline(transaction=False)
-            for key in self.app.broker.wake_keys(self.options.queues):
+            for key in self.app.broker.claims.wake_keys(self.options.queues):
                 pipe.lpush(key, *tokens)
             pipe.execute()
 
@@ -173,7 +173,7 @@ class Supervisor:
         for task in self.app.tasks.values():
             by_queue.setdefault(task.queue, {})[task.name] = task.options.limits
         for queue, limits in by_queue.items():
-            self.app.broker.register_limits(queue, limits)
+            self.app.broker.claims.register_limits(queue, limits)
 
     # -- main loop -------------------------------------------------------
 

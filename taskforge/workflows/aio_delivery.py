@@ -32,7 +32,7 @@ async def asend(
         queue, job = step_job(workflow, step, failed)
         by_queue.setdefault(queue, []).append(job)
     for queue, jobs in by_queue.items():
-        await broker.enqueue(queue, jobs, resend=True)
+        await broker.jobs.enqueue(queue, jobs, resend=True)
 
 
 async def astop(broker: AsyncBroker, workflow: str, steps: Iterable[tuple[int, str]]) -> None:
@@ -42,19 +42,19 @@ async def astop(broker: AsyncBroker, workflow: str, steps: Iterable[tuple[int, s
         if queue:
             by_queue.setdefault(queue, []).append(step_id(workflow, index))
     for queue, ids in by_queue.items():
-        await broker.cancel_steps(queue, workflow, ids)
+        await broker.ledger.cancel_steps(queue, workflow, ids)
 
 
 async def aact(broker: AsyncBroker, workflow: str, reply: WorkflowReply, state: str | None = None) -> None:
     """``delivery.act``: send what may go next, stop the rest of an ended workflow, settle it."""
     if reply.ready:
         where = failed_at(workflow, reply)
-        failed = None if where is None else await broker.read(*where) or {}
+        failed = None if where is None else await broker.jobs.read(*where) or {}
         await asend(broker, workflow, reply.ready, failed)
     if reply.cancel:
         await astop(broker, workflow, reply.cancel)
     if reply.settle:
-        await broker.settle_workflow(workflow, state or reply.state)
+        await broker.ledger.settle_workflow(workflow, state or reply.state)
 
 
 async def adeliver_if_step(broker: AsyncBroker, queue: str, job_id: str) -> None:
@@ -66,15 +66,15 @@ async def adeliver_if_step(broker: AsyncBroker, queue: str, job_id: str) -> None
     if step_index(job_id) is None:
         return
     try:
-        fields = await broker.read(queue, job_id) or {}
+        fields = await broker.jobs.read(queue, job_id) or {}
         workflow = (fields.get(b"workflow") or b"").decode()
         state = (fields.get(b"state") or b"").decode(errors="replace")
         if not workflow or state not in ENDED:
             return
         error = (fields.get(b"error") or b"").decode(errors="replace")
         report = report_of(queue, job_id, workflow, state, fields.get(b"result") or b"", error)
-        reply = await broker.report_step(workflow, report.step, report.state, report.result, report.error)
+        reply = await broker.ledger.report_step(workflow, report.step, report.state, report.result, report.error)
         await aact(broker, workflow, reply)
-        await broker.delivered(queue, [job_id])
+        await broker.ledger.delivered(queue, [job_id])
     except Exception as exc:  # the reconciler delivers it
         log.warning("the report of step %s waits for the reconciler (%s)", job_id, exc)

@@ -25,7 +25,7 @@ from ..serialization import dumps_call, loads, loads_call
 from .plan import fill
 
 if TYPE_CHECKING:
-    from ..broker.queue import Broker
+    from ..broker import Broker
     from ..broker.replies import StepToSend, WorkflowReply
 
 log = logging.getLogger("taskforge.workflows")
@@ -93,7 +93,7 @@ def failed_at(workflow: str, reply: WorkflowReply) -> tuple[str, str] | None:
 def failed_record(broker: Broker, workflow: str, reply: WorkflowReply) -> dict[bytes, bytes] | None:
     """The record of the step that ended ``reply``'s workflow, when it sends an on_failure step."""
     where = failed_at(workflow, reply)
-    return None if where is None else broker.read(*where) or {}
+    return None if where is None else broker.jobs.read(*where) or {}
 
 
 def failure_summary(workflow: str, step: StepToSend, record: dict[bytes, bytes]) -> dict[str, Any]:
@@ -121,7 +121,7 @@ def send(broker: Broker, workflow: str, steps: Sequence[StepToSend], failed: dic
         queue, job = step_job(workflow, step, failed)
         by_queue.setdefault(queue, []).append(job)
     for queue, jobs in by_queue.items():
-        broker.enqueue(queue, jobs, resend=True)
+        broker.jobs.enqueue(queue, jobs, resend=True)
 
 
 def stop(broker: Broker, workflow: str, steps: Iterable[tuple[int, str]]) -> None:
@@ -131,7 +131,7 @@ def stop(broker: Broker, workflow: str, steps: Iterable[tuple[int, str]]) -> Non
         if queue:
             by_queue.setdefault(queue, []).append(step_id(workflow, index))
     for queue, ids in by_queue.items():
-        broker.cancel_steps(queue, workflow, ids)
+        broker.ledger.cancel_steps(queue, workflow, ids)
 
 
 def act(broker: Broker, workflow: str, reply: WorkflowReply) -> None:
@@ -141,7 +141,7 @@ def act(broker: Broker, workflow: str, reply: WorkflowReply) -> None:
     if reply.cancel:
         stop(broker, workflow, reply.cancel)
     if reply.settle:
-        broker.settle_workflow(workflow, reply.state)
+        broker.ledger.settle_workflow(workflow, reply.state)
 
 
 def deliver(
@@ -164,7 +164,7 @@ def deliver(
     does them in its first round trip. Returns the workflows left to list.
     """
     counted = [r for r in reports if r.step >= 0]
-    replies = broker.report_steps(counted, dropped, listed)
+    replies = broker.ledger.report_steps(counted, dropped, listed)
     by_queue: dict[str, list[NewJob]] = {}
     for report, reply in zip(counted, replies, strict=True):
         failed = failed_record(broker, report.workflow, reply)
@@ -172,15 +172,15 @@ def deliver(
             queue, job = step_job(report.workflow, step, failed)
             by_queue.setdefault(queue, []).append(job)
     for queue, jobs in by_queue.items():
-        broker.enqueue(queue, jobs, resend=True)
+        broker.jobs.enqueue(queue, jobs, resend=True)
     for report, reply in zip(counted, replies, strict=True):
         if reply.cancel:  # rare: a workflow ended with steps in flight
             stop(broker, report.workflow, reply.cancel)
     ended = [(report.workflow, reply.state) for report, reply in zip(counted, replies, strict=True) if reply.settle]
     succeeded = [workflow for workflow, state in ended if state == "succeeded"]
-    broker.settle_workflows([(w, state) for w, state in ended if drop or state != "succeeded"])
+    broker.ledger.settle_workflows([(w, state) for w, state in ended if drop or state != "succeeded"])
     if drop:
-        broker.delivered(reports)
+        broker.ledger.delivered(reports)
         return []
     return succeeded
 
@@ -197,7 +197,7 @@ def deliver_if_step(broker: Broker, queue: str, job_id: str) -> None:
     if step_index(job_id) is None:
         return
     try:
-        fields = broker.read(queue, job_id) or {}
+        fields = broker.jobs.read(queue, job_id) or {}
         workflow = fields.get(b"workflow")
         if workflow and (fields.get(b"state") or b"").decode() in ENDED:
             deliver_from_record(broker, queue, job_id, workflow.decode())
@@ -207,13 +207,13 @@ def deliver_if_step(broker: Broker, queue: str, job_id: str) -> None:
 
 def deliver_from_record(broker: Broker, queue: str, job_id: str, workflow: str) -> None:
     """Deliver a report left in the outbox, reading the outcome from the step's record."""
-    fields = broker.read(queue, job_id) or {}
+    fields = broker.jobs.read(queue, job_id) or {}
     state = (fields.get(b"state") or b"").decode(errors="replace")
     result = fields.get(b"result") or b""
     error = (fields.get(b"error") or b"").decode(errors="replace")
     if state not in ENDED:
         if fields:  # retried (its workflow resumed, or not a dead one): it will report again when it ends
-            broker.delivered([report_of(queue, job_id, workflow, state)])
+            broker.ledger.delivered([report_of(queue, job_id, workflow, state)])
             return
         state, error = "dead", "WorkflowStepLost: the step's record expired before its outcome was delivered"
     deliver(broker, [report_of(queue, job_id, workflow, state, result, error)])
@@ -297,8 +297,8 @@ class Courier:
                 if more:  # the next batch is already here: its first round trip does these
                     carried, listed = batch, succeeded
                 else:
-                    self.broker.delivered(batch)
-                    self.broker.settle_workflows([(workflow, "succeeded") for workflow in succeeded])
+                    self.broker.ledger.delivered(batch)
+                    self.broker.ledger.settle_workflows([(workflow, "succeeded") for workflow in succeeded])
             except Exception as exc:  # the reconciler delivers what this could not
                 log.warning("%d workflow reports wait for the reconciler (%s)", len(batch), exc)
             finally:

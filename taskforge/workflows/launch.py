@@ -125,10 +125,10 @@ def launch(root: Node, on_failure: Signature[Any] | None) -> WorkflowHandle[Any]
     roots = [i for i, step in enumerate(plan.steps) if not step.after]
     first = plan.steps[roots[0]].signature.task
     with around(app.send_hooks, outgoing(workflow, first, plan)) as headers:
-        broker.create_workflow(workflow, len(plan.steps), with_headers(fields, headers))
-        reply = broker.workflow_flight(workflow)  # the roots' specs, exactly as a worker will read them
+        broker.ledger.create_workflow(workflow, len(plan.steps), with_headers(fields, headers))
+        reply = broker.ledger.workflow_flight(workflow)  # the roots' specs, exactly as a worker will read them
         send(broker, workflow, reply.ready)
-        broker.workflow_launched(workflow)
+        broker.ledger.workflow_launched(workflow)
     # Eager mode runs the workflow here, when the testing kit installed it.
     app.enqueued(JobHandle(app, f"{workflow}.{roots[0]}", first.queue))
     return WorkflowHandle(app, workflow)
