@@ -12,8 +12,8 @@ from .errors import ConfigurationError, SerializationError, TaskforgeError
 from .serialization import dumps
 
 if TYPE_CHECKING:
-    from .broker import Broker
     from .broker.queue import Claim
+    from .broker.roles import ClaimsRole
 
 PROGRESS_META_LIMIT = 64 * 1024  # bytes of msgpack: meta is for a few counters, not for results
 
@@ -29,7 +29,7 @@ class CurrentJob:
     task: str
     queue: str
     _token: str
-    _broker: Broker | None
+    _broker: ClaimsRole | None
     headers: Mapping[str, str] = field(default_factory=dict)  # set at enqueue by producer hooks
 
     def set_progress(self, fraction: float, message: str | None = None, meta: Any = None) -> None:
@@ -59,7 +59,7 @@ class CurrentJob:
                 )
         if self._broker is not None:
             fraction = min(1.0, max(0.0, float(fraction)))
-            self._broker.claims.progress(self.queue, self.id, self._token, fraction, message, packed)
+            self._broker.progress(self.queue, self.id, self._token, fraction, message, packed)
 
     if not TYPE_CHECKING:  # hidden from type checkers: a typo stays a static error
 
@@ -78,7 +78,7 @@ def current_job() -> CurrentJob:
     return job
 
 
-def enter(claim: Claim, broker: Broker | None) -> object:
+def enter(claim: Claim, broker: ClaimsRole | None) -> object:
     job = CurrentJob(claim.id, claim.attempts, claim.task, claim.queue, claim.token, broker, claim.headers or {})
     return _current.set(job)
 

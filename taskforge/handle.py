@@ -15,7 +15,7 @@ from .workflows.delivery import deliver_if_step, step_index
 from .workflows.resume import retry_dead
 
 if TYPE_CHECKING:
-    from .broker.aio import AsyncBroker
+    from .broker.aio_roles import AsyncBrokerRoles
     from .protocols import BrokerAccess
 
 R = TypeVar("R")
@@ -29,7 +29,7 @@ FINAL = (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED)
 class AsyncAccess(Protocol):
     """What the ``a``-methods need besides ``BrokerAccess``: this loop's broker, and the async ``find_queue``."""
 
-    def async_broker(self) -> AsyncBroker: ...
+    def async_broker(self) -> AsyncBrokerRoles: ...
 
     async def afind_queue(self, job_id: str) -> str: ...
 

@@ -12,7 +12,7 @@ whatever the size of the queues:
   exact, above it is an estimate from a random sample (``estimated: true``);
 * recently finished: the ``jobs_done`` counter of each live worker (runs
   finished, whatever their outcome, since that worker started). Per-queue
-  successes and failures per minute are ``Broker.outcome_history`` (the
+  successes and failures per minute are ``Inspection.outcome_history`` (the
   dashboard's last hour), kept apart so this document's schema stays as is.
 
 JSON rendering of job values (``jsonable``), for ``job --json`` and
@@ -180,15 +180,15 @@ def all_queues(app: TaskForge) -> list[str]:
 
 
 def queue_status(app: TaskForge, name: str, sample: int = SAMPLE) -> QueueStatus:
-    broker = app.broker
-    counts = broker.inspection.counts(name)
-    by_priority = broker.inspection.pending_by_priority(name)
-    total, states = broker.inspection.scheduled_states(name, sample)
+    inspection = app.broker.inspection
+    counts = inspection.counts(name)
+    by_priority = inspection.pending_by_priority(name)
+    total, states = inspection.scheduled_states(name, sample)
     retrying = states.count("retrying")
     estimated = len(states) < total
     if estimated:
         retrying = round(retrying * total / len(states))
-    due = broker.inspection.next_due_ms(name)
+    due = inspection.next_due_ms(name)
     return QueueStatus(
         name=name,
         pending_by_priority={p.name.lower(): by_priority.get(int(p), 0) for p in sorted(Priority, reverse=True)},
@@ -198,7 +198,7 @@ def queue_status(app: TaskForge, name: str, sample: int = SAMPLE) -> QueueStatus
         dead=counts["dead"],
         next_due=ms_to_datetime(due),
         estimated=estimated,
-        expired_last_hour=broker.inspection.expired_last_hour(name),
+        expired_last_hour=inspection.expired_last_hour(name),
     )
 
 

@@ -2,7 +2,7 @@
 
 The same Lua scripts, sent by SHA from the same ``ScriptCall``s (``calls.py``)
 and decoded by the same code, so a job stored here is byte for byte the one
-``Broker.enqueue`` stores. Only the sending differs: every command is
+``Jobs.enqueue`` stores. Only the sending differs: every command is
 awaited, waits are blocking pops in slices (``wait_for_list``), and the
 retries through a failover sleep with ``asyncio.sleep``. Errors become the
 sync side's errors: ``broker_errors`` and ``find_damage`` are reused as they
@@ -182,7 +182,7 @@ class AsyncLink:
 
     @asynccontextmanager
     async def guard(self, *queues: str) -> AsyncIterator[None]:
-        """``Inspection.guard``: Redis errors as taskforge errors; damaged fixed keys as ``CorruptQueue``."""
+        """``Link.guard``: Redis errors as taskforge errors; damaged fixed keys as ``CorruptQueue``."""
         try:
             with broker_errors(self.url):
                 yield
@@ -220,7 +220,7 @@ class AsyncJobs:
         self._known_queues: set[str] = set()
 
     async def enqueue(self, queue: str, jobs: Sequence[NewJob], max_size: int = 0, resend: bool = False) -> list[str]:
-        """``Broker.enqueue``, awaited: the same tries (a plain first one sent once, then checked re-sends)."""
+        """``Jobs.enqueue``, awaited: the same tries (a plain first one sent once, then checked re-sends)."""
         q = QueueKeys(queue)
         sent = [self.cluster or resend]  # a cluster client re-sends by itself: there every try checks
 
@@ -247,7 +247,7 @@ class AsyncJobs:
         return reply
 
     async def _through_failover(self, call: Callable[[], Awaitable[T]], tries: int = 1) -> T:
-        """``Durability._through_failover`` on the loop: retried while unavailable, sleeping without blocking."""
+        """``Durability.through_failover`` on the loop: retried while unavailable, sleeping without blocking."""
         retries = FailoverRetries(self.failover_retry_s, tries)
         while True:
             try:

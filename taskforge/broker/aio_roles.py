@@ -85,6 +85,9 @@ class AsyncBrokerRoles(Protocol):
     """Every role of one app's broker on one event loop (``aio.AsyncBroker``)."""
 
     @property
+    def url(self) -> str: ...
+
+    @property
     def jobs(self) -> AsyncJobsRole: ...
 
     @property

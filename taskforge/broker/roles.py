@@ -25,6 +25,8 @@ from ..job import FailureKind
 from .cleanup import PURGE_SLICE
 
 if TYPE_CHECKING:
+    import redis
+
     from .hints import ClaimHints
     from .record import NewJob
     from .replies import (
@@ -226,6 +228,12 @@ class CleanupRole(Protocol):
 
 class BrokerRoles(Protocol):
     """Every role of one app's broker (``compose.Broker``), for callers that use several."""
+
+    @property
+    def client(self) -> redis.Redis | redis.RedisCluster: ...
+
+    @property
+    def url(self) -> str: ...
 
     @property
     def jobs(self) -> JobsRole: ...

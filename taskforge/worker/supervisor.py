@@ -64,7 +64,7 @@ class Supervisor:
         self.pool = Pool(app_spec, options, metrics, owner)
         self.outcomes = PendingOutcomes(app, metrics)
         self.damage = DamageLog()
-        self.leases = Leases(app.broker, options.lease_ms, self.damage.report, metrics)
+        self.leases = Leases(app.broker.claims, options.lease_ms, self.damage.report, metrics)
         self.clock = RedisClock(app.broker.client)  # what decides shared things: Redis's time, not this host's
         self.registry = WorkerRegistry(
             app.broker.client,
@@ -91,7 +91,7 @@ class Supervisor:
         )
         self.woken = False  # idle children woken once a stop began
         self.reconciler = Reconciler(app.broker, list(options.queues))
-        self.rescue = Rescue(app.broker, self.registry.id)
+        self.rescue = Rescue(app.broker.claims, app.broker.client, self.registry.id)
 
     @property
     def stopping(self) -> bool:

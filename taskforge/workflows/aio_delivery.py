@@ -17,14 +17,14 @@ from ..broker.record import NewJob
 from .delivery import ENDED, failed_at, report_of, step_id, step_index, step_job
 
 if TYPE_CHECKING:
-    from ..broker.aio import AsyncBroker
+    from ..broker.aio_roles import AsyncBrokerRoles
     from ..broker.replies import StepToSend, WorkflowReply
 
 log = logging.getLogger("taskforge.workflows")
 
 
 async def asend(
-    broker: AsyncBroker, workflow: str, steps: Sequence[StepToSend], failed: dict[bytes, bytes] | None = None
+    broker: AsyncBrokerRoles, workflow: str, steps: Sequence[StepToSend], failed: dict[bytes, bytes] | None = None
 ) -> None:
     """``delivery.send``: store these steps, each once whoever sends it (their ids are fixed)."""
     by_queue: dict[str, list[NewJob]] = {}
@@ -35,7 +35,7 @@ async def asend(
         await broker.jobs.enqueue(queue, jobs, resend=True)
 
 
-async def astop(broker: AsyncBroker, workflow: str, steps: Iterable[tuple[int, str]]) -> None:
+async def astop(broker: AsyncBrokerRoles, workflow: str, steps: Iterable[tuple[int, str]]) -> None:
     """``delivery.stop``: cancel the steps of an ended workflow that have not started."""
     by_queue: dict[str, list[str]] = {}
     for index, queue in steps:
@@ -45,7 +45,7 @@ async def astop(broker: AsyncBroker, workflow: str, steps: Iterable[tuple[int, s
         await broker.ledger.cancel_steps(queue, workflow, ids)
 
 
-async def aact(broker: AsyncBroker, workflow: str, reply: WorkflowReply, state: str | None = None) -> None:
+async def aact(broker: AsyncBrokerRoles, workflow: str, reply: WorkflowReply, state: str | None = None) -> None:
     """``delivery.act``: send what may go next, stop the rest of an ended workflow, settle it."""
     if reply.ready:
         where = failed_at(workflow, reply)
@@ -57,7 +57,7 @@ async def aact(broker: AsyncBroker, workflow: str, reply: WorkflowReply, state: 
         await broker.ledger.settle_workflow(workflow, state or reply.state)
 
 
-async def adeliver_if_step(broker: AsyncBroker, queue: str, job_id: str) -> None:
+async def adeliver_if_step(broker: AsyncBrokerRoles, queue: str, job_id: str) -> None:
     """``delivery.deliver_if_step``: a step cancelled or aborted by hand tells its workflow now.
 
     Best effort, as on the sync side: what fails here stays in the outbox

@@ -25,8 +25,8 @@ from ..serialization import dumps_call, loads, loads_call
 from .plan import fill
 
 if TYPE_CHECKING:
-    from ..broker import Broker
     from ..broker.replies import StepToSend, WorkflowReply
+    from ..broker.roles import BrokerRoles
 
 log = logging.getLogger("taskforge.workflows")
 
@@ -90,7 +90,7 @@ def failed_at(workflow: str, reply: WorkflowReply) -> tuple[str, str] | None:
     return (queue.decode(), step_id(workflow, int(index))) if index.isdigit() else None
 
 
-def failed_record(broker: Broker, workflow: str, reply: WorkflowReply) -> dict[bytes, bytes] | None:
+def failed_record(broker: BrokerRoles, workflow: str, reply: WorkflowReply) -> dict[bytes, bytes] | None:
     """The record of the step that ended ``reply``'s workflow, when it sends an on_failure step."""
     where = failed_at(workflow, reply)
     return None if where is None else broker.jobs.read(*where) or {}
@@ -114,7 +114,9 @@ def failure_summary(workflow: str, step: StepToSend, record: dict[bytes, bytes])
     }
 
 
-def send(broker: Broker, workflow: str, steps: Sequence[StepToSend], failed: dict[bytes, bytes] | None = None) -> None:
+def send(
+    broker: BrokerRoles, workflow: str, steps: Sequence[StepToSend], failed: dict[bytes, bytes] | None = None
+) -> None:
     """Store these steps, each once whoever sends it (their ids are fixed); ``failed``: as ``step_job``."""
     by_queue: dict[str, list[NewJob]] = {}
     for step in steps:
@@ -124,7 +126,7 @@ def send(broker: Broker, workflow: str, steps: Sequence[StepToSend], failed: dic
         broker.jobs.enqueue(queue, jobs, resend=True)
 
 
-def stop(broker: Broker, workflow: str, steps: Iterable[tuple[int, str]]) -> None:
+def stop(broker: BrokerRoles, workflow: str, steps: Iterable[tuple[int, str]]) -> None:
     """Cancel the steps of an ended workflow that have not started; running ones finish."""
     by_queue: dict[str, list[str]] = {}
     for index, queue in steps:
@@ -134,7 +136,7 @@ def stop(broker: Broker, workflow: str, steps: Iterable[tuple[int, str]]) -> Non
         broker.ledger.cancel_steps(queue, workflow, ids)
 
 
-def act(broker: Broker, workflow: str, reply: WorkflowReply) -> None:
+def act(broker: BrokerRoles, workflow: str, reply: WorkflowReply) -> None:
     """Do what a workflow script answered: send, stop, then settle an ended workflow."""
     if reply.ready:
         send(broker, workflow, reply.ready, failed_record(broker, workflow, reply))
@@ -145,7 +147,7 @@ def act(broker: Broker, workflow: str, reply: WorkflowReply) -> None:
 
 
 def deliver(
-    broker: Broker,
+    broker: BrokerRoles,
     reports: Sequence[StepReport],
     drop: bool = True,
     dropped: Sequence[StepReport] = (),
@@ -191,7 +193,7 @@ def report_of(queue: str, job_id: str, workflow: str, state: str, result: bytes 
     return StepReport(queue, job_id, workflow, -1 if index is None else index, state, result, error)
 
 
-def deliver_if_step(broker: Broker, queue: str, job_id: str) -> None:
+def deliver_if_step(broker: BrokerRoles, queue: str, job_id: str) -> None:
     """After a final transition made outside a lane (a cancel, an abort, a crash the supervisor
     settled): a workflow's step tells its workflow now, not at the reconciler's next pass."""
     if step_index(job_id) is None:
@@ -205,7 +207,7 @@ def deliver_if_step(broker: Broker, queue: str, job_id: str) -> None:
         log.warning("the report of step %s waits for the reconciler (%s)", job_id, exc)
 
 
-def deliver_from_record(broker: Broker, queue: str, job_id: str, workflow: str) -> None:
+def deliver_from_record(broker: BrokerRoles, queue: str, job_id: str, workflow: str) -> None:
     """Deliver a report left in the outbox, reading the outcome from the step's record."""
     fields = broker.jobs.read(queue, job_id) or {}
     state = (fields.get(b"state") or b"").decode(errors="replace")
@@ -229,7 +231,7 @@ class Courier:
     outbox: the reconciler delivers it.
     """
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerRoles) -> None:
         self.broker = broker
         self.waiting: deque[StepReport] = deque()
         self.busy = 0  # reports taken from ``waiting`` and not yet delivered

@@ -3,7 +3,7 @@
 Every step is serialized and checked against its task before anything is
 stored, so a bad argument anywhere stores nothing. The record comes before
 the first steps (a fast first step reports to a workflow that exists), and
-the "launching" mark before the record (``Broker.create_workflow``): a
+the "launching" mark before the record (``WorkflowStore.create_workflow``): a
 producer that dies in between leaves work for the reconciler, never a
 workflow that waits forever.
 """

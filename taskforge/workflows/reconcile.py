@@ -22,7 +22,7 @@ from .delivery import ENDED, deliver_from_record, send, step_id
 from .resume import resume
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from ..broker.roles import BrokerRoles
 
 log = logging.getLogger("taskforge.workflows")
 
@@ -35,7 +35,7 @@ AUDIT_AGE_MS = 60_000  # a workflow younger than this is left to its own deliver
 
 
 class Reconciler:
-    def __init__(self, broker: Broker, queues: Sequence[str]) -> None:
+    def __init__(self, broker: BrokerRoles, queues: Sequence[str]) -> None:
         self.broker = broker
         self.queues = list(queues)
         self.seen: dict[str, set[str]] = {}

@@ -26,9 +26,9 @@ from .aio_delivery import aact, asend
 from .delivery import send, step_id, step_index, stop
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..broker.aio import AsyncBroker
+    from ..broker.aio_roles import AsyncBrokerRoles
     from ..broker.replies import ResumeReply
+    from ..broker.roles import BrokerRoles
 
 log = logging.getLogger("taskforge.workflows")
 
@@ -36,7 +36,7 @@ SETTLE_WAIT_S = 10.0  # a deliverer takes milliseconds between recording a death
 SETTLE_POLL_S = 0.02
 
 
-def resume(broker: Broker, workflow: str, finish: bool = False) -> ResumeReply:
+def resume(broker: BrokerRoles, workflow: str, finish: bool = False) -> ResumeReply:
     """Resume ``workflow`` if it is dead; ``before`` of the reply is the state it was in ('gone': none).
 
     ``finish``: the reconciler finishing a resume cut short, which also
@@ -58,7 +58,7 @@ def resume(broker: Broker, workflow: str, finish: bool = False) -> ResumeReply:
     return reply
 
 
-async def aresume(broker: AsyncBroker, workflow: str) -> ResumeReply:
+async def aresume(broker: AsyncBrokerRoles, workflow: str) -> ResumeReply:
     """``resume()``, awaited: the same writes in the same order."""
     await broker.ledger.mark_resuming(workflow)
     reply = await broker.ledger.resume_workflow(workflow)
@@ -74,7 +74,7 @@ async def aresume(broker: AsyncBroker, workflow: str) -> ResumeReply:
     return reply
 
 
-def settle_first(broker: Broker, workflow: str) -> None:
+def settle_first(broker: BrokerRoles, workflow: str) -> None:
     """Wait until the death of ``workflow`` is settled: its steps in flight stopped, its on_failure sent.
 
     Its deliverer does that just after recording the death; a resume before
@@ -95,7 +95,7 @@ def settle_first(broker: Broker, workflow: str) -> None:
         broker.ledger.settle_workflow(workflow, "dead")
 
 
-async def asettle_first(broker: AsyncBroker, workflow: str) -> None:
+async def asettle_first(broker: AsyncBrokerRoles, workflow: str) -> None:
     """``settle_first()``, awaited."""
     deadline = time.monotonic() + SETTLE_WAIT_S
     while time.monotonic() < deadline:
@@ -107,7 +107,7 @@ async def asettle_first(broker: AsyncBroker, workflow: str) -> None:
     await aact(broker, workflow, reply._replace(ready=[]), "dead")
 
 
-def replan(broker: Broker, workflow: str, reply: ResumeReply, phase: str) -> None:
+def replan(broker: BrokerRoles, workflow: str, reply: ResumeReply, phase: str) -> None:
     """Make the records of the steps free to go ready for them, queue by queue.
 
     'drop' (the records the death left, so that the send stores those steps
@@ -120,7 +120,7 @@ def replan(broker: Broker, workflow: str, reply: ResumeReply, phase: str) -> Non
         broker.ledger.replan_steps(queue, workflow, on_failure, phase, ids)
 
 
-async def areplan(broker: AsyncBroker, workflow: str, reply: ResumeReply, phase: str) -> None:
+async def areplan(broker: AsyncBrokerRoles, workflow: str, reply: ResumeReply, phase: str) -> None:
     """``replan()``, awaited."""
     for queue, on_failure, ids in replan_calls(workflow, reply):
         await broker.ledger.replan_steps(queue, workflow, on_failure, phase, ids)
@@ -142,8 +142,8 @@ def replan_calls(workflow: str, reply: ResumeReply) -> list[tuple[str, str, list
     ]
 
 
-def retry_dead(broker: Broker, queue: str, job_ids: Sequence[str]) -> list[str]:
-    """Dead jobs back in line, as ``Broker.retry_dead``; a step of a dead workflow resumes that workflow first.
+def retry_dead(broker: BrokerRoles, queue: str, job_ids: Sequence[str]) -> list[str]:
+    """Dead jobs back in line, as ``Cleanup.retry_dead``; a step of a dead workflow resumes that workflow first.
 
     What ``taskforge dead retry`` and the dashboard's Retry call.
     The resume moves the step (and its workflow's other dead steps) back in

@@ -209,7 +209,7 @@ def test_a_child_writes_its_counts_while_its_lanes_run_long_jobs(app: TaskForge)
     from taskforge.worker.child import keep_counts_written
 
     stop = threading.Event()
-    writer = keep_counts_written(app.broker, stop)
+    writer = keep_counts_written(app.broker.claims.tally, stop)
     try:
         app.broker.claims.tally.count_success("long-job")  # not due yet: the lane that counted it is busy now
         deadline = time.monotonic() + 10
