@@ -48,7 +48,7 @@ from .record import NewJob
 from .replies import AbortOutcome, CancelOutcome, EnqueueRefused
 from .scaled import is_scaled
 from .scripts import REPLICA_WAIT_MS, SCRIPT_NAMES, denials, script_source
-from .slots import _MOVED, _MOVED_ERRORS
+from .slots import slot_moved
 
 T = TypeVar("T")
 log = logging.getLogger("taskforge.broker")
@@ -151,7 +151,7 @@ class AsyncLink:
             with denials(call.name):
                 raw, acked = await _then_wait(node, self._scripts[call.name], call.keys, call.argv)
         except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError) as exc:
-            moved = isinstance(exc, _MOVED_ERRORS) or str(exc).startswith(_MOVED)
+            moved = slot_moved(exc)
             if not self.cluster or (isinstance(exc, redis.ResponseError) and not moved):
                 raise
             await self._relearn()  # ``slots.on_master``: a replica may have taken over; callers retry
