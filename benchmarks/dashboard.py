@@ -55,8 +55,8 @@ def fill(url: str, jobs: int) -> float:
     for n in range(5):  # dead letters, through the queue's own transitions
         app.send("dashboard_app.missing", n)
     for _ in range(5):
-        claims, _ = app.broker.dequeue("default", 30_000)
-        app.broker.fail("default", claims[0].id, claims[0].token, "UnknownTask: missing", "", None)
+        claims, _ = app.broker.claims.dequeue("default", 30_000)
+        app.broker.claims.fail("default", claims[0].id, claims[0].token, "UnknownTask: missing", "", None)
     return time.perf_counter() - started
 
 

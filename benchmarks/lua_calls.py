@@ -65,9 +65,11 @@ def run_phases(app: TaskForge, jobs: int, phase: Callable[[str], None]) -> None:
     for _ in range(jobs):
         task.delay()
     phase("drain")
-    [claim], _ = broker.dequeue(QUEUE, LEASE_MS, token=new_token())
+    [claim], _ = broker.claims.dequeue(QUEUE, LEASE_MS, token=new_token())
     while claim is not None:
-        _, (following, _) = broker.succeed_and_claim(QUEUE, claim.id, claim.token, b"\xc0", LEASE_MS, new_token())
+        _, (following, _) = broker.claims.succeed_and_claim(
+            QUEUE, claim.id, claim.token, b"\xc0", LEASE_MS, new_token()
+        )
         claim = following[0] if following else None
     phase("end")
 

@@ -3,7 +3,7 @@
 Four producers store the same no-op jobs through the same Lua script, in
 alternating rounds so a drift of the machine hits all of them:
 
-- ``store only``: ``build_job`` and ``broker.enqueue``, what ``delay()``
+- ``store only``: ``build_job`` and ``broker.jobs.enqueue``, what ``delay()``
   did before producer hooks existed (the baseline);
 - ``delay(), uninstrumented``: today's ``delay()`` on an app with no hook;
   its ratio to the baseline is what hooks cost an app that does not use them;
@@ -64,7 +64,7 @@ def one_round(url: str, variant: str, jobs: int) -> float:
         broker, queue, limit = app.broker, noop.queue, app.max_size
 
         def send(i: int) -> object:
-            return broker.enqueue(queue, [build_job(noop, (i,), {})], limit, resend=False)
+            return broker.jobs.enqueue(queue, [build_job(noop, (i,), {})], limit, resend=False)
     else:
         send = noop.delay
     started = time.perf_counter()

@@ -7,9 +7,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar, overload
 
 from . import celery_names
+from .broker import Broker
 from .broker.aio_loops import LoopBrokers
 from .broker.connection import connect, redact, resolve_url
-from .broker.queue import Broker
 from .celery_names import reject_options
 from .errors import ConfigurationError, JobNotFound
 from .handle import JobHandle
@@ -350,18 +350,18 @@ class TaskForge:
 
     def find_queue(self, job_id: str) -> str:
         """Which queue holds ``job_id``: the app's queues first, then every known queue."""
-        queues = list(dict.fromkeys([*self.queues(), *self.broker.queues()]))
+        queues = list(dict.fromkeys([*self.queues(), *self.broker.jobs.queues()]))
         for queue in queues:
-            if self.broker.read(queue, job_id) is not None:
+            if self.broker.jobs.read(queue, job_id) is not None:
                 return queue
         raise _no_queue_holds(job_id, queues)
 
     async def afind_queue(self, job_id: str) -> str:
         """``find_queue()``, awaited."""
         broker = self.async_broker()
-        queues = list(dict.fromkeys([*self.queues(), *await broker.queues()]))
+        queues = list(dict.fromkeys([*self.queues(), *await broker.jobs.queues()]))
         for queue in queues:
-            if await broker.read(queue, job_id) is not None:
+            if await broker.jobs.read(queue, job_id) is not None:
                 return queue
         raise _no_queue_holds(job_id, queues)
 

@@ -12,7 +12,8 @@ from .errors import ConfigurationError, SerializationError, TaskforgeError
 from .serialization import dumps
 
 if TYPE_CHECKING:
-    from .broker.queue import Broker, Claim
+    from .broker.queue import Claim
+    from .broker.roles import ClaimsRole
 
 PROGRESS_META_LIMIT = 64 * 1024  # bytes of msgpack: meta is for a few counters, not for results
 
@@ -28,7 +29,7 @@ class CurrentJob:
     task: str
     queue: str
     _token: str
-    _broker: Broker | None
+    _broker: ClaimsRole | None
     headers: Mapping[str, str] = field(default_factory=dict)  # set at enqueue by producer hooks
 
     def set_progress(self, fraction: float, message: str | None = None, meta: Any = None) -> None:
@@ -77,7 +78,7 @@ def current_job() -> CurrentJob:
     return job
 
 
-def enter(claim: Claim, broker: Broker | None) -> object:
+def enter(claim: Claim, broker: ClaimsRole | None) -> object:
     job = CurrentJob(claim.id, claim.attempts, claim.task, claim.queue, claim.token, broker, claim.headers or {})
     return _current.set(job)
 

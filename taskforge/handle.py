@@ -15,7 +15,7 @@ from .workflows.delivery import deliver_if_step, step_index
 from .workflows.resume import retry_dead
 
 if TYPE_CHECKING:
-    from .broker.aio import AsyncBroker
+    from .broker.aio_roles import AsyncBrokerRoles
     from .protocols import BrokerAccess
 
 R = TypeVar("R")
@@ -29,7 +29,7 @@ FINAL = (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED)
 class AsyncAccess(Protocol):
     """What the ``a``-methods need besides ``BrokerAccess``: this loop's broker, and the async ``find_queue``."""
 
-    def async_broker(self) -> AsyncBroker: ...
+    def async_broker(self) -> AsyncBrokerRoles: ...
 
     async def afind_queue(self, job_id: str) -> str: ...
 
@@ -87,7 +87,7 @@ class JobHandle(Generic[R]):
         return self._queue
 
     def _fields(self) -> dict[bytes, bytes]:
-        fields = self.app.broker.read(self.queue, self.id)
+        fields = self.app.broker.jobs.read(self.queue, self.id)
         if fields is None:
             raise JobNotFound(self._missing())
         return fields
@@ -106,7 +106,7 @@ class JobHandle(Generic[R]):
 
     def cancel(self) -> bool:
         """True if the job was pending, scheduled or retrying and will now never run."""
-        outcome = self.app.broker.cancel(self.queue, self.id)
+        outcome = self.app.broker.jobs.cancel(self.queue, self.id)
         if outcome < 0:
             raise JobNotFound(self._missing())
         if outcome == 1:
@@ -130,7 +130,7 @@ class JobHandle(Generic[R]):
         about a second) and ends ``cancelled``. Returns False when the job had
         already finished.
         """
-        outcome = self.app.broker.abort(self.queue, self.id)
+        outcome = self.app.broker.jobs.abort(self.queue, self.id)
         if outcome < 0:
             raise JobNotFound(self._missing())
         if outcome == 1:  # cancelled before it started (a running one ends when its supervisor stops it)
@@ -146,12 +146,12 @@ class JobHandle(Generic[R]):
         deadline = None if timeout is None else time.monotonic() + timeout
         broker = self.app.broker
         while True:
-            state = broker.await_state(self.queue, self.id)
+            state = broker.jobs.await_state(self.queue, self.id)
             if state is None:
                 raise JobNotFound(self._missing())
             if state in FINAL:
                 return self._outcome(self.info())
-            broker.wait_done(self.queue, self.id, time_left(self.id, deadline, timeout, state))
+            broker.jobs.wait_done(self.queue, self.id, time_left(self.id, deadline, timeout, state))
 
     def _outcome(self, info: JobInfo) -> R:
         if info.state is JobState.SUCCEEDED:
@@ -189,7 +189,7 @@ class JobHandle(Generic[R]):
         return self._queue
 
     async def _afields(self) -> dict[bytes, bytes]:
-        fields = await async_access(self.app).async_broker().read(await self._aqueue(), self.id)
+        fields = await async_access(self.app).async_broker().jobs.read(await self._aqueue(), self.id)
         if fields is None:
             raise JobNotFound(self._missing())
         return fields
@@ -206,7 +206,7 @@ class JobHandle(Generic[R]):
     async def acancel(self) -> bool:
         """``cancel()``, awaited."""
         queue = await self._aqueue()
-        outcome = await async_access(self.app).async_broker().cancel(queue, self.id)
+        outcome = await async_access(self.app).async_broker().jobs.cancel(queue, self.id)
         if outcome < 0:
             raise JobNotFound(self._missing())
         if outcome == 1:
@@ -220,7 +220,7 @@ class JobHandle(Generic[R]):
     async def aabort(self) -> bool:
         """``abort()``, awaited."""
         queue = await self._aqueue()
-        outcome = await async_access(self.app).async_broker().abort(queue, self.id)
+        outcome = await async_access(self.app).async_broker().jobs.abort(queue, self.id)
         if outcome < 0:
             raise JobNotFound(self._missing())
         if outcome == 1:
@@ -241,9 +241,9 @@ class JobHandle(Generic[R]):
         broker = async_access(self.app).async_broker()
         queue = await self._aqueue()
         while True:
-            state = await broker.await_state(queue, self.id)
+            state = await broker.jobs.await_state(queue, self.id)
             if state is None:
                 raise JobNotFound(self._missing())
             if state in FINAL:
                 return self._outcome(await self.ainfo())
-            await broker.wait_done(queue, self.id, time_left(self.id, deadline, timeout, state))
+            await broker.jobs.wait_done(queue, self.id, time_left(self.id, deadline, timeout, state))

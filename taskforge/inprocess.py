@@ -49,12 +49,12 @@ def drain(app: TaskForge, *, advance: timedelta | float | None = None, max_jobs:
     retries = 0
     while len(ran) < max_jobs:
         # Read again each pass: a workflow's next step may be on a queue not seen before.
-        queues = list(dict.fromkeys([*app.queues(), *broker.queues()]))
+        queues = list(dict.fromkeys([*app.queues(), *broker.jobs.queues()]))
         claimed = again = False
         for queue in queues:
             if seconds:
-                broker.fast_forward(queue, seconds)
-            claims, wait = broker.dequeue(queue, DRAIN_LEASE_MS)
+                broker.claims.fast_forward(queue, seconds)
+            claims, wait = broker.claims.dequeue(queue, DRAIN_LEASE_MS)
             again = again or wait == 0.0  # it dead-lettered a corrupt job: more may be ready
             for claim in claims:
                 if is_async(app, claim):
@@ -83,12 +83,12 @@ async def adrain(app: TaskForge, *, advance: timedelta | float | None = None, ma
     ran: list[JobInfo] = []
     retries = 0
     while len(ran) < max_jobs:
-        queues = await offload(lambda: list(dict.fromkeys([*app.queues(), *broker.queues()])))
+        queues = await offload(lambda: list(dict.fromkeys([*app.queues(), *broker.jobs.queues()])))
         claimed = again = False
         for queue in queues:
             if seconds:
-                await offload(partial(broker.fast_forward, queue, seconds))
-            claims, wait = await offload(partial(broker.dequeue, queue, DRAIN_LEASE_MS))
+                await offload(partial(broker.claims.fast_forward, queue, seconds))
+            claims, wait = await offload(partial(broker.claims.dequeue, queue, DRAIN_LEASE_MS))
             again = again or wait == 0.0  # it dead-lettered a corrupt job: more may be ready
             for claim in claims:
                 if is_async(app, claim):

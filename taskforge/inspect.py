@@ -12,7 +12,7 @@ whatever the size of the queues:
   exact, above it is an estimate from a random sample (``estimated: true``);
 * recently finished: the ``jobs_done`` counter of each live worker (runs
   finished, whatever their outcome, since that worker started). Per-queue
-  successes and failures per minute are ``Broker.outcome_history`` (the
+  successes and failures per minute are ``Inspection.outcome_history`` (the
   dashboard's last hour), kept apart so this document's schema stays as is.
 
 JSON rendering of job values (``jsonable``), for ``job --json`` and
@@ -176,19 +176,19 @@ class Status:
 
 def all_queues(app: TaskForge) -> list[str]:
     """The app's queues, then every other queue ever enqueued to on this Redis, sorted."""
-    return list(dict.fromkeys([*app.queues(), *app.broker.queues()]))
+    return list(dict.fromkeys([*app.queues(), *app.broker.jobs.queues()]))
 
 
 def queue_status(app: TaskForge, name: str, sample: int = SAMPLE) -> QueueStatus:
-    broker = app.broker
-    counts = broker.counts(name)
-    by_priority = broker.pending_by_priority(name)
-    total, states = broker.scheduled_states(name, sample)
+    inspection = app.broker.inspection
+    counts = inspection.counts(name)
+    by_priority = inspection.pending_by_priority(name)
+    total, states = inspection.scheduled_states(name, sample)
     retrying = states.count("retrying")
     estimated = len(states) < total
     if estimated:
         retrying = round(retrying * total / len(states))
-    due = broker.next_due_ms(name)
+    due = inspection.next_due_ms(name)
     return QueueStatus(
         name=name,
         pending_by_priority={p.name.lower(): by_priority.get(int(p), 0) for p in sorted(Priority, reverse=True)},
@@ -198,7 +198,7 @@ def queue_status(app: TaskForge, name: str, sample: int = SAMPLE) -> QueueStatus
         dead=counts["dead"],
         next_due=ms_to_datetime(due),
         estimated=estimated,
-        expired_last_hour=broker.expired_last_hour(name),
+        expired_last_hour=inspection.expired_last_hour(name),
     )
 
 
@@ -252,12 +252,12 @@ def dead_jobs(app: TaskForge, queues: Sequence[str] | None = None, limit: int = 
     names = list(queues) if queues is not None else all_queues(app)
     newest: list[tuple[int, str, str]] = []
     for name in names:
-        newest += [(died, name, job_id) for job_id, died in app.broker.dead_ids(name, limit)]
+        newest += [(died, name, job_id) for job_id, died in app.broker.inspection.dead_ids(name, limit)]
     newest = sorted(newest, reverse=True)[:limit]
     infos: list[JobInfo] = []
     for name in dict.fromkeys(q for _, q, _ in newest):
         ids = [job_id for _, q, job_id in newest if q == name]
-        for job_id, fields in zip(ids, app.broker.read_many(name, ids), strict=True):
+        for job_id, fields in zip(ids, app.broker.inspection.read_many(name, ids), strict=True):
             if fields is not None:
                 infos.append(job_info(job_id, name, fields))
     order = {job_id: i for i, (_, _, job_id) in enumerate(newest)}

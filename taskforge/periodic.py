@@ -122,7 +122,7 @@ class Scheduler:
             ttl_ms = int(max(MIN_TICK_TTL, 2 * schedule.period(now)) * 1000)
             job = replace(build_job(task, (), {}), tick_ms=tick_ms, lock_ttl_ms=ttl_ms)
             try:
-                [job_id] = task.app.broker.enqueue(task.queue, [job], task.app.max_size)
+                [job_id] = task.app.broker.jobs.enqueue(task.queue, [job], task.app.max_size)
             except BrokerUnavailable:
                 # The worker's outage lines already say where and why; one short line per tick is enough.
                 log.warning("periodic %s: the broker is unreachable; will retry the tick", task.name)

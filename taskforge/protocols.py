@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .broker.queue import Broker
+    from .broker.roles import BrokerRoles
     from .handle import JobHandle
     from .sending import SendHook
 
@@ -22,7 +22,7 @@ class BrokerAccess(Protocol):
     """What a ``JobHandle`` uses: the broker, and where a job known only by its id lives."""
 
     @property
-    def broker(self) -> Broker: ...
+    def broker(self) -> BrokerRoles: ...
 
     def find_queue(self, job_id: str) -> str: ...
 

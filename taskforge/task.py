@@ -248,16 +248,16 @@ class Task(Generic[P, R]):
 
     def _store(self, jobs: list[NewJob], *, resend: bool, operation: str = "send") -> list[str]:
         if not self.app.send_hooks:  # the plain path: no hook, nothing to wrap
-            return self.app.broker.enqueue(self.queue, jobs, self.app.max_size, resend=resend)
+            return self.app.broker.jobs.enqueue(self.queue, jobs, self.app.max_size, resend=resend)
         with self._sending(jobs, operation) as stamped:
-            return self.app.broker.enqueue(self.queue, stamped, self.app.max_size, resend=resend)
+            return self.app.broker.jobs.enqueue(self.queue, stamped, self.app.max_size, resend=resend)
 
     async def _astore(self, jobs: list[NewJob], *, resend: bool, operation: str = "send") -> list[str]:
         broker = async_access(self.app).async_broker()
         if not self.app.send_hooks:
-            return await broker.enqueue(self.queue, jobs, self.app.max_size, resend=resend)
+            return await broker.jobs.enqueue(self.queue, jobs, self.app.max_size, resend=resend)
         with self._sending(jobs, operation) as stamped:
-            return await broker.enqueue(self.queue, stamped, self.app.max_size, resend=resend)
+            return await broker.jobs.enqueue(self.queue, stamped, self.app.max_size, resend=resend)
 
     def _sending(self, jobs: list[NewJob], operation: str) -> AbstractContextManager[list[NewJob]]:
         """The producer hooks around storing ``jobs``, which come back carrying their headers."""

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .broker.queue import Broker
+from .broker import Broker
 from .inprocess import drain
 
 if TYPE_CHECKING:

@@ -28,13 +28,13 @@ LEASE = 30_000
 
 
 def claim_one(app: TaskForge, queue: str = "default"):
-    claims, _ = app.broker.dequeue(queue, LEASE)
+    claims, _ = app.broker.claims.dequeue(queue, LEASE)
     assert len(claims) == 1, claims
     return claims[0]
 
 
 def nothing_stored(app: TaskForge, queue: str = "default") -> None:
-    assert app.broker.counts(queue) == {"pending": 0, "scheduled": 0, "running": 0, "dead": 0}
+    assert app.broker.inspection.counts(queue) == {"pending": 0, "scheduled": 0, "running": 0, "dead": 0}
     assert app.broker.client.keys("taskforge:*job*") == []
 
 
@@ -239,7 +239,7 @@ def test_with_options_leaves_the_registry_alone_and_its_jobs_carry_the_options(a
         1,
         5.0,
     )
-    assert app.broker.counts("mail")["pending"] == 0
+    assert app.broker.inspection.counts("mail")["pending"] == 0
     # by name, lower case: the same as the member
     low = send.with_options(priority="low").delay("a")
     assert low.info().priority is Priority.LOW and low.info().max_attempts == 3
@@ -354,7 +354,7 @@ def test_send_by_name_of_an_unregistered_task_is_dead_lettered_by_a_worker(app: 
     info = handle.info()
     assert info.state is JobState.DEAD and info.attempts == 1
     assert "UnknownTask" in info.error and "billing.charge" in info.error
-    assert app.broker.counts("default")["dead"] == 1
+    assert app.broker.inspection.counts("default")["dead"] == 1
     with pytest.raises(TaskFailed, match="billing.charge"):
         handle.result(timeout=2)
 
@@ -445,13 +445,13 @@ def test_result_after_retry_dead_waits_again(app: TaskForge) -> None:
     run_claim(app, claim_one(app))
     with pytest.raises(TaskFailed):
         handle.result(timeout=1)
-    assert app.broker.retry_dead("default", [handle.id]) == [handle.id]
+    assert app.broker.cleanup.retry_dead("default", [handle.id]) == [handle.id]
     started = time.monotonic()
     with pytest.raises(TimeoutError):
         handle.result(timeout=0.3)
     assert time.monotonic() - started >= 0.3
     claim = claim_one(app)
-    assert app.broker.succeed("default", claim.id, claim.token, b"\xa2ok")
+    assert app.broker.claims.succeed("default", claim.id, claim.token, b"\xa2ok")
     assert handle.result(timeout=2) == "ok"
 
 

@@ -174,7 +174,7 @@ def test_scheduler_enqueues_each_tick_once_and_catches_up_at_most_once(app: Task
     assert second.run_due(noon) == 0  # another worker: the same tick is already enqueued
     assert first.run_due(noon) == 0
     assert second.run_due(noon.replace(minute=1)) == 1 and first.run_due(noon.replace(minute=1)) == 0
-    assert app.broker.counts("default")["pending"] == 2
+    assert app.broker.inspection.counts("default")["pending"] == 2
 
 
 def test_unique_rate_and_concurrency_options(app: TaskForge) -> None:
@@ -210,9 +210,9 @@ def test_a_limited_task_never_blocks_the_rest_of_its_queue(app: TaskForge) -> No
     first = narrow.delay(1)
     narrow.delay(2)
     wide.delay(3)
-    claims, _ = app.broker.dequeue("default", 60_000)
+    claims, _ = app.broker.claims.dequeue("default", 60_000)
     assert claims[0].id == first.id
-    claims, _ = app.broker.dequeue("default", 60_000)
+    claims, _ = app.broker.claims.dequeue("default", 60_000)
     assert claims[0].task == wide.name  # narrow #2 waits for its slot; wide goes past it
-    assert app.broker.dequeue("default", 60_000)[0] == []
-    assert app.broker.counts("default")["pending"] == 1
+    assert app.broker.claims.dequeue("default", 60_000)[0] == []
+    assert app.broker.inspection.counts("default")["pending"] == 1

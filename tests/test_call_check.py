@@ -8,7 +8,7 @@ from taskforge import TaskForge
 
 
 def stored(app: TaskForge, queue: str = "default") -> int:
-    counts = app.broker.counts(queue)
+    counts = app.broker.inspection.counts(queue)
     return counts["pending"] + counts["scheduled"]
 
 

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from taskforge import JobHandle, JobState, SerializationError, TaskForge
+from taskforge.broker import Broker
 from taskforge.broker.connection import connect
-from taskforge.broker.queue import Broker, NewJob
+from taskforge.broker.queue import NewJob
 from taskforge.new_job import build_job
 from taskforge.protocols import Producer
 from taskforge.serialization import loads_call
@@ -74,7 +75,7 @@ def test_a_failing_after_enqueue_callback_reaches_the_caller_after_the_job_is_st
     app.after_enqueue.append(refuse)
     with pytest.raises(RuntimeError, match="saw "):
         ping.delay()
-    assert app.broker.counts("default")["pending"] == 1
+    assert app.broker.inspection.counts("default")["pending"] == 1
 
 
 def test_eager_is_an_after_enqueue_callback_switched_on_and_off() -> None:

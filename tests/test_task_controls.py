@@ -44,7 +44,7 @@ def test_the_options_are_checked_at_decoration(app: TaskForge) -> None:
         task.with_options(job_id="one").delay_many([(), ()])
     with pytest.raises(ConfigurationError, match="workflow steps"):
         chain(task.s(), task.with_options(job_id="fixed").si()).delay()
-    assert app.broker.counts("default")["pending"] == 0
+    assert app.broker.inspection.counts("default")["pending"] == 0
 
 
 def test_retry_filters_end_a_job_at_once_and_say_why(app: TaskForge) -> None:
@@ -106,7 +106,7 @@ def test_an_expired_job_is_cancelled_unrun_from_pending_and_from_scheduled(app: 
         info = handle.info()
         assert (info.state, info.error, info.failure) == (JobState.CANCELLED, "expired", FailureKind.EXPIRED)
     assert later.status() is kept.status() is JobState.SUCCEEDED
-    assert app.broker.counts("default")["pending"] == 0
+    assert app.broker.inspection.counts("default")["pending"] == 0
     assert inspect.queue_status(app, "default").expired_last_hour == 3
     assert inspect.queue_status(app, "default").to_dict()["expired_last_hour"] == 3
 
@@ -123,7 +123,7 @@ def test_a_caller_chosen_job_id_stores_one_job_while_it_exists(app: TaskForge) -
     again = receipt.with_options(job_id="receipt-order-42").delay(43)  # a retry after a lost reply, say
     assert first.id == again.id == "receipt-order-42"
     assert app.job("receipt-order-42").status() is JobState.PENDING
-    assert app.broker.counts("default")["pending"] == 1
+    assert app.broker.inspection.counts("default")["pending"] == 1
     app.drain()
     assert ran == [42]
     # Finished and still retained: nothing is stored, the same job comes back.

@@ -2,7 +2,7 @@
 
 The same Lua scripts, sent by SHA from the same ``ScriptCall``s (``calls.py``)
 and decoded by the same code, so a job stored here is byte for byte the one
-``Broker.enqueue`` stores. Only the sending differs: every command is
+``Jobs.enqueue`` stores. Only the sending differs: every command is
 awaited, waits are blocking pops in slices (``wait_for_list``), and the
 retries through a failover sleep with ``asyncio.sleep``. Errors become the
 sync side's errors: ``broker_errors`` and ``find_damage`` are reused as they
@@ -25,7 +25,7 @@ import redis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.exceptions import NoScriptError
 
-from ..errors import BrokerUnavailable, QueueFull
+from ..errors import BrokerUnavailable
 from . import calls, keys
 from .aio_connection import (
     AsyncClient,
@@ -36,17 +36,19 @@ from .aio_connection import (
     sent_once,
     wait_for_list,
 )
+from .aio_roles import AsyncJobsRole, AsyncLedgerRole
 from .aio_workflows import AsyncWorkflowStore
 from .calls import ScriptCall
-from .connection import broker_errors, redact
+from .connection import broker_errors
 from .damage import expected_types, find_damage
-from .durability import FAILOVER_RETRY_S, FailoverRetries
+from .durability import FAILOVER_RETRY_S, FailoverRetries, unconfirmed_enqueue
+from .jobs import queue_full
 from .keys import QueueKeys
 from .record import NewJob
 from .replies import AbortOutcome, CancelOutcome, EnqueueRefused
 from .scaled import is_scaled
 from .scripts import REPLICA_WAIT_MS, SCRIPT_NAMES, denials, script_source
-from .slots import _MOVED, _MOVED_ERRORS
+from .slots import slot_moved
 
 T = TypeVar("T")
 log = logging.getLogger("taskforge.broker")
@@ -71,14 +73,6 @@ async def _then_wait(node: Any, script: Any, keys_: list[str], argv: list[Any]) 
     raise AssertionError("unreachable")
 
 
-def queue_full(queue: str, size: int, max_size: int, count: int) -> QueueFull:
-    return QueueFull(
-        f"queue {queue!r} holds {size} unfinished jobs and max_size is {max_size}; "
-        f"the {'job was' if count == 1 else f'{count} jobs were'} not stored. "
-        "Wait for workers to catch up or raise max_size."
-    )
-
-
 class _Snapshot:
     """Key types and ``:seq`` values read beforehand, served as the client ``find_damage`` expects."""
 
@@ -101,8 +95,8 @@ class _Snapshot:
         return self.values.get(key)
 
 
-class AsyncBroker(AsyncWorkflowStore):
-    """One app's producer view of Redis on one event loop: its client and its scripts."""
+class AsyncLink:
+    """What the async roles share on one event loop: the client, its scripts, the settings, ``guard``."""
 
     def __init__(
         self, client: AsyncClient, url: str, retention_ms: int, dead_retention_ms: int, durability: str = "async"
@@ -116,13 +110,7 @@ class AsyncBroker(AsyncWorkflowStore):
         self.cluster = isinstance(client, AsyncRedisCluster)
         self.failover_retry_s = FAILOVER_RETRY_S if is_scaled(url) else 0.0
         self._scripts = {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
-        self._known_queues: set[str] = set()
         self._masters: dict[str, Any] = {}  # cluster node name -> a plain client of it, for WAIT
-
-    @classmethod
-    def open(cls, url: str, memory: Any, retention_ms: int, dead_retention_ms: int, durability: str) -> AsyncBroker:
-        """A broker for ``url`` (``memory``: the sync fakeredis client whose server memory:// shares)."""
-        return cls(aconnect(url, memory), url, retention_ms, dead_retention_ms, durability)
 
     def _clients(self) -> list[Any]:
         """The clients whose connections are this loop's: any node clients, a Sentinel's own, the main one."""
@@ -163,7 +151,7 @@ class AsyncBroker(AsyncWorkflowStore):
             with denials(call.name):
                 raw, acked = await _then_wait(node, self._scripts[call.name], call.keys, call.argv)
         except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError) as exc:
-            moved = isinstance(exc, _MOVED_ERRORS) or str(exc).startswith(_MOVED)
+            moved = slot_moved(exc)
             if not self.cluster or (isinstance(exc, redis.ResponseError) and not moved):
                 raise
             await self._relearn()  # ``slots.on_master``: a replica may have taken over; callers retry
@@ -194,7 +182,7 @@ class AsyncBroker(AsyncWorkflowStore):
 
     @asynccontextmanager
     async def guard(self, *queues: str) -> AsyncIterator[None]:
-        """``Inspection.guard``: Redis errors as taskforge errors; damaged fixed keys as ``CorruptQueue``."""
+        """``Link.guard``: Redis errors as taskforge errors; damaged fixed keys as ``CorruptQueue``."""
         try:
             with broker_errors(self.url):
                 yield
@@ -215,10 +203,24 @@ class AsyncBroker(AsyncWorkflowStore):
         values = {key: await self.client.get(key) for key, kind in types.items() if kind == "string"}
         return find_damage(cast(Any, _Snapshot(types, values)), queues)
 
-    # -- producers ---------------------------------------------------------
+
+class AsyncJobs:
+    """``Jobs``, awaited: the producer's role on one event loop (``AsyncBroker.jobs``)."""
+
+    def __init__(self, link: AsyncLink) -> None:
+        self.client = link.client
+        self.url = link.url
+        self.memory = link.memory
+        self.cluster = link.cluster
+        self.retention_ms = link.retention_ms
+        self.failover_retry_s = link.failover_retry_s
+        self.run = link.run
+        self.write = link.write
+        self.guard = link.guard
+        self._known_queues: set[str] = set()
 
     async def enqueue(self, queue: str, jobs: Sequence[NewJob], max_size: int = 0, resend: bool = False) -> list[str]:
-        """``Broker.enqueue``, awaited: the same tries (a plain first one sent once, then checked re-sends)."""
+        """``Jobs.enqueue``, awaited: the same tries (a plain first one sent once, then checked re-sends)."""
         q = QueueKeys(queue)
         sent = [self.cluster or resend]  # a cluster client re-sends by itself: there every try checks
 
@@ -241,14 +243,11 @@ class AsyncBroker(AsyncWorkflowStore):
                 self._known_queues.add(queue)
             reply, acked = await self.write(call)
         if not isinstance(reply, EnqueueRefused) and acked == 0:
-            raise BrokerUnavailable(
-                f"the enqueue was written to the master at {redact(self.url)} but no replica confirmed it "
-                f"within {REPLICA_WAIT_MS} ms (durability='replicated'); it may be lost on failover"
-            )
+            raise unconfirmed_enqueue(self.url)
         return reply
 
     async def _through_failover(self, call: Callable[[], Awaitable[T]], tries: int = 1) -> T:
-        """``Durability._through_failover`` on the loop: retried while unavailable, sleeping without blocking."""
+        """``Durability.through_failover`` on the loop: retried while unavailable, sleeping without blocking."""
         retries = FailoverRetries(self.failover_retry_s, tries)
         while True:
             try:
@@ -288,7 +287,29 @@ class AsyncBroker(AsyncWorkflowStore):
         async with self.guard(queue):
             return await wait_for_list(self.client, QueueKeys(queue).done(job_id), timeout, self.memory)
 
-    async def delivered(self, queue: str, job_ids: Sequence[str]) -> None:
-        """These steps' reports reached their workflows: drop them from the queue's outbox."""
-        async with self.guard(queue):
-            await self.client.hdel(QueueKeys(queue).outbox, *job_ids)
+
+class AsyncBroker:
+    """One app's producer view of Redis on one event loop: its roles over one ``AsyncLink``."""
+
+    def __init__(
+        self, client: AsyncClient, url: str, retention_ms: int, dead_retention_ms: int, durability: str = "async"
+    ) -> None:
+        self.link = link = AsyncLink(client, url, retention_ms, dead_retention_ms, durability)
+        self.client: Any = client
+        self.url = url
+        # Typed as their protocols: mypy checks each role against its protocol here.
+        self.jobs: AsyncJobsRole = AsyncJobs(link)
+        self.ledger: AsyncLedgerRole = AsyncWorkflowStore(link)
+
+    @classmethod
+    def open(cls, url: str, memory: Any, retention_ms: int, dead_retention_ms: int, durability: str) -> AsyncBroker:
+        """A broker for ``url`` (``memory``: the sync fakeredis client whose server memory:// shares)."""
+        return cls(aconnect(url, memory), url, retention_ms, dead_retention_ms, durability)
+
+    async def close(self) -> None:
+        """Close this loop's connections (``AsyncLink.close``)."""
+        await self.link.close()
+
+    def abandon(self) -> None:
+        """Drop the connections of a loop that is closed (``AsyncLink.abandon``)."""
+        self.link.abandon()

@@ -1,4 +1,4 @@
-"""The workflow half of ``AsyncBroker``: ``WorkflowStore``'s producer operations, awaited.
+"""The workflow ledger of ``AsyncBroker``: ``WorkflowStore``'s producer operations, awaited.
 
 Same keys, same scripts, same order of writes as ``workflows.py`` (the
 launching mark before the record; the index before ``workflow_settle``), so
@@ -23,7 +23,7 @@ from .replies import ResumeReply, WorkflowReply
 from .workflows import replica_missed
 
 if TYPE_CHECKING:
-    from contextlib import AbstractAsyncContextManager
+    from .aio import AsyncLink
 
 T = TypeVar("T")
 
@@ -33,18 +33,17 @@ def _now_ms() -> int:
 
 
 class AsyncWorkflowStore:
-    """Mixed into ``AsyncBroker``; needs its client, url, retention, ``run``, ``write`` and ``guard``."""
+    """``WorkflowStore``, awaited: the ledger's producer side on one event loop (``AsyncBroker.ledger``)."""
 
-    if TYPE_CHECKING:
-        client: Any
-        url: str
-        retention_ms: int
-        replicated: bool
-        memory: bool
-
-        async def run(self, call: ScriptCall[T]) -> T: ...
-        async def write(self, call: ScriptCall[T]) -> tuple[T, int | None]: ...
-        def guard(self, *queues: str) -> AbstractAsyncContextManager[None]: ...
+    def __init__(self, link: AsyncLink) -> None:
+        self.client: Any = link.client
+        self.url = link.url
+        self.retention_ms = link.retention_ms
+        self.replicated = link.replicated
+        self.memory = link.memory
+        self.run = link.run
+        self.write = link.write
+        self.guard = link.guard
 
     async def create_workflow(self, workflow: str, steps: int, fields: Sequence[tuple[str, bytes | str]]) -> None:
         """``WorkflowStore.create_workflow``: the launching mark first, then the record."""
@@ -170,3 +169,8 @@ class AsyncWorkflowStore:
                 pipe.hgetall(QueueKeys(queue).job(job_id))
             replies = await pipe.execute(raise_on_error=False)
         return [r if isinstance(r, dict) else {} for r in replies]
+
+    async def delivered(self, queue: str, job_ids: Sequence[str]) -> None:
+        """These steps' reports reached their workflows: drop them from the queue's outbox."""
+        async with self.guard(queue):
+            await self.client.hdel(QueueKeys(queue).outbox, *job_ids)

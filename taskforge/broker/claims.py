@@ -1,6 +1,6 @@
 """Turning the rows a claim returned into ``Claim`` objects, dead-lettering those that cannot run.
 
-Mixed into ``Broker``. A row whose id is not text, whose record holds junk
+``Claims`` holds one. A row whose id is not text, whose record holds junk
 in its state or attempts, or whose body cannot be decoded is recorded dead
 here with the reason, so a worker never sees it and never crashes on it.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import CorruptPayload, class_path
 from ..job import FailureKind
@@ -48,15 +48,18 @@ def _why_not(row: ClaimRow) -> str | None:
     return None
 
 
+# Claims.fail: queue, job id, token, error, traceback, retry_in, kind, error_type.
+Fail = Callable[[str, str | bytes, str, str, str, float | None, FailureKind, str | None], FailOutcome]
+
+
 class ClaimVetting:
-    """Needs ``Broker.fail``."""
+    """Dead-letters, through ``fail``, the claimed rows that cannot run."""
 
-    if TYPE_CHECKING:
-        # Broker.fail: queue, job id, token, error, traceback, retry_in, kind, error_type.
-        fail: Callable[[str, str | bytes, str, str, str, float | None, FailureKind, str | None], FailOutcome]
+    def __init__(self, fail: Fail) -> None:
+        self.fail = fail
 
-    def _vetted(self, queue: str, token: str, reply: ClaimReply) -> ClaimBatch:
-        """The claims of ``reply`` that can run; see ``Broker.dequeue``."""
+    def vetted(self, queue: str, token: str, reply: ClaimReply) -> ClaimBatch:
+        """The claims of ``reply`` that can run; see ``Claims.dequeue``."""
         if reply.dropped:
             log.warning(
                 "dropped %d ids without a job record from %s (deleted or expired by something else)",

@@ -7,30 +7,37 @@ the whole-queue walk never blocks Redis.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
 
 import redis
 
 from . import calls
 from .keys import QueueKeys
-from .scripts import Scripts
+
+if TYPE_CHECKING:
+    from .link import Link
 
 PURGE_SLICE = 500  # jobs a purge or dead retry moves per script call: Redis never blocks long
 
 
 class Cleanup:
-    """Mixed into ``Broker``; needs its ``client`` and ``guard``."""
+    """The operators' actions on a queue (``Broker.cleanup``). Methods take the queue name."""
 
-    if TYPE_CHECKING:
-        client: redis.Redis | redis.RedisCluster
-        guard: Callable[..., AbstractContextManager[None]]
-        scripts: Scripts
+    def __init__(self, link: Link) -> None:
+        self.client = link.client
+        self.scripts = link.scripts
+        self.guard = link.guard
 
     def retry_dead(self, queue: str, job_ids: Sequence[str] = (), limit: int = PURGE_SLICE) -> list[str]:
         with self.guard(queue):
             return self.scripts.run(calls.retry_dead(QueueKeys(queue), limit=limit, job_ids=job_ids))
+
+    def oldest_dead(self, queue: str, limit: int) -> list[str]:
+        """The oldest ``limit`` dead jobs of ``queue`` (the ones ``retry_dead`` takes when given no ids)."""
+        with self.guard(queue):
+            raw = cast("list[bytes]", self.client.zrange(QueueKeys(queue).dead, 0, limit - 1))
+        return [i.decode() for i in raw]
 
     def purge(self, queue: str, which: str) -> int:
         """Delete every job of one set ('pending', 'scheduled', 'dead'), in slices."""

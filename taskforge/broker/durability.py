@@ -1,6 +1,6 @@
 """How the writes that matter survive a failover: retried through it, and ``durability="replicated"``.
 
-Mixed into ``Broker``. Redis replicates asynchronously: a master that dies
+One per ``Link``, used by ``Jobs`` and ``Claims``. Redis replicates asynchronously: a master that dies
 right after acknowledging a write can take it with it. With
 ``durability="replicated"`` the scripts that store a job or its outcome are
 followed by ``WAIT`` on the same connection (``Scripts.write``),
@@ -55,17 +55,33 @@ class FailoverRetries:
         return pause
 
 
+def unconfirmed_enqueue(url: str) -> BrokerUnavailable:
+    """The error of an enqueue no replica confirmed (sync and async alike): retried like an outage."""
+    return BrokerUnavailable(
+        f"the enqueue was written to the master at {redact(url)} but no replica confirmed it "
+        f"within {REPLICA_WAIT_MS} ms (durability='replicated'); it may be lost on failover"
+    )
+
+
 class Durability:
-    """Needs ``Broker``'s client, url, scripts and settings."""
+    """The enqueue's tries through a failover, and what an unconfirmed write means; one per ``Link``."""
 
-    client: Any
-    url: str
-    scripts: Scripts
-    failover_retry_s: float
-    _known_queues: set[str]
-    guard: Callable[..., AbstractContextManager[None]]  # Inspection.guard: errors, and damage as CorruptQueue
+    def __init__(
+        self,
+        client: Any,
+        url: str,
+        scripts: Scripts,
+        guard: Callable[..., AbstractContextManager[None]],  # Link.guard: errors, and damage as CorruptQueue
+        failover_retry_s: float,
+    ) -> None:
+        self.client = client
+        self.url = url
+        self.scripts = scripts
+        self.guard = guard
+        self.failover_retry_s = failover_retry_s
+        self._known_queues: set[str] = set()
 
-    def _enqueue_once(self, call: ScriptCall[list[str] | EnqueueRefused]) -> list[str] | EnqueueRefused:
+    def enqueue_once(self, call: ScriptCall[list[str] | EnqueueRefused]) -> list[str] | EnqueueRefused:
         queue = call.queue.name
         with self.guard(queue):
             if queue not in self._known_queues:
@@ -73,13 +89,10 @@ class Durability:
                 self._known_queues.add(queue)
             reply, acked = self.scripts.write(call)
         if not isinstance(reply, EnqueueRefused) and acked == 0:
-            raise BrokerUnavailable(
-                f"the enqueue was written to the master at {redact(self.url)} but no replica confirmed it "
-                f"within {REPLICA_WAIT_MS} ms (durability='replicated'); it may be lost on failover"
-            )
+            raise unconfirmed_enqueue(self.url)
         return reply
 
-    def _through_failover(self, call: Callable[[], Any], tries: int = 1) -> Any:
+    def through_failover(self, call: Callable[[], Any], tries: int = 1) -> Any:
         """``call()``, retried for up to ``failover_retry_s`` while the broker is unavailable,
         and at least ``tries`` times in all.
 
@@ -93,7 +106,7 @@ class Durability:
             except BrokerUnavailable as exc:
                 time.sleep(retries.pause_after(exc))
 
-    def _replicated_outcome(self, job_id: str | bytes, acked: int | None) -> None:
+    def replicated_outcome(self, job_id: str | bytes, acked: int | None) -> None:
         # The outcome is recorded either way; retrying would be fenced. A lost
         # outcome on failover means the job runs again: at-least-once holds.
         if acked == 0:

@@ -1,6 +1,7 @@
 """What the client tells a claim so the plain one pays only for what it uses.
 
-Mixed into ``Broker``. The claim script used to find out for itself, on
+One per ``Link``, used by ``Claims`` (and by ``Jobs``, which learns of limits
+as it enqueues). The claim script used to find out for itself, on
 every call, whether the previous call with the same token lost its reply
 (a claim list per token), whether the queue has limited tasks (``HKEYS``
 of the limits hash) and whether scheduled jobs are due (``ZRANGEBYSCORE``):
@@ -22,7 +23,6 @@ can learn cheaply, and passes flags (``calls.ClaimFlags``):
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -37,9 +37,6 @@ from .calls import ClaimFlags
 from .connection import resends
 from .keys import QueueKeys
 from .replies import ClaimReply
-from .stats import STATS_TTL_MS, OutcomeCounts
-
-log = logging.getLogger("taskforge.broker")
 
 PROMOTE_LIMIT = 200  # at most this many due jobs promoted per call, so a million never stall Redis
 PROMOTE_EVERY_S = 0.05
@@ -49,22 +46,29 @@ LIMITS_REFRESH_S = 1.0
 UNANSWERED_KEPT = 1024
 
 
+def dequeue_call(
+    q: QueueKeys, token: str, lease_ms: int, count: int, flags: calls.ClaimFlags
+) -> calls.ScriptCall[ClaimReply]:
+    return calls.dequeue(
+        q,
+        token=token,
+        lease_ms=lease_ms,
+        promote_limit=PROMOTE_LIMIT,
+        count=count,
+        **flags.kwargs(),
+    )
+
+
 class ClaimHints:
-    """The flags of each claim, and the success counts written in batches."""
+    """The flags of each claim: what this client remembers of its tokens, queues and limits."""
 
-    if TYPE_CHECKING:
-        client: redis.Redis | redis.RedisCluster
-        scripts: Scripts
-
-    def _init_hints(self) -> None:
+    def __init__(self, client: redis.Redis | redis.RedisCluster, scripts: Scripts) -> None:
+        self.client = client
+        self.scripts = scripts
         self._hints_lock = threading.Lock()
         self._unanswered: dict[str, None] = {}
         self._promoted: dict[str, float] = {}
         self._limited: dict[str, tuple[bool, float]] = {}
-        self.outcomes = OutcomeCounts()
-        # False where a thread writes the counts (a worker child's): then going
-        # idle costs no round trip, which a job arriving just then would wait behind.
-        self.flush_on_idle = True
         self.promote_every_s = PROMOTE_EVERY_S  # 0: every claim promotes (what a model of the queue expects)
 
     def claim_flags(self, queue: str, token: str) -> ClaimFlags:
@@ -80,20 +84,7 @@ class ClaimHints:
                 self._promoted[queue] = now
         return ClaimFlags(promote=promote, limited=self._has_limits(queue, now), retry=retry)
 
-    @staticmethod
-    def _dequeue_call(
-        q: QueueKeys, token: str, lease_ms: int, count: int, flags: calls.ClaimFlags
-    ) -> calls.ScriptCall[ClaimReply]:
-        return calls.dequeue(
-            q,
-            token=token,
-            lease_ms=lease_ms,
-            promote_limit=PROMOTE_LIMIT,
-            count=count,
-            **flags.kwargs(),
-        )
-
-    def _recovered(
+    def recovered(
         self, q: QueueKeys, token: str, lease_ms: int, count: int, flags: calls.ClaimFlags, sent: int, reply: ClaimReply
     ) -> ClaimReply:
         """``reply``, or, when redis-py re-sent the claim after a connection error, every job of ``token``.
@@ -105,7 +96,7 @@ class ClaimHints:
         if resends() == sent or flags.retry:
             return reply
         again = flags._replace(retry=True)
-        recovered: ClaimReply = self.scripts.run(self._dequeue_call(q, token, lease_ms, count, again))
+        recovered: ClaimReply = self.scripts.run(dequeue_call(q, token, lease_ms, count, again))
         return ClaimReply(reply.dropped + recovered.dropped, recovered.wait_ms, recovered.rows)
 
     def answered(self, token: str) -> None:
@@ -125,41 +116,3 @@ class ClaimHints:
         has = bool(self.client.exists(QueueKeys(queue).limits))
         self._limited[queue] = (has, now)
         return has
-
-    def count_success(self, queue: str) -> None:
-        """Count one success; written with the others at most about once a second.
-
-        A busy client writes here; an idle one writes before it waits, unless
-        a worker child's ``keep_counts_written`` thread writes them (it also
-        covers a lane that goes straight on to a long job). No timer is
-        started here: a thread that outlived its broker would write into
-        whatever the database holds by then.
-        """
-        self.outcomes.count(queue, "succeeded")
-        if self.outcomes.due():
-            self.flush_outcomes()
-
-    def flush_when_idle(self) -> None:
-        """About to wait or found nothing: write the counts now unless a thread writes them."""
-        if self.flush_on_idle or self.outcomes.due():
-            self.flush_outcomes()
-
-    def flush_outcomes(self) -> None:
-        """Write the counted runs: one pipeline, HINCRBY and PEXPIRE per queue and minute.
-
-        Never raises: counts that could not be written are kept for the next
-        flush, and a damaged counter key counts as nothing (the readers do the same).
-        """
-        counts = self.outcomes.take()
-        if not counts:
-            return
-        try:
-            pipe = self.client.pipeline(transaction=False)
-            for (queue, minute, field), n in counts.items():
-                key = QueueKeys(queue).stats(minute)
-                pipe.hincrby(key, field, n)
-                pipe.pexpire(key, STATS_TTL_MS)
-            pipe.execute(raise_on_error=False)
-        except (redis.RedisError, OSError) as exc:
-            self.outcomes.give_back(counts)
-            log.debug("outcome counts not written yet: %s", exc)

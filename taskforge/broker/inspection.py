@@ -1,21 +1,21 @@
-"""Read-only views of a queue: counts, listings, raw records.
+"""Read-only views of a queue: counts, listings, raw records (the inspection role).
 
-For ``taskforge status``, ``taskforge job``, the dead-letter listing and the
+For ``taskforge status``, the dead-letter listing and the
 dashboard. Each is one or two round trips; none loads every id of a queue.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
 import redis
 
-from . import keys
-from .connection import OnError, broker_errors
-from .damage import queue_errors
+from .connection import broker_errors
 from .keys import QueueKeys
+
+if TYPE_CHECKING:
+    from .link import Link
 
 PRIORITY_BAND = 2**50  # BAND in lua/_lib.lua: pending score = (3 - priority) * band + sequence
 
@@ -25,36 +25,13 @@ PRIORITY_BAND = 2**50  # BAND in lua/_lib.lua: pending score = (3 - priority) * 
 
 
 class Inspection:
-    """Mixed into ``Broker``; needs its ``client``, ``url`` and ``flush_outcomes``."""
+    """Reading a queue for the operators' tools (``Broker.inspection``). Methods take the queue name."""
 
-    client: redis.Redis | redis.RedisCluster
-    url: str
-
-    if TYPE_CHECKING:
-        # ClaimHints.flush_outcomes: write the runs this client counted but has not written yet.
-        flush_outcomes: Callable[[], None]
-
-    def guard(self, *queues: str) -> AbstractContextManager[None]:
-        """Redis errors as taskforge errors; damage to these queues' fixed keys as ``CorruptQueue``."""
-        return OnError(queue_errors, self.client, self.url, queues)
-
-    def read(self, queue: str, job_id: str) -> dict[bytes, bytes] | None:
-        """The raw job hash, or None when there is no such job."""
-        with broker_errors(self.url):
-            try:
-                fields = cast("dict[bytes, bytes]", self.client.hgetall(QueueKeys(queue).job(job_id)))
-            except redis.ResponseError:  # not a hash: written by something else
-                return None
-        return fields or None
-
-    def job_fields(self, queue: str, job_id: str, names: Sequence[str]) -> list[str | None]:
-        """Some fields of a job's hash, decoded (None where missing, or when the key is no hash)."""
-        with broker_errors(self.url):
-            try:
-                raw = cast("list[bytes | None]", self.client.hmget(QueueKeys(queue).job(job_id), list(names)))
-            except redis.ResponseError:
-                return [None] * len(names)
-        return [None if value is None else value.decode(errors="replace") for value in raw]
+    def __init__(self, link: Link) -> None:
+        self.client = link.client
+        self.url = link.url
+        self.guard = link.guard
+        self.tally = link.tally  # flush_outcomes: the runs this client counted but has not written yet
 
     def limited_groups(self, queue: str) -> list[str]:
         """Tasks of ``queue`` with a rate or concurrency limit (each has its own pending set)."""
@@ -71,11 +48,6 @@ class Inspection:
                 pipe.zcard(key)
             pending, scheduled, running, dead, *limited = pipe.execute()
         return {"pending": pending + sum(limited), "scheduled": scheduled, "running": running, "dead": dead}
-
-    def queues(self) -> list[str]:
-        """Every queue name ever enqueued to through any app on this Redis."""
-        with self.guard():
-            return sorted(q.decode() for q in cast("set[bytes]", self.client.smembers(keys.QUEUES)))
 
     def pending_by_priority(self, queue: str) -> dict[int, int]:
         """Pending jobs per priority (0 low .. 3 critical), by ZCOUNT over score bands: O(log n).
@@ -198,7 +170,7 @@ class Inspection:
         Two round trips whatever the queue sizes: TIME, then one HMGET per
         queue and minute. Runs this client counted are written first.
         """
-        self.flush_outcomes()
+        self.tally.flush_outcomes()
         with broker_errors(self.url):
             seconds, _ = self.client.time()
             last = int(seconds) // 60

@@ -1,5 +1,6 @@
-"""The queue operations producers, workers and the CLI call.
+"""The worker's role: claim jobs, record their outcomes, keep their leases.
 
+What a worker calls (``Broker.claims``), and ``app.drain()`` through it.
 Thin on purpose: build the call of one Lua script (``calls.py``), run it
 (``scripts.py``), and act on its typed reply (``replies.py``). Every state
 change is one script, so it is atomic and needs one round trip. The state
@@ -12,41 +13,32 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, cast
 
 import redis
 
-from ..errors import QueueFull, error_type_of_kind
+from ..errors import error_type_of_kind
 from ..job import FailureKind
 from . import calls
 from .claims import ClaimVetting
-from .cleanup import Cleanup
-from .compat import block_timeout, wait_for_list
-from .connection import broker_errors, resends, sent_once
-from .durability import FAILOVER_RETRY_S, Durability
-from .hints import PROMOTE_LIMIT, ClaimHints
-from .inspection import PRIORITY_BAND, Inspection
+from .compat import block_timeout
+from .connection import broker_errors, resends
+from .hints import PROMOTE_LIMIT, dequeue_call
+from .inspection import PRIORITY_BAND
 from .keys import QueueKeys
 from .record import Claim, NewJob, new_token
-from .replies import (
-    AbortOutcome,
-    CancelOutcome,
-    ClaimBatch,
-    EnqueueRefused,
-    ExtendResult,
-    FailOutcome,
-    QueueHead,
-    ReclaimResult,
-)
-from .scaled import is_scaled
-from .scripts import Scripts, denials
-from .slots import WakeWaiter, by_slot, is_cluster
-from .workflows import WorkflowStore
+from .replies import ClaimBatch, ExtendResult, FailOutcome, QueueHead, ReclaimResult
+from .scripts import denials
+from .slots import WakeWaiter, by_slot
+
+if TYPE_CHECKING:
+    from .link import Link
 
 __all__ = [
     "PRIORITY_BAND",
-    "Broker",
     "Claim",
     "ClaimBatch",
+    "Claims",
     "NewJob",
     "new_token",
     "priority_of_score",
@@ -61,66 +53,22 @@ def priority_of_score(score: float) -> int:
     return 3 - int(score // PRIORITY_BAND)
 
 
-class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, WorkflowStore):
-    """One app's view of Redis: its client, its scripts, its retention settings.
+class Claims:
+    """Claiming: one app's workers' side of its queues. Methods take the queue name."""
 
-    Methods take the queue name, so one broker serves every queue of the app.
-    """
-
-    def __init__(
-        self,
-        client: redis.Redis | redis.RedisCluster,
-        url: str,
-        retention_ms: int,
-        dead_retention_ms: int,
-        durability: str = "async",
-    ) -> None:
-        self.client = client
-        self.url = url
-        self.retention_ms = retention_ms
-        self.dead_retention_ms = dead_retention_ms
-        self.scripts = Scripts(client, replicated=durability == "replicated")
-        self.cluster = is_cluster(client)
-        self.failover_retry_s = FAILOVER_RETRY_S if is_scaled(url) else 0.0
-        self._known_queues: set[str] = set()
-        # fakeredis runs a pipelined BLPOP without blocking, so memory:// waits the plain way.
-        self.pipelined_wait = isinstance(client, redis.Redis) and not url.startswith("memory:")
+    def __init__(self, link: Link) -> None:
+        self.client = link.client
+        self.url = link.url
+        self.scripts = link.scripts
+        self.guard = link.guard
+        self.retention_ms = link.retention_ms
+        self.dead_retention_ms = link.dead_retention_ms
+        self.pipelined_wait = link.pipelined_wait
+        self.hints = link.hints
+        self.tally = link.tally
+        self.durability = link.durability
+        self.vetting = ClaimVetting(self.fail)
         self._waiters: dict[tuple[str, ...], WakeWaiter] = {}
-        self._init_hints()
-
-    # -- producers -------------------------------------------------------
-
-    def enqueue(self, queue: str, jobs: Sequence[NewJob], max_size: int = 0, resend: bool = False) -> list[str]:
-        """Store ``jobs`` in ``queue``, all or none; raises QueueFull.
-
-        Returns, per job, its id, or the id of the unfinished job holding its
-        unique lock, or '' for a periodic tick some other worker enqueued.
-        ``resend``: the ids were chosen by the caller (workflow steps), so an
-        id already stored is left alone from the first try on.
-        """
-        if any(job.limits for job in jobs):
-            self.knows_limits(queue)
-        q = QueueKeys(queue)
-        # The first try may be plain (no "is this id stored already?" check), and is then
-        # sent once only; every later one, after an error, is a re-send that checks. A
-        # cluster client re-sends on its own, so there every try checks.
-        first = self.cluster or resend
-        plain, checked = (calls.enqueue(q, max_size=max_size, resend=r, jobs=jobs) for r in (first, True))
-        tries = iter([plain])
-
-        def attempt() -> list[str] | EnqueueRefused:
-            with sent_once():  # a failed try comes back here, to be re-sent as a checked one
-                return self._enqueue_once(next(tries, checked))
-
-        # Three tries at least, as redis-py's own retry of a command used to give.
-        reply: list[str] | EnqueueRefused = self._through_failover(attempt, tries=3)
-        if not isinstance(reply, EnqueueRefused):
-            return reply
-        raise QueueFull(
-            f"queue {queue!r} holds {reply.size} unfinished jobs and max_size is {max_size}; "
-            f"the {'job was' if len(jobs) == 1 else f'{len(jobs)} jobs were'} not stored. "
-            "Wait for workers to catch up or raise max_size."
-        )
 
     # -- workers ---------------------------------------------------------
 
@@ -139,14 +87,14 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, Workflow
         token = token or new_token()
         q = QueueKeys(queue)
         with self.guard(queue):
-            flags = self.claim_flags(queue, token)
+            flags = self.hints.claim_flags(queue, token)
             sent = resends()
-            reply = self.scripts.run(self._dequeue_call(q, token, lease_ms, count, flags))
-            reply = self._recovered(q, token, lease_ms, count, flags, sent, reply)
-        self.answered(token)
+            reply = self.scripts.run(dequeue_call(q, token, lease_ms, count, flags))
+            reply = self.hints.recovered(q, token, lease_ms, count, flags, sent, reply)
+        self.hints.answered(token)
         if not reply.rows:
-            self.flush_when_idle()
-        return self._vetted(queue, token, reply)
+            self.tally.flush_when_idle()
+        return self.vetting.vetted(queue, token, reply)
 
     def succeed(self, queue: str, job_id: str, token: str, result: bytes) -> bool:
         """Record success; False when the claim was no longer ours (nothing written)."""
@@ -156,8 +104,8 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, Workflow
         with self.guard(queue):
             (done, _), acked = self.scripts.write(call)
         if done:
-            self._replicated_outcome(job_id, acked)
-            self.count_success(queue)
+            self.durability.replicated_outcome(job_id, acked)
+            self.tally.count_success(queue)
         return done
 
     def succeed_and_claim(
@@ -170,7 +118,7 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, Workflow
         """
         q = QueueKeys(queue)
         with self.guard(queue):
-            flags = self.claim_flags(queue, next_token)
+            flags = self.hints.claim_flags(queue, next_token)
             call = calls.succeed(
                 q,
                 job_id=job_id,
@@ -185,12 +133,12 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, Workflow
             sent = resends()
             (done, claimed), acked = self.scripts.write(call)
             assert claimed is not None  # asked for with a next token
-            claimed = self._recovered(q, next_token, lease_ms, 1, flags, sent, claimed)
-        self.answered(next_token)
+            claimed = self.hints.recovered(q, next_token, lease_ms, 1, flags, sent, claimed)
+        self.hints.answered(next_token)
         if done:
-            self._replicated_outcome(job_id, acked)
-            self.count_success(queue)
-        return done, self._vetted(queue, next_token, claimed)
+            self.durability.replicated_outcome(job_id, acked)
+            self.tally.count_success(queue)
+        return done, self.vetting.vetted(queue, next_token, claimed)
 
     def fail(
         self,
@@ -225,7 +173,7 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, Workflow
         with self.guard(queue):
             outcome, acked = self.scripts.write(call)
         if outcome is not FailOutcome.FENCED:
-            self._replicated_outcome(job_id, acked)
+            self.durability.replicated_outcome(job_id, acked)
         return outcome
 
     def adopt(self, queue: str, job_id: str, token: str, max_attempts: int, timeout: float | None) -> bool:
@@ -267,11 +215,6 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, Workflow
             return ExtendResult([], [])
         with self.guard(queue):
             return self.scripts.run(calls.extend(QueueKeys(queue), lease_ms=lease_ms, claims=pairs))
-
-    def abort(self, queue: str, job_id: str) -> AbortOutcome:
-        """1 cancelled now, 2 running (its worker will stop it), 0 finished, -1 no such job."""
-        with self.guard(queue):
-            return self.scripts.run(calls.abort(QueueKeys(queue), job_id=job_id, retention_ms=self.retention_ms))
 
     def abandon(self, queue: str, job_id: str, token: str) -> bool:
         """Record an aborted job, killed by its supervisor, as cancelled (fenced)."""
@@ -315,7 +258,7 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, Workflow
         In a cluster, queues in different slots are waited on side by side
         (see ``WakeWaiter``): one BLPOP cannot span slots.
         """
-        self.flush_when_idle()
+        self.tally.flush_when_idle()
         wake = self.wake_keys(queues)
         groups = by_slot(self.client, wake)
         with self.guard(*queues):
@@ -335,10 +278,10 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, Workflow
         with no second call. Same ``token`` contract as ``dequeue``.
         """
         q = QueueKeys(queue)
-        self.flush_when_idle()
+        self.tally.flush_when_idle()
         with self.guard(queue):
-            flags = self.claim_flags(queue, token)
-            call = self._dequeue_call(q, token, lease_ms, 1, flags)
+            flags = self.hints.claim_flags(queue, token)
+            call = dequeue_call(q, token, lease_ms, 1, flags)
             sent = resends()
             pipe = self.client.pipeline(transaction=False)
             pipe.blpop([q.wake], timeout=block_timeout(timeout))
@@ -350,37 +293,15 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, Workflow
                     with denials(call.name):
                         raise answer
             reply = self.scripts.run(call) if lost_script else call.decode(raw)
-            reply = self._recovered(q, token, lease_ms, 1, flags, sent, reply)
-        self.answered(token)
-        return self._vetted(queue, token, reply)
-
-    # -- anyone ----------------------------------------------------------
-
-    def ping(self) -> None:
-        """Raise BrokerUnavailable now rather than at the first job."""
-        with broker_errors(self.url):
-            self.client.ping()
-
-    def cancel(self, queue: str, job_id: str) -> CancelOutcome:
-        """1 cancelled, 0 too late (running or finished), -1 no such job."""
-        with self.guard(queue):
-            return self.scripts.run(calls.cancel(QueueKeys(queue), job_id=job_id, retention_ms=self.retention_ms))
-
-    def await_state(self, queue: str, job_id: str) -> str | None:
-        with self.guard(queue):
-            return self.scripts.run(calls.await_state(QueueKeys(queue), job_id=job_id))
-
-    def wait_done(self, queue: str, job_id: str, timeout: float) -> bool:
-        """Block until the job's done list exists; non-destructive so many may wait."""
-        key = QueueKeys(queue).done(job_id)
-        with self.guard(queue):
-            return wait_for_list(self.client, key, timeout)
+            reply = self.hints.recovered(q, token, lease_ms, 1, flags, sent, reply)
+        self.hints.answered(token)
+        return self.vetting.vetted(queue, token, reply)
 
     def register_limits(self, queue: str, limits: dict[str, str]) -> None:
         """A worker publishes its tasks' limits ('' = none), so jobs sent by name obey them too."""
         key = QueueKeys(queue).limits
         if any(limits.values()):
-            self.knows_limits(queue)
+            self.hints.knows_limits(queue)
         with self.guard(queue):
             pipe = self.client.pipeline(transaction=False)
             for task, spec in limits.items():
@@ -389,3 +310,12 @@ class Broker(ClaimHints, ClaimVetting, Durability, Inspection, Cleanup, Workflow
                 else:
                     pipe.hdel(key, task)
             pipe.execute()
+
+    def job_fields(self, queue: str, job_id: str, names: Sequence[str]) -> list[str | None]:
+        """Some fields of a job's hash, decoded (None where missing, or when the key is no hash)."""
+        with broker_errors(self.url):
+            try:
+                raw = cast("list[bytes | None]", self.client.hmget(QueueKeys(queue).job(job_id), list(names)))
+            except redis.ResponseError:
+                return [None] * len(names)
+        return [None if value is None else value.decode(errors="replace") for value in raw]

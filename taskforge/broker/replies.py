@@ -62,7 +62,7 @@ def decode_claims(raw: list[Any]) -> ClaimReply:
 
 
 class ClaimBatch(NamedTuple):
-    """What ``Broker.dequeue`` returns: the claims and, when there are none, when to ask again.
+    """What ``Claims.dequeue`` returns: the claims and, when there are none, when to ask again.
 
     ``next_due``: seconds until the next scheduled job is due (None: nothing
     scheduled; 0: try again now).

@@ -69,6 +69,11 @@ _MOVED_ERRORS = (
 _MOVED = ("MOVED", "ASK", "READONLY", "CLUSTERDOWN", "TRYAGAIN")
 
 
+def slot_moved(exc: Exception) -> bool:
+    """Whether ``exc`` says the node is not (or no longer) the master of the slot (sync and async alike)."""
+    return isinstance(exc, _MOVED_ERRORS) or (isinstance(exc, redis.ResponseError) and str(exc).startswith(_MOVED))
+
+
 def on_master(client: RedisCluster, key: str, call: Callable[[redis.Redis], Any]) -> Any:
     """``call(node)`` with the plain client of the master serving ``key``'s slot.
 
@@ -83,7 +88,7 @@ def on_master(client: RedisCluster, key: str, call: Callable[[redis.Redis], Any]
         _refresh(client)
         raise redis.ConnectionError(f"the master of {key!r} is unreachable ({exc})") from None
     except redis.ResponseError as exc:
-        if not isinstance(exc, _MOVED_ERRORS) and not str(exc).startswith(_MOVED):
+        if not slot_moved(exc):
             raise
         _refresh(client)
         raise redis.ConnectionError(f"the slot of {key!r} moved ({exc})") from None

@@ -17,8 +17,15 @@ not a record (every job's own record is written by its script).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+
+import redis
+
+from .keys import QueueKeys
+
+log = logging.getLogger("taskforge.broker")
 
 # How often a busy client writes its counts; an idle one writes before it waits.
 FLUSH_EVERY_S = 1.0
@@ -57,3 +64,52 @@ class OutcomeCounts:
         with self._lock:
             for key, n in counts.items():
                 self._counts[key] = self._counts.get(key, 0) + n
+
+
+class Tally:
+    """The success counts of one client (``Link.tally``), written in batches; failures are the fail script's."""
+
+    def __init__(self, client: redis.Redis | redis.RedisCluster) -> None:
+        self.client = client
+        self.outcomes = OutcomeCounts()
+        # False where a thread writes the counts (a worker child's): then going
+        # idle costs no round trip, which a job arriving just then would wait behind.
+        self.flush_on_idle = True
+
+    def count_success(self, queue: str) -> None:
+        """Count one success; written with the others at most about once a second.
+
+        A busy client writes here; an idle one writes before it waits, unless
+        a worker child's ``keep_counts_written`` thread writes them (it also
+        covers a lane that goes straight on to a long job). No timer is
+        started here: a thread that outlived its broker would write into
+        whatever the database holds by then.
+        """
+        self.outcomes.count(queue, "succeeded")
+        if self.outcomes.due():
+            self.flush_outcomes()
+
+    def flush_when_idle(self) -> None:
+        """About to wait or found nothing: write the counts now unless a thread writes them."""
+        if self.flush_on_idle or self.outcomes.due():
+            self.flush_outcomes()
+
+    def flush_outcomes(self) -> None:
+        """Write the counted runs: one pipeline, HINCRBY and PEXPIRE per queue and minute.
+
+        Never raises: counts that could not be written are kept for the next
+        flush, and a damaged counter key counts as nothing (the readers do the same).
+        """
+        counts = self.outcomes.take()
+        if not counts:
+            return
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            for (queue, minute, field), n in counts.items():
+                key = QueueKeys(queue).stats(minute)
+                pipe.hincrby(key, field, n)
+                pipe.pexpire(key, STATS_TTL_MS)
+            pipe.execute(raise_on_error=False)
+        except (redis.RedisError, OSError) as exc:
+            self.outcomes.give_back(counts)
+            log.debug("outcome counts not written yet: %s", exc)

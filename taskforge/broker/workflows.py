@@ -10,8 +10,7 @@ sends what may go next. This module only speaks to Redis.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import redis
@@ -34,7 +33,7 @@ from .scripts import REPLICA_WAIT_MS
 from .slots import script_after
 
 if TYPE_CHECKING:
-    from .scripts import Scripts
+    from .link import Link
 
 T = TypeVar("T")
 
@@ -63,15 +62,15 @@ def _now_ms() -> int:
 
 
 class WorkflowStore:
-    """Mixed into ``Broker``; needs its client, scripts, url, retention and ``guard``."""
+    """The workflow ledger (``Broker.ledger``): workflows' records, their index, the steps' outboxes."""
 
-    if TYPE_CHECKING:
-        client: Any
-        cluster: bool
-        scripts: Scripts
-        url: str
-        retention_ms: int
-        guard: Callable[..., AbstractContextManager[None]]
+    def __init__(self, link: Link) -> None:
+        self.client: Any = link.client
+        self.cluster = link.cluster
+        self.scripts = link.scripts
+        self.url = link.url
+        self.retention_ms = link.retention_ms
+        self.guard = link.guard
 
     # -- a workflow's own slot -------------------------------------------
 
@@ -257,12 +256,6 @@ class WorkflowStore:
         )
         with self.guard(queue):
             return self.scripts.run(call)
-
-    def oldest_dead(self, queue: str, limit: int) -> list[str]:
-        """The oldest ``limit`` dead jobs of ``queue`` (the ones ``retry_dead`` takes when given no ids)."""
-        with self.guard(queue):
-            raw = self.client.zrange(QueueKeys(queue).dead, 0, limit - 1)
-        return [i.decode() for i in raw]
 
     def outbox(self, queue: str) -> dict[str, str]:
         """Reports of steps that ended on ``queue`` and are not delivered yet: job id -> workflow id."""

@@ -126,9 +126,9 @@ def retry_every(app: TaskForge, queues: list[str]) -> int:
     """Slice by slice, but no more than were dead at the start: jobs that die again wait for next time."""
     moved = 0
     for queue in queues:
-        budget = app.broker.counts(queue)["dead"]
+        budget = app.broker.inspection.counts(queue)["dead"]
         while budget > 0:
-            batch = retry_dead(app.broker, queue, app.broker.oldest_dead(queue, min(budget, 500)))
+            batch = retry_dead(app.broker, queue, app.broker.cleanup.oldest_dead(queue, min(budget, 500)))
             if not batch:
                 break
             moved += len(batch)
@@ -150,11 +150,11 @@ def purge_dead(spec: str, queue: str | None, yes: bool) -> None:
     app = open_app(spec)
     with cli_errors():
         queues = chosen_queues(app, queue)
-        counts = {name: app.broker.counts(name)["dead"] for name in queues}
+        counts = {name: app.broker.inspection.counts(name)["dead"] for name in queues}
         total = sum(counts.values())
         if total == 0:
             click.echo("no dead jobs to purge")
             return
         confirm_destructive(f"delete {plural(total, 'dead job')} for good", yes)
-        deleted = sum(app.broker.purge(name, "dead") for name in queues)
+        deleted = sum(app.broker.cleanup.purge(name, "dead") for name in queues)
     click.echo(f"deleted {plural(deleted, 'dead job')}")

@@ -174,7 +174,7 @@ def enqueue(producer: TaskForge) -> list[JobHandle[Any]]:
 
 
 def unfinished(producer: TaskForge) -> int:
-    counts = producer.broker.counts("default")
+    counts = producer.broker.inspection.counts("default")
     return counts["pending"] + counts["scheduled"] + counts["running"]
 
 
@@ -228,7 +228,7 @@ def tail(log: Path, lines: int = 15) -> str:
 
 def read_all(producer: TaskForge, handles: list[JobHandle[Any]]) -> list[JobInfo]:
     ids = [h.id for h in handles]
-    rows = producer.broker.read_many("default", ids)
+    rows = producer.broker.inspection.read_many("default", ids)
     return [job_info(job_id, "default", fields) for job_id, fields in zip(ids, rows, strict=True) if fields]
 
 

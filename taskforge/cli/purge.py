@@ -60,7 +60,7 @@ def purge(app: str, queue: str | None, yes: bool) -> None:
     the_app = open_app(app)
     with cli_errors():
         queues = chosen_queues(the_app, queue)
-        waiting = {name: the_app.broker.counts(name) for name in queues}
+        waiting = {name: the_app.broker.inspection.counts(name) for name in queues}
         total = sum(c["pending"] + c["scheduled"] for c in waiting.values())
         if total == 0:
             click.echo(f"nothing to purge in {', '.join(queues)}")
@@ -68,7 +68,7 @@ def purge(app: str, queue: str | None, yes: bool) -> None:
         detail = "; ".join(f"{name}: {describe(c)}" for name, c in waiting.items() if c["pending"] + c["scheduled"])
         confirm_destructive(f"delete {plural(total, 'queued job')} ({detail})", yes)
         for name in queues:
-            pending = the_app.broker.purge(name, "pending")
-            scheduled = the_app.broker.purge(name, "scheduled")
+            pending = the_app.broker.cleanup.purge(name, "pending")
+            scheduled = the_app.broker.cleanup.purge(name, "scheduled")
             if pending or scheduled:
                 click.echo(f"{name}: deleted {pending} pending, {scheduled} scheduled")

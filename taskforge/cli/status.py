@@ -61,7 +61,7 @@ def status(app: str, as_json: bool) -> None:
     the_app = open_app(app)
     with cli_errors():
         snapshot = inspect.status(the_app)
-        workflows = the_app.broker.workflow_counts()
+        workflows = the_app.broker.ledger.workflow_counts()
     if as_json:
         click.echo(json.dumps({**snapshot.to_dict(), "workflows": workflows}, indent=2))
     else:

@@ -29,7 +29,7 @@ MAX_DEAD = 500
 
 def status(request: Request) -> JSONResponse:
     app = app_of(request)
-    return JSONResponse({**inspect.status(app).to_dict(), "workflows": app.broker.workflow_counts()})
+    return JSONResponse({**inspect.status(app).to_dict(), "workflows": app.broker.ledger.workflow_counts()})
 
 
 def history(request: Request) -> JSONResponse:

@@ -2,7 +2,7 @@
 
 The overview is ``inspect.status`` (the ``status --json`` document) plus the
 last hour of per-minute outcome counts; job lists are pages of one Redis set
-(``Broker.page``), so a queue of a million jobs costs what a queue of fifty
+(``Inspection.page``), so a queue of a million jobs costs what a queue of fifty
 does. Workflows: a page is ``WorkflowInfo`` (every step); the list reads only
 the newest ids of each state and a few fields of each record, so a group of
 10,000 members costs a list what a chain of two does.
@@ -76,7 +76,7 @@ class History:
 
 
 def history(app: TaskForge, queues: list[str]) -> History:
-    first, rows = app.broker.outcome_history(queues, MINUTES)
+    first, rows = app.broker.inspection.outcome_history(queues, MINUTES)
     return History(ms_to_datetime(first) or inspect.now_utc(), rows)
 
 
@@ -126,10 +126,10 @@ def job_page(app: TaskForge, queue: str, state: str, page: int, size: int = PAGE
     if state not in STATES:
         raise ConfigurationError(f"state {state!r}: use one of {', '.join(STATES)}")
     queue = queue_name(queue)
-    total, rows = app.broker.page(queue, state, (page - 1) * size, size)
+    total, rows = app.broker.inspection.page(queue, state, (page - 1) * size, size)
     ids = [job_id for job_id, _ in rows]
     jobs, missing = [], []
-    for job_id, fields in zip(ids, app.broker.read_many(queue, ids), strict=True):
+    for job_id, fields in zip(ids, app.broker.inspection.read_many(queue, ids), strict=True):
         if fields is None:
             missing.append(job_id)
         else:
@@ -205,18 +205,18 @@ def workflow_limit(raw: str | None) -> int:
 
 
 def workflow_list(app: TaskForge, limit: int = WORKFLOWS_SHOWN) -> WorkflowList:
-    broker = app.broker
+    ledger = app.broker.ledger
     listed: dict[str, list[WorkflowSummary]] = {}
     missing: list[str] = []
     for state in WORKFLOW_STATES:
         listed[state] = []
-        for workflow_id in broker.workflow_ids(state, limit):
-            summary = workflow_summary(workflow_id, broker.workflow_fields(workflow_id, SUMMARY_FIELDS))
+        for workflow_id in ledger.workflow_ids(state, limit):
+            summary = workflow_summary(workflow_id, ledger.workflow_fields(workflow_id, SUMMARY_FIELDS))
             if summary is None:
                 missing.append(workflow_id)
             else:
                 listed[state].append(summary)
-    return WorkflowList(broker.workflow_counts(), listed, missing)
+    return WorkflowList(ledger.workflow_counts(), listed, missing)
 
 
 def workflow_summary(workflow_id: str, values: list[bytes | None]) -> WorkflowSummary | None:

@@ -69,7 +69,7 @@ def overview(request: Request) -> Response:
     app = app_of(request)
     status = inspect.status(app)
     history = data.history(app, [q.name for q in status.queues])
-    workflows = app.broker.workflow_counts()
+    workflows = app.broker.ledger.workflow_counts()
     return render(request, "overview.html", status=status, history=history, workflows=workflows)
 
 
@@ -90,7 +90,7 @@ def queue_jobs(request: Request) -> Response:
 def dead(request: Request) -> Response:
     app = app_of(request)
     queues = inspect.all_queues(app)
-    counts = {name: app.broker.counts(name)["dead"] for name in queues}
+    counts = {name: app.broker.inspection.counts(name)["dead"] for name in queues}
     return render(request, "dead.html", jobs=inspect.dead_jobs(app, queues, data.PAGE_SIZE), counts=counts)
 
 
@@ -187,7 +187,7 @@ async def purge_dead(request: Request) -> Response:
         if problem:
             return render(request, "error.html", status_code=403, message=problem)
         if form.get("confirm") == "yes":
-            deleted = await run_in_threadpool(app.broker.purge, queue, "dead")
+            deleted = await run_in_threadpool(app.broker.cleanup.purge, queue, "dead")
             return RedirectResponse(f"/dead?{urlencode({'purged': deleted, 'queue': queue})}", status_code=303)
-    count = (await run_in_threadpool(app.broker.counts, queue))["dead"]
+    count = (await run_in_threadpool(app.broker.inspection.counts, queue))["dead"]
     return render(request, "confirm_purge.html", queue=queue, count=count)

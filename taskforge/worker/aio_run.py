@@ -82,7 +82,7 @@ async def guarded(claim: Claim, awaitable: Awaitable[Any]) -> Any:
 
 def aborted(context: RunContext, claim: Claim, started: float, outage: Outage) -> Outcome:
     """Record an aborted async job cancelled, as the supervisor records a sync one it killed."""
-    record(context.broker.abandon, claim.queue, claim.id, claim.token, outage=outage)
+    record(context.broker.claims.abandon, claim.queue, claim.id, claim.token, outage=outage)
     deliver_if_step(context.broker, claim.queue, claim.id)
     return Outcome("cancelled", time.monotonic() - started, "aborted")
 
@@ -107,7 +107,7 @@ async def arun_claim(
     task = context.tasks[claim.task]
     if hooks.handlers["job_started"]:
         await offload(partial(hooks.emit, "job_started", info))
-    current = enter(claim, context.broker)
+    current = enter(claim, context.broker.claims)
     try:
         # Created here, the task's context is a copy of this one: current_job() names this job.
         run = guarded(claim, hooks.arun(info, lambda: task.func(*claim.args, **claim.kwargs)))

@@ -44,7 +44,7 @@ from .outage import Outage
 from .runner import AppContext
 
 if TYPE_CHECKING:
-    from ..broker.queue import Broker
+    from ..broker.stats import Tally
 
 log = logging.getLogger("taskforge.worker")
 PR_SET_PDEATHSIG = 1
@@ -91,8 +91,8 @@ def die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="taskforge-parent-watch", daemon=True).start()
 
 
-def keep_counts_written(broker: Broker, stop: threading.Event) -> threading.Thread:
-    """Write the success counts ``broker`` holds about once a second, until ``stop`` is set.
+def keep_counts_written(tally: Tally, stop: threading.Event) -> threading.Thread:
+    """Write the success counts ``tally`` holds about once a second, until ``stop`` is set.
 
     A lane writes them itself when they are due; this thread writes the rest,
     so a lane going idle need not spend a round trip on them, and a lane that
@@ -102,10 +102,10 @@ def keep_counts_written(broker: Broker, stop: threading.Event) -> threading.Thre
 
     def write() -> None:
         while not stop.wait(FLUSH_EVERY_S / 2):
-            if broker.outcomes.due():
-                broker.flush_outcomes()
+            if tally.outcomes.due():
+                tally.flush_outcomes()
 
-    broker.flush_on_idle = False  # this thread writes them: a lane going idle need not
+    tally.flush_on_idle = False  # this thread writes them: a lane going idle need not
     thread = threading.Thread(target=write, name="taskforge-counts", daemon=True)
     thread.start()
     return thread
@@ -127,7 +127,9 @@ class Child:
         import_included(app)  # as the supervisor did: a module it imported is importable here too
         context = AppContext.of(app)
         # Workflow steps' reports go out from a thread of their own, in batches.
-        self.context = replace(context, courier=Courier(context.broker), elsewhere=Elsewhere(context.broker))
+        self.context = replace(
+            context, courier=Courier(context.broker), elsewhere=Elsewhere(context.broker.claims, context.broker.client)
+        )
         self.broker = self.context.broker
         self.counts_written = threading.Event()  # set at exit: the thread stops, the last flush follows
         self.outage = Outage(self.broker.url)  # one per process: the lanes share what they say about Redis
@@ -243,7 +245,7 @@ class Child:
         return recycling
 
     def run(self) -> int:
-        keep_counts_written(self.broker, self.counts_written)
+        keep_counts_written(self.broker.claims.tally, self.counts_written)
         if self.control is not None:
             threading.Thread(target=self.listen, name="taskforge-control", daemon=True).start()
         lanes = [Lane(self, index) for index in range(max(1, self.config.threads))]
@@ -298,6 +300,6 @@ def child_main(config: ChildConfig, pipe: Connection, control: Connection | None
     if child.context.courier is not None:
         child.context.courier.flush()  # what is left after that, the reconciler delivers
     child.counts_written.set()
-    child.broker.flush_outcomes()  # successes are counted by the broker and written in batches
+    child.broker.claims.tally.flush_outcomes()  # successes are counted by the broker and written in batches
     pipe.close()
     sys.exit(code)

@@ -32,7 +32,9 @@ from ..broker import workers
 from .housekeeping import IDLE_HEARTBEAT_EVERY
 
 if TYPE_CHECKING:
-    from ..broker.queue import Broker, Claim
+    from ..broker.queue import Claim
+    from ..broker.roles import ClaimsRole
+    from ..broker.workers import Client
 
 log = logging.getLogger("taskforge.worker")
 
@@ -49,8 +51,9 @@ FRESH_MS = int(3 * IDLE_HEARTBEAT_EVERY * 1000)
 class Elsewhere:
     """One child's view of which live workers serve which tasks on which queues."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, claims: ClaimsRole, client: Client) -> None:
+        self.claims = claims
+        self.client = client
         self.lock = threading.Lock()  # the lanes of a child share it
         self.listing: list[dict[str, Any]] = []
         self.read_at = -REFRESH
@@ -61,7 +64,7 @@ class Elsewhere:
         with self.lock:
             now = time.monotonic()
             if now - self.read_at >= REFRESH:
-                self.listing = workers.live_workers(self.broker.client)
+                self.listing = workers.live_workers(self.client)
                 self.read_at = now
             return self.listing
 
@@ -89,7 +92,7 @@ class Elsewhere:
             return None
         if not served_by:
             return None
-        delay = self.broker.pass_job(claim.queue, claim.id, claim.token, FIRST_PASS_MS, LONGEST_PASS_MS)
+        delay = self.claims.pass_job(claim.queue, claim.id, claim.token, FIRST_PASS_MS, LONGEST_PASS_MS)
         to = ", ".join(served_by)
         if delay < 0:
             return "fenced", to, 0.0

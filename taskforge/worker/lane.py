@@ -54,7 +54,9 @@ def adopted(context: RunContext, claim: Claim, outage: Outage) -> Claim:
     if not claim.inherit or task is None:
         return claim
     opts = task.options
-    record(context.broker.adopt, claim.queue, claim.id, claim.token, opts.max_attempts, opts.timeout, outage=outage)
+    record(
+        context.broker.claims.adopt, claim.queue, claim.id, claim.token, opts.max_attempts, opts.timeout, outage=outage
+    )
     return replace(claim, max_attempts=opts.max_attempts, timeout=opts.timeout, inherit=False)
 
 
@@ -76,7 +78,7 @@ class Lane:
         self.index = index
         self.config = child.config
         self.context = child.context
-        self.broker = child.broker
+        self.claims = child.broker.claims
         self.queues = child.queues
         self.next_queue = 0
         self.tokens: dict[str, str] = {}
@@ -100,7 +102,7 @@ class Lane:
         retried with the same token and gets back the job it claimed.
         """
         token = self.tokens.setdefault(queue, self.new_token())
-        claims, wait = self.broker.dequeue(queue, self.config.lease_ms, token=token)
+        claims, wait = self.claims.dequeue(queue, self.config.lease_ms, token=token)
         self.tokens[queue] = self.new_token()
         return claims, wait
 
@@ -115,7 +117,7 @@ class Lane:
             return [], None
         if len(self.queues) == 1:
             return self.dequeue(self.queues[0])
-        heads = self.broker.peek(self.queues)
+        heads = self.claims.peek(self.queues)
         ready = [(score, i) for i, (score, _) in enumerate(heads) if score is not None]
         waits = [wait for _, wait in heads if wait is not None]
         soonest = min(waits) if waits else None
@@ -171,14 +173,14 @@ class Lane:
             time.sleep(timeout)
             return None
         try:
-            if len(self.queues) == 1 and self.broker.pipelined_wait:
+            if len(self.queues) == 1 and self.claims.pipelined_wait:
                 queue = self.queues[0]
                 token = self.tokens.setdefault(queue, self.new_token())
-                woken = self.broker.wait_and_dequeue(queue, timeout, self.config.lease_ms, token)
+                woken = self.claims.wait_and_dequeue(queue, timeout, self.config.lease_ms, token)
                 self.tokens[queue] = self.new_token()
                 self.child.outage.answered()
                 return woken
-            self.broker.wait_for_work(self.queues, timeout)
+            self.claims.wait_for_work(self.queues, timeout)
             self.child.outage.answered()
         except OUTAGE_ERRORS as exc:
             self.child.outage.failed(exc)  # the next claim meets the outage again, and backs off
@@ -264,7 +266,7 @@ class Lane:
     def give_back(self, claims: list[Claim]) -> None:
         """Jobs claimed in the very call that recorded the last one, as a shutdown began."""
         for claim in claims:
-            record(self.broker.requeue, claim.queue, claim.id, claim.token, outage=self.child.outage)
+            record(self.claims.requeue, claim.queue, claim.id, claim.token, outage=self.child.outage)
 
     def dispatch(self, claim: Claim) -> Claimed | None:
         """Run a claimed job in this lane, or hand it to the child's event loop if its task is async."""

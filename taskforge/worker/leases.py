@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from ..errors import CorruptQueue
 
 if TYPE_CHECKING:
-    from ..broker.queue import Broker
+    from ..broker.roles import ClaimsRole
     from ..metrics import WorkerMetrics
     from .pool import Running
 
@@ -40,12 +40,12 @@ class Leases:
 
     def __init__(
         self,
-        broker: Broker,
+        claims: ClaimsRole,
         lease_ms: int,
         report_damage: Callable[[CorruptQueue], None],
         metrics: WorkerMetrics | None = None,
     ) -> None:
-        self.broker = broker
+        self.claims = claims
         self.lease_ms = lease_ms
         self.report_damage = report_damage
         self.metrics = metrics
@@ -63,7 +63,7 @@ class Leases:
         lost_now: set[LostClaim] = set()
         for queue, claims in by_queue.items():
             try:
-                lost, aborted = self.broker.extend(queue, self.lease_ms, claims)
+                lost, aborted = self.claims.extend(queue, self.lease_ms, claims)
             except CorruptQueue as exc:
                 self.report_damage(exc)
                 continue
@@ -93,7 +93,7 @@ class Leases:
         """Send expired claims back to their queue (or bury them), and say so."""
         for queue in queues:
             try:
-                back, buried, dropped = self.broker.reclaim(queue)
+                back, buried, dropped = self.claims.reclaim(queue)
             except CorruptQueue as exc:
                 # The other queues are still served; the damage is said once, not every second.
                 self.report_damage(exc)

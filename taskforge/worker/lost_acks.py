@@ -20,19 +20,20 @@ from typing import TYPE_CHECKING
 from ..errors import BrokerUnavailable
 
 if TYPE_CHECKING:
-    from ..broker.queue import Broker, Claim
+    from ..broker.queue import Claim
+    from ..broker.roles import ClaimsRole
 
 FAILED_STATES = {"retrying": "retrying", "scheduled": "retrying", "pending": "retrying", "dead": "dead"}
 
 
-def own_outcome(broker: Broker, claim: Claim) -> str | None:
+def own_outcome(claims: ClaimsRole, claim: Claim) -> str | None:
     """What this claim's own earlier report recorded ('succeeded', 'retrying', 'dead'), or None.
 
     None: the record carries no report of this claim (a takeover, or the job
     is gone), or Redis cannot say right now; the refusal then stands.
     """
     try:
-        state, token = broker.job_fields(claim.queue, claim.id, ("state", "outcome_token"))
+        state, token = claims.job_fields(claim.queue, claim.id, ("state", "outcome_token"))
     except BrokerUnavailable:
         return None
     if token != claim.token or state is None:
@@ -44,9 +45,9 @@ def own_outcome(broker: Broker, claim: Claim) -> str | None:
     return FAILED_STATES.get(state, "retrying" if state == "running" else None)
 
 
-def recorded_success(broker: Broker, claim: Claim) -> bool:
+def recorded_success(claims: ClaimsRole, claim: Claim) -> bool:
     """True when this claim's success was recorded by an earlier try whose reply was lost."""
-    if own_outcome(broker, claim) != "succeeded":
+    if own_outcome(claims, claim) != "succeeded":
         return False
-    broker.count_success(claim.queue)  # the try that landed never counted it
+    claims.tally.count_success(claim.queue)  # the try that landed never counted it
     return True

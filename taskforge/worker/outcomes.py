@@ -82,11 +82,11 @@ class PendingOutcomes:
     def record(self, running: Running, code: int | None) -> None:
         broker = self.app.broker
         if running.give_back:
-            broker.requeue(running.job.queue, running.job.job_id, running.job.token)
+            broker.claims.requeue(running.job.queue, running.job.job_id, running.job.token)
             log.info("%s %s went back to its queue unrun", running.job.task, running.job.job_id)
             return
         if running.aborted:
-            broker.abandon(running.job.queue, running.job.job_id, running.job.token)
+            broker.claims.abandon(running.job.queue, running.job.job_id, running.job.token)
             log.info("%s %s aborted: its child was stopped", running.job.task, running.job.job_id)
             deliver_if_step(broker, running.job.queue, running.job.job_id)
             return
@@ -102,7 +102,7 @@ class PendingOutcomes:
         """The attempt counts: retry or dead, then the same metrics and hooks as a failure in the child."""
         job = running.job
         delay = retry_delay(self.app, job.task, job.attempts)
-        state = self.app.broker.fail(job.queue, job.job_id, job.token, error, "", delay, kind)
+        state = self.app.broker.claims.fail(job.queue, job.job_id, job.token, error, "", delay, kind)
         if state == "dead":
             deliver_if_step(self.app.broker, job.queue, job.job_id)
         duration = time.monotonic() - running.started

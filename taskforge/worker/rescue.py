@@ -28,7 +28,8 @@ from ..broker import workers
 from . import identity
 
 if TYPE_CHECKING:
-    from ..broker.queue import Broker
+    from ..broker.roles import ClaimsRole
+    from ..broker.workers import Client
 
 log = logging.getLogger("taskforge.worker")
 
@@ -38,8 +39,9 @@ RESCUE_EVERY = 4.0  # seconds between two looks at the listing (the idle reclaim
 class Rescue:
     """Finds this machine's dead workers in the listing and reclaims their jobs."""
 
-    def __init__(self, broker: Broker, own_id: str) -> None:
-        self.broker = broker
+    def __init__(self, claims: ClaimsRole, client: Client, own_id: str) -> None:
+        self.claims = claims
+        self.client = client
         self.own_id = own_id
         self.facts = identity.here()
         self.next_at = 0.0
@@ -55,7 +57,7 @@ class Rescue:
         if not self.facts["boot"] or not self.facts["pidns"]:
             return set()  # nothing can be proved here (no /proc): leases expire as before
         queues: set[str] = set()
-        for entry in workers.live_workers(self.broker.client, host=self.facts["host"]):
+        for entry in workers.live_workers(self.client, host=self.facts["host"]):
             if entry["id"] == self.own_id or not entry["owner"] or not identity.provably_gone(entry, self.facts):
                 continue
             queues |= self.expire(entry)
@@ -64,8 +66,8 @@ class Rescue:
     def expire(self, entry: dict[str, Any]) -> set[str]:
         """Expire the dead worker's claims and drop its listing; the queues where it held some."""
         owner = str(entry["owner"])
-        held = {queue: self.broker.expire_owner(queue, owner) for queue in entry["queues"] if isinstance(queue, str)}
-        workers.remove(self.broker.client, str(entry["id"]))
+        held = {queue: self.claims.expire_owner(queue, owner) for queue in entry["queues"] if isinstance(queue, str)}
+        workers.remove(self.client, str(entry["id"]))
         log.warning(
             "worker %s is gone (pid %s and its children no longer exist on this host): "
             "its %d claimed jobs are taken back now, not when their leases expire",

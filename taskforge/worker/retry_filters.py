@@ -41,7 +41,7 @@ def not_retried(context: RunContext, claim: Claim, error: BaseException) -> str 
 def job_retry_fields(context: RunContext, claim: Claim) -> tuple[set[str] | None, set[str]] | None:
     """The retry filters stored with this job (``retry_on`` "*" = every exception), or None."""
     try:
-        raw = context.broker.job_fields(claim.queue, claim.id, ("retry_on", "dont_retry_on"))
+        raw = context.broker.claims.job_fields(claim.queue, claim.id, ("retry_on", "dont_retry_on"))
     except Exception:  # Redis away: the task's own filters decide, and the outcome's recording will wait
         return None
     only, never = raw

@@ -33,7 +33,7 @@ from .outage import OUTAGE_ERRORS, Outage
 from .retry_filters import not_retried
 
 if TYPE_CHECKING:
-    from ..broker.queue import Broker
+    from ..broker.roles import BrokerRoles
     from ..hooks import Hooks
     from ..task import Task
     from .foreign import Elsewhere
@@ -57,7 +57,7 @@ class RunContext(Protocol):
     def hooks(self) -> Hooks: ...
 
     @property
-    def broker(self) -> Broker: ...
+    def broker(self) -> BrokerRoles: ...
 
     @property
     def max_job_size(self) -> int: ...
@@ -70,7 +70,7 @@ class AppContext:
     name: str
     tasks: Mapping[str, Task[Any, Any]]
     hooks: Hooks
-    broker: Broker
+    broker: BrokerRoles
     max_job_size: int
     courier: Courier | None = None  # delivers workflow steps' reports in the background
     elsewhere: Elsewhere | None = None  # which live workers serve the tasks this app does not know
@@ -191,7 +191,7 @@ def run_claim(
         error = f"UnknownTask: {UnknownTask.named(claim.task, context.name, context.tasks)}"
         return failed(context, claim, info, (error, "", None), started, outage, FailureKind.UNKNOWN_TASK)
     hooks.emit("job_started", info)
-    current = enter(claim, context.broker)
+    current = enter(claim, context.broker.claims)
     try:
         with soft.running(claim.id, task.options.soft_timeout):
             value = hooks.run(info, lambda: task.func(*claim.args, **claim.kwargs))
@@ -273,16 +273,23 @@ def succeeded(
     broker = context.broker
     link = chain() if chain is not None else None
     if link is None:
-        ok = record(broker.succeed, claim.queue, claim.id, claim.token, result, outage=outage)
-        ok = ok or (ok is False and recorded_success(broker, claim))  # a lost reply, not a takeover
+        ok = record(broker.claims.succeed, claim.queue, claim.id, claim.token, result, outage=outage)
+        ok = ok or (ok is False and recorded_success(broker.claims, claim))  # a lost reply, not a takeover
         return Outcome({True: "succeeded", False: "fenced"}.get(ok), duration)
     answer = record(
-        broker.succeed_and_claim, claim.queue, claim.id, claim.token, result, link.lease_ms, link.token, outage=outage
+        broker.claims.succeed_and_claim,
+        claim.queue,
+        claim.id,
+        claim.token,
+        result,
+        link.lease_ms,
+        link.token,
+        outage=outage,
     )
     if answer is None:
         return Outcome(None, duration)
     ok, following = answer
-    ok = ok or recorded_success(broker, claim)
+    ok = ok or recorded_success(broker.claims, claim)
     return Outcome("succeeded" if ok else "fenced", duration, next=following)
 
 
@@ -331,10 +338,10 @@ def failed(
     error, tb, retry_in = failure
     error_type = error_type or error_type_of_kind(kind.value)
     duration = time.monotonic() - started
-    fail = context.broker.fail
+    fail = context.broker.claims.fail
     state = record(fail, claim.queue, claim.id, claim.token, error, tb, retry_in, kind, error_type, outage=outage)
     if state == "fenced":  # a lost reply, not a takeover, when the record names this claim's report
-        state = own_outcome(context.broker, claim) or state
+        state = own_outcome(context.broker.claims, claim) or state
     if claim.workflow and state == "dead":
         report_step(context, claim, "dead", b"", error)
     notify_failure(context, info, state, error, tb, kind, error_type)

@@ -64,7 +64,7 @@ class Supervisor:
         self.pool = Pool(app_spec, options, metrics, owner)
         self.outcomes = PendingOutcomes(app, metrics)
         self.damage = DamageLog()
-        self.leases = Leases(app.broker, options.lease_ms, self.damage.report, metrics)
+        self.leases = Leases(app.broker.claims, options.lease_ms, self.damage.report, metrics)
         self.clock = RedisClock(app.broker.client)  # what decides shared things: Redis's time, not this host's
         self.registry = WorkerRegistry(
             app.broker.client,
@@ -91,7 +91,7 @@ class Supervisor:
         )
         self.woken = False  # idle children woken once a stop began
         self.reconciler = Reconciler(app.broker, list(options.queues))
-        self.rescue = Rescue(app.broker, self.registry.id)
+        self.rescue = Rescue(app.broker.claims, app.broker.client, self.registry.id)
 
     @property
     def stopping(self) -> bool:
@@ -134,7 +134,7 @@ class Supervisor:
         tokens = ["1"] * len(self.pool.children)
         if tokens:
             pipe = self.app.broker.client.pipeline(transaction=False)
-            for key in self.app.broker.wake_keys(self.options.queues):
+            for key in self.app.broker.claims.wake_keys(self.options.queues):
                 pipe.lpush(key, *tokens)
             pipe.execute()
 
@@ -173,7 +173,7 @@ class Supervisor:
         for task in self.app.tasks.values():
             by_queue.setdefault(task.queue, {})[task.name] = task.options.limits
         for queue, limits in by_queue.items():
-            self.app.broker.register_limits(queue, limits)
+            self.app.broker.claims.register_limits(queue, limits)
 
     # -- main loop -------------------------------------------------------
 

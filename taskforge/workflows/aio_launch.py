@@ -36,9 +36,9 @@ async def alaunch(root: Node, on_failure: Signature[Any] | None) -> WorkflowHand
     roots = [i for i, step in enumerate(plan.steps) if not step.after]
     first = plan.steps[roots[0]].signature.task
     with around(app.send_hooks, outgoing(workflow, first, plan)) as headers:
-        await broker.create_workflow(workflow, len(plan.steps), with_headers(fields, headers))
-        reply = await broker.workflow_flight(workflow)  # the roots' specs, exactly as a worker will read them
+        await broker.ledger.create_workflow(workflow, len(plan.steps), with_headers(fields, headers))
+        reply = await broker.ledger.workflow_flight(workflow)  # the roots' specs, exactly as a worker will read them
         await asend(broker, workflow, reply.ready)
-        await broker.workflow_launched(workflow)
+        await broker.ledger.workflow_launched(workflow)
     app.enqueued(JobHandle(app, f"{workflow}.{roots[0]}", first.queue))
     return WorkflowHandle(app, workflow)

@@ -25,8 +25,8 @@ from ..serialization import dumps_call, loads, loads_call
 from .plan import fill
 
 if TYPE_CHECKING:
-    from ..broker.queue import Broker
     from ..broker.replies import StepToSend, WorkflowReply
+    from ..broker.roles import BrokerRoles
 
 log = logging.getLogger("taskforge.workflows")
 
@@ -90,10 +90,10 @@ def failed_at(workflow: str, reply: WorkflowReply) -> tuple[str, str] | None:
     return (queue.decode(), step_id(workflow, int(index))) if index.isdigit() else None
 
 
-def failed_record(broker: Broker, workflow: str, reply: WorkflowReply) -> dict[bytes, bytes] | None:
+def failed_record(broker: BrokerRoles, workflow: str, reply: WorkflowReply) -> dict[bytes, bytes] | None:
     """The record of the step that ended ``reply``'s workflow, when it sends an on_failure step."""
     where = failed_at(workflow, reply)
-    return None if where is None else broker.read(*where) or {}
+    return None if where is None else broker.jobs.read(*where) or {}
 
 
 def failure_summary(workflow: str, step: StepToSend, record: dict[bytes, bytes]) -> dict[str, Any]:
@@ -114,38 +114,40 @@ def failure_summary(workflow: str, step: StepToSend, record: dict[bytes, bytes])
     }
 
 
-def send(broker: Broker, workflow: str, steps: Sequence[StepToSend], failed: dict[bytes, bytes] | None = None) -> None:
+def send(
+    broker: BrokerRoles, workflow: str, steps: Sequence[StepToSend], failed: dict[bytes, bytes] | None = None
+) -> None:
     """Store these steps, each once whoever sends it (their ids are fixed); ``failed``: as ``step_job``."""
     by_queue: dict[str, list[NewJob]] = {}
     for step in steps:
         queue, job = step_job(workflow, step, failed)
         by_queue.setdefault(queue, []).append(job)
     for queue, jobs in by_queue.items():
-        broker.enqueue(queue, jobs, resend=True)
+        broker.jobs.enqueue(queue, jobs, resend=True)
 
 
-def stop(broker: Broker, workflow: str, steps: Iterable[tuple[int, str]]) -> None:
+def stop(broker: BrokerRoles, workflow: str, steps: Iterable[tuple[int, str]]) -> None:
     """Cancel the steps of an ended workflow that have not started; running ones finish."""
     by_queue: dict[str, list[str]] = {}
     for index, queue in steps:
         if queue:
             by_queue.setdefault(queue, []).append(step_id(workflow, index))
     for queue, ids in by_queue.items():
-        broker.cancel_steps(queue, workflow, ids)
+        broker.ledger.cancel_steps(queue, workflow, ids)
 
 
-def act(broker: Broker, workflow: str, reply: WorkflowReply) -> None:
+def act(broker: BrokerRoles, workflow: str, reply: WorkflowReply) -> None:
     """Do what a workflow script answered: send, stop, then settle an ended workflow."""
     if reply.ready:
         send(broker, workflow, reply.ready, failed_record(broker, workflow, reply))
     if reply.cancel:
         stop(broker, workflow, reply.cancel)
     if reply.settle:
-        broker.settle_workflow(workflow, reply.state)
+        broker.ledger.settle_workflow(workflow, reply.state)
 
 
 def deliver(
-    broker: Broker,
+    broker: BrokerRoles,
     reports: Sequence[StepReport],
     drop: bool = True,
     dropped: Sequence[StepReport] = (),
@@ -164,7 +166,7 @@ def deliver(
     does them in its first round trip. Returns the workflows left to list.
     """
     counted = [r for r in reports if r.step >= 0]
-    replies = broker.report_steps(counted, dropped, listed)
+    replies = broker.ledger.report_steps(counted, dropped, listed)
     by_queue: dict[str, list[NewJob]] = {}
     for report, reply in zip(counted, replies, strict=True):
         failed = failed_record(broker, report.workflow, reply)
@@ -172,15 +174,15 @@ def deliver(
             queue, job = step_job(report.workflow, step, failed)
             by_queue.setdefault(queue, []).append(job)
     for queue, jobs in by_queue.items():
-        broker.enqueue(queue, jobs, resend=True)
+        broker.jobs.enqueue(queue, jobs, resend=True)
     for report, reply in zip(counted, replies, strict=True):
         if reply.cancel:  # rare: a workflow ended with steps in flight
             stop(broker, report.workflow, reply.cancel)
     ended = [(report.workflow, reply.state) for report, reply in zip(counted, replies, strict=True) if reply.settle]
     succeeded = [workflow for workflow, state in ended if state == "succeeded"]
-    broker.settle_workflows([(w, state) for w, state in ended if drop or state != "succeeded"])
+    broker.ledger.settle_workflows([(w, state) for w, state in ended if drop or state != "succeeded"])
     if drop:
-        broker.delivered(reports)
+        broker.ledger.delivered(reports)
         return []
     return succeeded
 
@@ -191,13 +193,13 @@ def report_of(queue: str, job_id: str, workflow: str, state: str, result: bytes 
     return StepReport(queue, job_id, workflow, -1 if index is None else index, state, result, error)
 
 
-def deliver_if_step(broker: Broker, queue: str, job_id: str) -> None:
+def deliver_if_step(broker: BrokerRoles, queue: str, job_id: str) -> None:
     """After a final transition made outside a lane (a cancel, an abort, a crash the supervisor
     settled): a workflow's step tells its workflow now, not at the reconciler's next pass."""
     if step_index(job_id) is None:
         return
     try:
-        fields = broker.read(queue, job_id) or {}
+        fields = broker.jobs.read(queue, job_id) or {}
         workflow = fields.get(b"workflow")
         if workflow and (fields.get(b"state") or b"").decode() in ENDED:
             deliver_from_record(broker, queue, job_id, workflow.decode())
@@ -205,15 +207,15 @@ def deliver_if_step(broker: Broker, queue: str, job_id: str) -> None:
         log.warning("the report of step %s waits for the reconciler (%s)", job_id, exc)
 
 
-def deliver_from_record(broker: Broker, queue: str, job_id: str, workflow: str) -> None:
+def deliver_from_record(broker: BrokerRoles, queue: str, job_id: str, workflow: str) -> None:
     """Deliver a report left in the outbox, reading the outcome from the step's record."""
-    fields = broker.read(queue, job_id) or {}
+    fields = broker.jobs.read(queue, job_id) or {}
     state = (fields.get(b"state") or b"").decode(errors="replace")
     result = fields.get(b"result") or b""
     error = (fields.get(b"error") or b"").decode(errors="replace")
     if state not in ENDED:
         if fields:  # retried (its workflow resumed, or not a dead one): it will report again when it ends
-            broker.delivered([report_of(queue, job_id, workflow, state)])
+            broker.ledger.delivered([report_of(queue, job_id, workflow, state)])
             return
         state, error = "dead", "WorkflowStepLost: the step's record expired before its outcome was delivered"
     deliver(broker, [report_of(queue, job_id, workflow, state, result, error)])
@@ -229,7 +231,7 @@ class Courier:
     outbox: the reconciler delivers it.
     """
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerRoles) -> None:
         self.broker = broker
         self.waiting: deque[StepReport] = deque()
         self.busy = 0  # reports taken from ``waiting`` and not yet delivered
@@ -297,8 +299,8 @@ class Courier:
                 if more:  # the next batch is already here: its first round trip does these
                     carried, listed = batch, succeeded
                 else:
-                    self.broker.delivered(batch)
-                    self.broker.settle_workflows([(workflow, "succeeded") for workflow in succeeded])
+                    self.broker.ledger.delivered(batch)
+                    self.broker.ledger.settle_workflows([(workflow, "succeeded") for workflow in succeeded])
             except Exception as exc:  # the reconciler delivers what this could not
                 log.warning("%d workflow reports wait for the reconciler (%s)", len(batch), exc)
             finally:

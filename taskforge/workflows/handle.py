@@ -114,13 +114,13 @@ class WorkflowHandle(Generic[R]):
         )
 
     def _record(self) -> dict[bytes, bytes]:
-        fields = self.app.broker.read_workflow(self.id)
+        fields = self.app.broker.ledger.read_workflow(self.id)
         if fields is None:
             raise self._missing()
         return fields
 
     def status(self) -> WorkflowState:
-        [state] = self.app.broker.workflow_fields(self.id, ["state"])
+        [state] = self.app.broker.ledger.workflow_fields(self.id, ["state"])
         if state is None:
             self._record()  # raises WorkflowNotFound
         return WorkflowState((state or b"running").decode())
@@ -128,13 +128,13 @@ class WorkflowHandle(Generic[R]):
     def cancel(self) -> bool:
         """True if the workflow was running: steps not started never run; running ones finish."""
         broker = self.app.broker
-        reply = broker.cancel_workflow(self.id)
+        reply = broker.ledger.cancel_workflow(self.id)
         if reply.state == "gone":
             self._record()
         if reply.cancel:
             stop(broker, self.id, reply.cancel)
         if reply.settle:
-            broker.settle_workflow(self.id, "cancelled" if reply.was_running else reply.state)
+            broker.ledger.settle_workflow(self.id, "cancelled" if reply.was_running else reply.state)
         return reply.was_running
 
     def retry(self) -> bool:
@@ -174,8 +174,8 @@ class WorkflowHandle(Generic[R]):
             if state.finished:
                 fields = self._record()
                 where = failed_step(self.id, fields)
-                return outcome(self.id, fields, (broker.read(*where) or {}) if where else {})  # type: ignore[no-any-return]
-            broker.wait_workflow(self.id, self._time_left(deadline, timeout, state))
+                return outcome(self.id, fields, (broker.jobs.read(*where) or {}) if where else {})  # type: ignore[no-any-return]
+            broker.ledger.wait_workflow(self.id, self._time_left(deadline, timeout, state))
 
     def get(self, timeout: float | None = None, **celery_options: NoReturn) -> R:
         """``result(timeout)`` under Celery's name: a port's ``chord(...)(...).get()`` keeps working."""
@@ -201,20 +201,20 @@ class WorkflowHandle(Generic[R]):
 
     def info(self) -> WorkflowInfo:
         fields = self._record()
-        return build_info(self.id, fields, self.app.broker.step_records(steps_of(self.id, fields)))
+        return build_info(self.id, fields, self.app.broker.ledger.step_records(steps_of(self.id, fields)))
 
     # -- the same, awaited: they never block the event loop ------------------
 
     async def astatus(self) -> WorkflowState:
         """``status()``, awaited."""
         broker = async_access(self.app).async_broker()
-        [state] = await broker.workflow_fields(self.id, ["state"])
+        [state] = await broker.ledger.workflow_fields(self.id, ["state"])
         if state is None:
             await self._arecord()
         return WorkflowState((state or b"running").decode())
 
     async def _arecord(self) -> dict[bytes, bytes]:
-        fields = await async_access(self.app).async_broker().read_workflow(self.id)
+        fields = await async_access(self.app).async_broker().ledger.read_workflow(self.id)
         if fields is None:
             raise self._missing()
         return fields
@@ -222,7 +222,7 @@ class WorkflowHandle(Generic[R]):
     async def acancel(self) -> bool:
         """``cancel()``, awaited."""
         broker = async_access(self.app).async_broker()
-        reply = await broker.cancel_workflow(self.id)
+        reply = await broker.ledger.cancel_workflow(self.id)
         if reply.state == "gone":
             await self._arecord()
         await aact(broker, self.id, reply._replace(ready=[]), "cancelled" if reply.was_running else None)
@@ -247,13 +247,13 @@ class WorkflowHandle(Generic[R]):
             if state.finished:
                 fields = await self._arecord()
                 where = failed_step(self.id, fields)
-                return outcome(self.id, fields, (await broker.read(*where) or {}) if where else {})  # type: ignore[no-any-return]
-            await broker.wait_workflow(self.id, self._time_left(deadline, timeout, state))
+                return outcome(self.id, fields, (await broker.jobs.read(*where) or {}) if where else {})  # type: ignore[no-any-return]
+            await broker.ledger.wait_workflow(self.id, self._time_left(deadline, timeout, state))
 
     async def ainfo(self) -> WorkflowInfo:
         """``info()``, awaited."""
         fields = await self._arecord()
-        records = await async_access(self.app).async_broker().step_records(steps_of(self.id, fields))
+        records = await async_access(self.app).async_broker().ledger.step_records(steps_of(self.id, fields))
         return build_info(self.id, fields, records)
 
 

@@ -3,7 +3,7 @@
 Every step is serialized and checked against its task before anything is
 stored, so a bad argument anywhere stores nothing. The record comes before
 the first steps (a fast first step reports to a workflow that exists), and
-the "launching" mark before the record (``Broker.create_workflow``): a
+the "launching" mark before the record (``WorkflowStore.create_workflow``): a
 producer that dies in between leaves work for the reconciler, never a
 workflow that waits forever.
 """
@@ -125,10 +125,10 @@ def launch(root: Node, on_failure: Signature[Any] | None) -> WorkflowHandle[Any]
     roots = [i for i, step in enumerate(plan.steps) if not step.after]
     first = plan.steps[roots[0]].signature.task
     with around(app.send_hooks, outgoing(workflow, first, plan)) as headers:
-        broker.create_workflow(workflow, len(plan.steps), with_headers(fields, headers))
-        reply = broker.workflow_flight(workflow)  # the roots' specs, exactly as a worker will read them
+        broker.ledger.create_workflow(workflow, len(plan.steps), with_headers(fields, headers))
+        reply = broker.ledger.workflow_flight(workflow)  # the roots' specs, exactly as a worker will read them
         send(broker, workflow, reply.ready)
-        broker.workflow_launched(workflow)
+        broker.ledger.workflow_launched(workflow)
     # Eager mode runs the workflow here, when the testing kit installed it.
     app.enqueued(JobHandle(app, f"{workflow}.{roots[0]}", first.queue))
     return WorkflowHandle(app, workflow)

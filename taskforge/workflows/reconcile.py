@@ -22,7 +22,7 @@ from .delivery import ENDED, deliver_from_record, send, step_id
 from .resume import resume
 
 if TYPE_CHECKING:
-    from ..broker.queue import Broker
+    from ..broker.roles import BrokerRoles
 
 log = logging.getLogger("taskforge.workflows")
 
@@ -35,7 +35,7 @@ AUDIT_AGE_MS = 60_000  # a workflow younger than this is left to its own deliver
 
 
 class Reconciler:
-    def __init__(self, broker: Broker, queues: Sequence[str]) -> None:
+    def __init__(self, broker: BrokerRoles, queues: Sequence[str]) -> None:
         self.broker = broker
         self.queues = list(queues)
         self.seen: dict[str, set[str]] = {}
@@ -46,7 +46,7 @@ class Reconciler:
         """One pass; returns how many reports and launches it repaired."""
         repaired = 0
         for queue in self.queues:
-            box = self.broker.outbox(queue)
+            box = self.broker.ledger.outbox(queue)
             before = self.seen.get(queue, set())
             self.seen[queue] = set(box)
             for job_id, workflow in box.items():
@@ -55,17 +55,17 @@ class Reconciler:
                     deliver_from_record(self.broker, queue, job_id, workflow)
                     repaired += 1
         cutoff = int(time.time() * 1000) - LAUNCH_GRACE_MS
-        for workflow in self.broker.launching_since(cutoff):
-            reply = self.broker.workflow_flight(workflow)
+        for workflow in self.broker.ledger.launching_since(cutoff):
+            reply = self.broker.ledger.workflow_flight(workflow)
             if reply.state == "gone":  # its delay() failed before the record was stored: unlist it
-                self.broker.settle_workflow(workflow, "gone")
+                self.broker.ledger.settle_workflow(workflow, "gone")
                 continue
             if reply.ready:
                 log.info("workflow %s: sending first steps its producer did not confirm", workflow)
                 send(self.broker, workflow, reply.ready)
                 repaired += 1
-            self.broker.workflow_launched(workflow)
-        for workflow in self.broker.resuming_since(cutoff):
+            self.broker.ledger.workflow_launched(workflow)
+        for workflow in self.broker.ledger.resuming_since(cutoff):
             log.info("workflow %s: finishing a resume its process did not confirm", workflow)
             resume(self.broker, workflow, finish=True)
             repaired += 1
@@ -85,7 +85,7 @@ class Reconciler:
         at all is sent again, and a workflow that ended but is still listed
         as running is settled. All of it is the same idempotent work again.
         """
-        ids = self.broker.running_workflows(self.audited, AUDIT_SLICE, before_ms=now_ms() - AUDIT_AGE_MS)
+        ids = self.broker.ledger.running_workflows(self.audited, AUDIT_SLICE, before_ms=now_ms() - AUDIT_AGE_MS)
         self.audited = 0 if len(ids) < AUDIT_SLICE else self.audited + len(ids)
         repaired = 0
         for workflow in ids:
@@ -93,19 +93,21 @@ class Reconciler:
         return repaired
 
     def audit_one(self, workflow: str) -> int:
-        flight = self.broker.workflow_flight(workflow)
+        flight = self.broker.ledger.workflow_flight(workflow)
         if flight.state == "gone":
-            self.broker.settle_workflow(workflow, "gone")  # expired: off the running list
+            self.broker.ledger.settle_workflow(workflow, "gone")  # expired: off the running list
             return 0
         if flight.state != "running":  # ended, its settling lost: any step's report settles it
-            [failed] = self.broker.workflow_fields(workflow, ["failed_step"])
+            [failed] = self.broker.ledger.workflow_fields(workflow, ["failed_step"])
             index = int(failed) if failed else 0
-            [queue] = self.broker.workflow_fields(workflow, [f"queue:{index}"])
+            [queue] = self.broker.ledger.workflow_fields(workflow, [f"queue:{index}"])
             deliver_from_record(self.broker, queue.decode() if queue else "", step_id(workflow, index), workflow)
-            self.broker.settle_workflow(workflow, flight.state)  # listed under its final state, whoever settled it
+            self.broker.ledger.settle_workflow(
+                workflow, flight.state
+            )  # listed under its final state, whoever settled it
             return 1
         steps = [(spec_queue(entry.spec), step_id(workflow, entry.step)) for entry in flight.ready]
-        records = self.broker.step_records(steps)
+        records = self.broker.ledger.step_records(steps)
         unsent = [entry for entry, record in zip(flight.ready, records, strict=True) if not record]
         if unsent:
             send(self.broker, workflow, unsent)

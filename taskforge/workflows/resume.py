@@ -26,9 +26,9 @@ from .aio_delivery import aact, asend
 from .delivery import send, step_id, step_index, stop
 
 if TYPE_CHECKING:
-    from ..broker.aio import AsyncBroker
-    from ..broker.queue import Broker
+    from ..broker.aio_roles import AsyncBrokerRoles
     from ..broker.replies import ResumeReply
+    from ..broker.roles import BrokerRoles
 
 log = logging.getLogger("taskforge.workflows")
 
@@ -36,45 +36,45 @@ SETTLE_WAIT_S = 10.0  # a deliverer takes milliseconds between recording a death
 SETTLE_POLL_S = 0.02
 
 
-def resume(broker: Broker, workflow: str, finish: bool = False) -> ResumeReply:
+def resume(broker: BrokerRoles, workflow: str, finish: bool = False) -> ResumeReply:
     """Resume ``workflow`` if it is dead; ``before`` of the reply is the state it was in ('gone': none).
 
     ``finish``: the reconciler finishing a resume cut short, which also
     takes up a workflow found running.
     """
-    broker.mark_resuming(workflow)
-    reply = broker.resume_workflow(workflow, finish)
+    broker.ledger.mark_resuming(workflow)
+    reply = broker.ledger.resume_workflow(workflow, finish)
     if reply.before == "ending":
         settle_first(broker, workflow)
-        reply = broker.resume_workflow(workflow, finish)
+        reply = broker.ledger.resume_workflow(workflow, finish)
     if reply.before == "dead" or (finish and reply.before == "running"):
-        broker.list_running(workflow)
+        broker.ledger.list_running(workflow)
         replan(broker, workflow, reply, "drop")
         send(broker, workflow, reply.ready)
         replan(broker, workflow, reply, "revive")
         if reply.before == "dead":
             log.info("workflow %s resumed: %d steps free to go", workflow, len(reply.ready))
-    broker.workflow_resumed(workflow)
+    broker.ledger.workflow_resumed(workflow)
     return reply
 
 
-async def aresume(broker: AsyncBroker, workflow: str) -> ResumeReply:
+async def aresume(broker: AsyncBrokerRoles, workflow: str) -> ResumeReply:
     """``resume()``, awaited: the same writes in the same order."""
-    await broker.mark_resuming(workflow)
-    reply = await broker.resume_workflow(workflow)
+    await broker.ledger.mark_resuming(workflow)
+    reply = await broker.ledger.resume_workflow(workflow)
     if reply.before == "ending":
         await asettle_first(broker, workflow)
-        reply = await broker.resume_workflow(workflow)
+        reply = await broker.ledger.resume_workflow(workflow)
     if reply.before == "dead":
-        await broker.list_running(workflow)
+        await broker.ledger.list_running(workflow)
         await areplan(broker, workflow, reply, "drop")
         await asend(broker, workflow, reply.ready)
         await areplan(broker, workflow, reply, "revive")
-    await broker.workflow_resumed(workflow)
+    await broker.ledger.workflow_resumed(workflow)
     return reply
 
 
-def settle_first(broker: Broker, workflow: str) -> None:
+def settle_first(broker: BrokerRoles, workflow: str) -> None:
     """Wait until the death of ``workflow`` is settled: its steps in flight stopped, its on_failure sent.
 
     Its deliverer does that just after recording the death; a resume before
@@ -84,30 +84,30 @@ def settle_first(broker: Broker, workflow: str) -> None:
     """
     deadline = time.monotonic() + SETTLE_WAIT_S
     while time.monotonic() < deadline:
-        settled, state = broker.workflow_fields(workflow, ["settled", "state"])
+        settled, state = broker.ledger.workflow_fields(workflow, ["settled", "state"])
         if settled or state != b"dead":
             return
         time.sleep(SETTLE_POLL_S)
-    reply = broker.cancel_workflow(workflow)  # a dead workflow: only its ending, unchanged
+    reply = broker.ledger.cancel_workflow(workflow)  # a dead workflow: only its ending, unchanged
     if reply.cancel:
         stop(broker, workflow, reply.cancel)
     if reply.settle:
-        broker.settle_workflow(workflow, "dead")
+        broker.ledger.settle_workflow(workflow, "dead")
 
 
-async def asettle_first(broker: AsyncBroker, workflow: str) -> None:
+async def asettle_first(broker: AsyncBrokerRoles, workflow: str) -> None:
     """``settle_first()``, awaited."""
     deadline = time.monotonic() + SETTLE_WAIT_S
     while time.monotonic() < deadline:
-        settled, state = await broker.workflow_fields(workflow, ["settled", "state"])
+        settled, state = await broker.ledger.workflow_fields(workflow, ["settled", "state"])
         if settled or state != b"dead":
             return
         await asyncio.sleep(SETTLE_POLL_S)
-    reply = await broker.cancel_workflow(workflow)
+    reply = await broker.ledger.cancel_workflow(workflow)
     await aact(broker, workflow, reply._replace(ready=[]), "dead")
 
 
-def replan(broker: Broker, workflow: str, reply: ResumeReply, phase: str) -> None:
+def replan(broker: BrokerRoles, workflow: str, reply: ResumeReply, phase: str) -> None:
     """Make the records of the steps free to go ready for them, queue by queue.
 
     'drop' (the records the death left, so that the send stores those steps
@@ -117,13 +117,13 @@ def replan(broker: Broker, workflow: str, reply: ResumeReply, phase: str) -> Non
     would wait, orphaned, in a dead workflow.
     """
     for queue, on_failure, ids in replan_calls(workflow, reply):
-        broker.replan_steps(queue, workflow, on_failure, phase, ids)
+        broker.ledger.replan_steps(queue, workflow, on_failure, phase, ids)
 
 
-async def areplan(broker: AsyncBroker, workflow: str, reply: ResumeReply, phase: str) -> None:
+async def areplan(broker: AsyncBrokerRoles, workflow: str, reply: ResumeReply, phase: str) -> None:
     """``replan()``, awaited."""
     for queue, on_failure, ids in replan_calls(workflow, reply):
-        await broker.replan_steps(queue, workflow, on_failure, phase, ids)
+        await broker.ledger.replan_steps(queue, workflow, on_failure, phase, ids)
 
 
 def replan_calls(workflow: str, reply: ResumeReply) -> list[tuple[str, str, list[str]]]:
@@ -142,8 +142,8 @@ def replan_calls(workflow: str, reply: ResumeReply) -> list[tuple[str, str, list
     ]
 
 
-def retry_dead(broker: Broker, queue: str, job_ids: Sequence[str]) -> list[str]:
-    """Dead jobs back in line, as ``Broker.retry_dead``; a step of a dead workflow resumes that workflow first.
+def retry_dead(broker: BrokerRoles, queue: str, job_ids: Sequence[str]) -> list[str]:
+    """Dead jobs back in line, as ``Cleanup.retry_dead``; a step of a dead workflow resumes that workflow first.
 
     What ``taskforge dead retry`` and the dashboard's Retry call.
     The resume moves the step (and its workflow's other dead steps) back in
@@ -155,16 +155,16 @@ def retry_dead(broker: Broker, queue: str, job_ids: Sequence[str]) -> list[str]:
     ids = list(dict.fromkeys(job_ids))
     steps = [job_id for job_id in ids if step_index(job_id) is not None]
     workflows: dict[str, list[str]] = {}
-    for job_id, record in zip(steps, broker.step_records([(queue, s) for s in steps]), strict=True):
+    for job_id, record in zip(steps, broker.ledger.step_records([(queue, s) for s in steps]), strict=True):
         workflow = (record.get(b"workflow") or b"").decode()
         if workflow and record.get(b"state") == b"dead":
             workflows.setdefault(workflow, []).append(job_id)
     resumed: set[str] = set()
     for workflow, members in workflows.items():
-        [on_failure] = broker.workflow_fields(workflow, ["on_failure"])
+        [on_failure] = broker.ledger.workflow_fields(workflow, ["on_failure"])
         own = [m for m in members if on_failure is None or step_index(m) != int(on_failure)]
         if own and resume(broker, workflow).before == "dead":
             resumed.update(own)
     rest = [job_id for job_id in ids if job_id not in resumed]
-    moved = resumed | set(broker.retry_dead(queue, rest) if rest else ())
+    moved = resumed | set(broker.cleanup.retry_dead(queue, rest) if rest else ())
     return [job_id for job_id in ids if job_id in moved]

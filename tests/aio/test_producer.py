@@ -260,7 +260,7 @@ def test_memory_follows_the_broker_the_testing_kit_swaps_in(taskforge_app: Calla
     fresh = taskforge_app(app)  # a new memory:// server: the async side follows it
 
     async def empty() -> None:
-        assert await fresh.async_broker().queues() == []
+        assert await fresh.async_broker().jobs.queues() == []
 
     run(fresh, empty)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import redis
 
-from taskforge.broker.queue import Broker
+from taskforge.broker import Broker
 from taskforge.errors import BrokerUnavailable
 
 

@@ -24,7 +24,7 @@ LEASE = 30_000
 
 
 def claim_one(app: TaskForge):
-    claims, _ = app.broker.dequeue("default", LEASE)
+    claims, _ = app.broker.claims.dequeue("default", LEASE)
     assert len(claims) == 1
     return claims[0]
 
@@ -60,10 +60,12 @@ def work(app: TaskForge):
 def test_fail_stores_the_class_path_its_caller_names(app: TaskForge, work) -> None:
     handle = work.delay()
     claim = claim_one(app)
-    assert app.broker.fail("default", claim.id, claim.token, "KeyError: 'k'", "tb", 0, error_type="builtins.KeyError")
+    assert app.broker.claims.fail(
+        "default", claim.id, claim.token, "KeyError: 'k'", "tb", 0, error_type="builtins.KeyError"
+    )
     assert stored(app, handle.id) == "builtins.KeyError" and handle.info().error_type == "builtins.KeyError"
     claim = claim_one(app)
-    app.broker.fail(
+    app.broker.claims.fail(
         "default", claim.id, claim.token, "ValueError: v", "tb", 0, FailureKind.EXCEPTION, "builtins.ValueError"
     )
     assert stored(app, handle.id) == "builtins.ValueError"
@@ -87,7 +89,7 @@ def test_fail_without_a_class_path_stores_the_taskforge_error_of_its_kind(
 ) -> None:
     handle = work.delay()
     claim = claim_one(app)
-    app.broker.fail("default", claim.id, claim.token, "why", "", None, kind)
+    app.broker.claims.fail("default", claim.id, claim.token, "why", "", None, kind)
     assert imports(stored(app, handle.id) or "") is cls
 
 
@@ -95,11 +97,11 @@ def test_reclaim_stores_worker_lost_back_in_line_then_dead(app: TaskForge, work)
     handle = work.delay()
     claim_one(app)
     expire_leases(app)
-    app.broker.reclaim("default")
+    app.broker.claims.reclaim("default")
     assert (handle.info().state, stored(app, handle.id)) == (JobState.PENDING, "taskforge.errors.WorkerLost")
     claim_one(app)
     expire_leases(app)
-    app.broker.reclaim("default")
+    app.broker.claims.reclaim("default")
     assert (handle.info().state, stored(app, handle.id)) == (JobState.DEAD, "taskforge.errors.WorkerLost")
     assert imports("taskforge.errors.WorkerLost") is errors.WorkerLost
 
@@ -109,14 +111,14 @@ def test_reclaim_of_junk_attempts_stores_corrupt_job(app: TaskForge, work) -> No
     claim_one(app)
     app.broker.client.hset(Q.job(handle.id), Field.ATTEMPTS.value, "many")
     expire_leases(app)
-    app.broker.reclaim("default")
+    app.broker.claims.reclaim("default")
     assert imports(stored(app, handle.id) or "") is errors.CorruptJob
 
 
 def test_a_corrupt_claim_stores_corrupt_payload(app: TaskForge, work) -> None:
     handle = work.delay()
     app.broker.client.hset(Q.job(handle.id), Field.PAYLOAD.value, b"\xc1")
-    assert app.broker.dequeue("default", LEASE)[0] == []
+    assert app.broker.claims.dequeue("default", LEASE)[0] == []
     assert imports(stored(app, handle.id) or "") is errors.CorruptPayload
 
 
@@ -125,9 +127,9 @@ def test_abort_abandon_and_a_lost_abort_store_aborted(app: TaskForge, work) -> N
     assert unstarted.abort()
     first, _ = claim_one(app), claim_one(app)
     assert stopped.abort() and lost.abort()
-    assert app.broker.abandon("default", first.id, first.token)
+    assert app.broker.claims.abandon("default", first.id, first.token)
     expire_leases(app)
-    app.broker.reclaim("default")
+    app.broker.claims.reclaim("default")
     for handle in (unstarted, stopped, lost):
         assert imports(stored(app, handle.id) or "") is errors.Aborted
         with pytest.raises(TaskFailed) as caught:
@@ -138,7 +140,7 @@ def test_abort_abandon_and_a_lost_abort_store_aborted(app: TaskForge, work) -> N
 def test_an_expired_job_stores_expired(app: TaskForge, work) -> None:
     handle = work.with_options(expires=3600).delay()
     app.broker.client.hset(Q.job(handle.id), Field.EXPIRES.value, 1)  # its hour passed long ago
-    assert app.broker.dequeue("default", LEASE)[0] == []
+    assert app.broker.claims.dequeue("default", LEASE)[0] == []
     assert handle.info().state is JobState.CANCELLED
     assert imports(stored(app, handle.id) or "") is errors.Expired
 
@@ -147,7 +149,7 @@ def test_a_cancel_and_a_success_store_no_error_type(app: TaskForge, work) -> Non
     cancelled, done = work.delay(), work.delay()
     assert cancelled.cancel()
     claim = claim_one(app)
-    assert app.broker.succeed("default", claim.id, claim.token, b"\xc0")
+    assert app.broker.claims.succeed("default", claim.id, claim.token, b"\xc0")
     for handle in (cancelled, done):
         assert stored(app, handle.id) is None and handle.info().error_type is None
 

@@ -21,7 +21,7 @@ LEASE = 30_000
 
 
 def claim_one(app: TaskForge):
-    claims, _ = app.broker.dequeue("default", LEASE)
+    claims, _ = app.broker.claims.dequeue("default", LEASE)
     assert len(claims) == 1
     return claims[0]
 
@@ -45,11 +45,13 @@ def work(app: TaskForge):
 def test_fail_stores_the_kind_its_caller_names_retrying_then_dead(app: TaskForge, work) -> None:
     handle = work.delay()
     claim = claim_one(app)
-    assert app.broker.fail("default", claim.id, claim.token, "Retry: later", "", 0, FailureKind.RETRY) == "retrying"
+    assert (
+        app.broker.claims.fail("default", claim.id, claim.token, "Retry: later", "", 0, FailureKind.RETRY) == "retrying"
+    )
     info = handle.info()
     assert (info.state, info.failure, info.error) == (JobState.RETRYING, FailureKind.RETRY, "Retry: later")
     claim = claim_one(app)
-    outcome = app.broker.fail("default", claim.id, claim.token, "TimeoutError: slow", "", 0, FailureKind.TIMEOUT)
+    outcome = app.broker.claims.fail("default", claim.id, claim.token, "TimeoutError: slow", "", 0, FailureKind.TIMEOUT)
     assert outcome == "dead"
     info = handle.info()
     assert (info.state, info.failure, info.error) == (JobState.DEAD, FailureKind.TIMEOUT, "TimeoutError: slow")
@@ -61,14 +63,14 @@ def test_fail_stores_the_kind_its_caller_names_retrying_then_dead(app: TaskForge
 def test_fail_without_a_kind_records_an_exception(app: TaskForge, work) -> None:
     handle = work.delay()
     claim = claim_one(app)
-    assert app.broker.fail("default", claim.id, claim.token, "ValueError: no", "tb", None) == "dead"
+    assert app.broker.claims.fail("default", claim.id, claim.token, "ValueError: no", "tb", None) == "dead"
     assert handle.info().failure is FailureKind.EXCEPTION
 
 
 def test_a_fenced_fail_writes_no_kind(app: TaskForge, work) -> None:
     handle = work.delay()
     claim = claim_one(app)
-    assert app.broker.fail("default", claim.id, "not-the-token", "late", "", 0, FailureKind.CRASHED) == "fenced"
+    assert app.broker.claims.fail("default", claim.id, "not-the-token", "late", "", 0, FailureKind.CRASHED) == "fenced"
     assert handle.info().failure is None
 
 
@@ -76,7 +78,7 @@ def test_a_job_that_never_failed_has_no_failure(app: TaskForge, work) -> None:
     handle = work.delay()
     assert handle.info().failure is None
     claim = claim_one(app)
-    assert app.broker.succeed("default", claim.id, claim.token, b"\xc0")
+    assert app.broker.claims.succeed("default", claim.id, claim.token, b"\xc0")
     info = handle.info()
     assert info.failure is None and info.to_dict()["failure"] is None
 
@@ -85,12 +87,12 @@ def test_reclaim_records_worker_lost_back_in_line_then_dead(app: TaskForge, work
     handle = work.delay()
     claim_one(app)
     expire_leases(app)
-    assert app.broker.reclaim("default") == ([handle.id], [], 0)
+    assert app.broker.claims.reclaim("default") == ([handle.id], [], 0)
     info = handle.info()
     assert (info.state, info.failure) == (JobState.PENDING, FailureKind.WORKER_LOST)
     claim_one(app)
     expire_leases(app)
-    assert app.broker.reclaim("default") == ([], [handle.id], 0)
+    assert app.broker.claims.reclaim("default") == ([], [handle.id], 0)
     info = handle.info()
     assert (info.state, info.failure) == (JobState.DEAD, FailureKind.WORKER_LOST)
     assert info.error is not None and info.error.startswith("WorkerLost: ")
@@ -102,7 +104,7 @@ def test_reclaim_of_junk_attempts_records_corrupt(app: TaskForge, work) -> None:
     claim_one(app)
     app.broker.client.hset(Q.job(handle.id), Field.ATTEMPTS.value, "many")
     expire_leases(app)
-    assert app.broker.reclaim("default") == ([], [handle.id], 0)
+    assert app.broker.claims.reclaim("default") == ([], [handle.id], 0)
     info = handle.info()
     assert (info.state, info.failure) == (JobState.DEAD, FailureKind.CORRUPT)
     assert info.error is not None and info.error.startswith("CorruptJob: ")
@@ -111,7 +113,7 @@ def test_reclaim_of_junk_attempts_records_corrupt(app: TaskForge, work) -> None:
 def test_a_corrupt_claim_is_dead_lettered_as_corrupt(app: TaskForge, work) -> None:
     handle = work.delay()
     app.broker.client.hset(Q.job(handle.id), Field.PAYLOAD.value, b"\xc1")
-    claims, _ = app.broker.dequeue("default", LEASE)
+    claims, _ = app.broker.claims.dequeue("default", LEASE)
     assert claims == []
     info = handle.info()
     assert (info.state, info.failure) == (JobState.DEAD, FailureKind.CORRUPT)
@@ -122,9 +124,9 @@ def test_abandon_and_a_reclaim_of_an_abort_record_aborted(app: TaskForge, work) 
     stopped, lost = work.delay(), work.delay()
     first, _ = claim_one(app), claim_one(app)
     assert stopped.abort() and lost.abort()
-    assert app.broker.abandon("default", first.id, first.token)
+    assert app.broker.claims.abandon("default", first.id, first.token)
     expire_leases(app)
-    assert app.broker.reclaim("default") == ([], [], 0)
+    assert app.broker.claims.reclaim("default") == ([], [], 0)
     for handle in (stopped, lost):
         info = handle.info()
         assert (info.state, info.failure) == (JobState.CANCELLED, FailureKind.ABORTED)
@@ -149,15 +151,15 @@ def test_abort_of_an_unstarted_job_records_aborted_and_cancel_records_nothing(ap
 def test_retry_dead_and_requeue_keep_the_latest_failure_beside_its_error(app: TaskForge, work) -> None:
     handle = work.delay()
     claim = claim_one(app)
-    app.broker.fail("default", claim.id, claim.token, "UnknownTask: no", "", None, FailureKind.UNKNOWN_TASK)
-    assert app.broker.retry_dead("default", [handle.id]) == [handle.id]
+    app.broker.claims.fail("default", claim.id, claim.token, "UnknownTask: no", "", None, FailureKind.UNKNOWN_TASK)
+    assert app.broker.cleanup.retry_dead("default", [handle.id]) == [handle.id]
     info = handle.info()
     assert (info.state, info.failure, info.error) == (JobState.PENDING, FailureKind.UNKNOWN_TASK, "UnknownTask: no")
     claim = claim_one(app)
-    assert app.broker.requeue("default", claim.id, claim.token)
+    assert app.broker.claims.requeue("default", claim.id, claim.token)
     assert handle.info().failure is FailureKind.UNKNOWN_TASK
     claim = claim_one(app)
-    assert app.broker.succeed("default", claim.id, claim.token, b"\xc0")
+    assert app.broker.claims.succeed("default", claim.id, claim.token, b"\xc0")
     info = handle.info()
     assert (info.state, info.failure) == (JobState.SUCCEEDED, FailureKind.UNKNOWN_TASK)
 
@@ -171,7 +173,7 @@ def test_a_junk_failure_field_decodes_to_none(raw: bytes) -> None:
 def test_a_junk_failure_field_in_redis_reads_as_none_everywhere(app: TaskForge, work) -> None:
     handle = work.delay()
     claim = claim_one(app)
-    app.broker.fail("default", claim.id, claim.token, "ValueError: x", "", None, FailureKind.EXCEPTION)
+    app.broker.claims.fail("default", claim.id, claim.token, "ValueError: x", "", None, FailureKind.EXCEPTION)
     app.broker.client.hset(Q.job(handle.id), Field.FAILURE.value, b"\xc1\xff not a kind")
     assert JobHandle(app, handle.id).info().failure is None
     with pytest.raises(TaskFailed) as caught:

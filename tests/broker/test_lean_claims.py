@@ -24,14 +24,14 @@ def test_a_lost_dequeue_reply_hands_back_the_same_jobs(app: TaskForge) -> None:
         return n
 
     handles = [job.delay(n) for n in range(4)]
-    lost = lose_reply(app.broker, lambda: app.broker.dequeue("default", LEASE, 2, token="t1"))
+    lost = lose_reply(app.broker, lambda: app.broker.claims.dequeue("default", LEASE, 2, token="t1"))
     assert [row.id.decode() for row in lost.rows] == [h.id for h in handles[:2]]
-    again, _ = app.broker.dequeue("default", LEASE, 2, token="t1")  # the re-send, with the retry flag
+    again, _ = app.broker.claims.dequeue("default", LEASE, 2, token="t1")  # the re-send, with the retry flag
     assert [(c.id, c.attempts) for c in again] == [(h.id, 1) for h in handles[:2]]
-    assert app.broker.counts("default")["pending"] == 2  # nothing more was claimed
+    assert app.broker.inspection.counts("default")["pending"] == 2  # nothing more was claimed
     for claim in again:
-        assert app.broker.succeed("default", claim.id, "t1", b"\xc0")
-    nxt, _ = app.broker.dequeue("default", LEASE, 2, token="t1")  # answered: a fresh claim now
+        assert app.broker.claims.succeed("default", claim.id, "t1", b"\xc0")
+    nxt, _ = app.broker.claims.dequeue("default", LEASE, 2, token="t1")  # answered: a fresh claim now
     assert [c.id for c in nxt] == [h.id for h in handles[2:]]
 
 
@@ -52,8 +52,8 @@ def low_and_high(app: TaskForge) -> tuple[Task[..., object], Task[..., object]]:
 def test_the_same_jobs_come_back_in_their_order_in_line(app: TaskForge) -> None:
     later, urgent = low_and_high(app)
     line = [later.delay(0), urgent.delay(1), later.delay(2), urgent.delay(3)]
-    lost = lose_reply(app.broker, lambda: app.broker.dequeue("default", LEASE, 3, token="t2"))
-    again, _ = app.broker.dequeue("default", LEASE, 3, token="t2")
+    lost = lose_reply(app.broker, lambda: app.broker.claims.dequeue("default", LEASE, 3, token="t2"))
+    again, _ = app.broker.claims.dequeue("default", LEASE, 3, token="t2")
     assert [c.id for c in again] == [row.id.decode() for row in lost.rows]
     assert [c.id for c in again] == [line[1].id, line[3].id, line[0].id]
 
@@ -65,15 +65,15 @@ def test_a_higher_priority_job_arriving_during_a_multi_job_claim_is_not_held_bac
 
     later, urgent = low_and_high(app)
     line = [later.delay(n) for n in range(5)]
-    lost = lose_reply(app.broker, lambda: app.broker.dequeue("default", LEASE, 3, token="t4"))
+    lost = lose_reply(app.broker, lambda: app.broker.claims.dequeue("default", LEASE, 3, token="t4"))
     assert [row.id.decode() for row in lost.rows] == [h.id for h in line[:3]]
     jumped = urgent.delay(99)  # arrives while the lost claim's jobs are held
-    again, _ = app.broker.dequeue("default", LEASE, 3, token="t4")  # the re-send
+    again, _ = app.broker.claims.dequeue("default", LEASE, 3, token="t4")  # the re-send
     assert [(c.id, c.attempts) for c in again] == [(h.id, 1) for h in line[:3]]
     assert jumped.status() is JobState.PENDING
-    nxt, _ = app.broker.dequeue("default", LEASE, 2, token="t5")
+    nxt, _ = app.broker.claims.dequeue("default", LEASE, 2, token="t5")
     assert [c.id for c in nxt] == [jumped.id, line[3].id]
-    counts = app.broker.counts("default")
+    counts = app.broker.inspection.counts("default")
     assert (counts["pending"], counts["running"]) == (1, 5)
 
 
@@ -83,16 +83,16 @@ def test_a_lost_reply_of_a_chained_claim_hands_back_the_next_job(app: TaskForge)
         return n
 
     first, second = job.delay(1), job.delay(2)
-    [claim], _ = app.broker.dequeue("default", LEASE)
+    [claim], _ = app.broker.claims.dequeue("default", LEASE)
 
     def chained() -> object:
-        return app.broker.succeed_and_claim("default", claim.id, claim.token, b"\xc0", LEASE, "next")
+        return app.broker.claims.succeed_and_claim("default", claim.id, claim.token, b"\xc0", LEASE, "next")
 
     lose_reply(app.broker, chained)
     assert first.status() is JobState.SUCCEEDED
-    _, (claims, _) = app.broker.succeed_and_claim("default", claim.id, claim.token, b"\xc0", LEASE, "next")
+    _, (claims, _) = app.broker.claims.succeed_and_claim("default", claim.id, claim.token, b"\xc0", LEASE, "next")
     assert [c.id for c in claims] == [second.id]
-    assert app.broker.counts("default")["running"] == 1
+    assert app.broker.inspection.counts("default")["running"] == 1
 
 
 def test_a_claim_re_sent_by_the_client_library_hands_back_both_sends(app: TaskForge) -> None:
@@ -114,7 +114,7 @@ def test_a_claim_re_sent_by_the_client_library_hands_back_both_sends(app: TaskFo
 
     app.broker.scripts.run = sent_twice  # type: ignore[method-assign]
     try:
-        claims, _ = app.broker.dequeue("default", LEASE, token="t3")
+        claims, _ = app.broker.claims.dequeue("default", LEASE, token="t3")
     finally:
         del app.broker.scripts.run
     assert [c.id for c in claims] == [h.id for h in handles[:2]]  # none left orphaned until its lease ends
@@ -124,12 +124,12 @@ def test_an_enqueue_re_sent_after_a_lost_reply_changes_nothing(app: TaskForge) -
     from taskforge.broker.queue import NewJob
 
     job = NewJob(id="fixed-id", task="t", payload=b"\x92\x90\x80", priority=1, max_attempts=3)
-    app.broker.enqueue("default", [job])
-    [claim], _ = app.broker.dequeue("default", LEASE)
-    app.broker.succeed("default", claim.id, claim.token, b"\xc0")
+    app.broker.jobs.enqueue("default", [job])
+    [claim], _ = app.broker.claims.dequeue("default", LEASE)
+    app.broker.claims.succeed("default", claim.id, claim.token, b"\xc0")
     app.broker.scripts.run(calls.enqueue(Q, max_size=0, resend=True, jobs=[job]))  # the re-send
     assert app.job("fixed-id").status() is JobState.SUCCEEDED
-    assert app.broker.counts("default")["pending"] == 0
+    assert app.broker.inspection.counts("default")["pending"] == 0
 
 
 def test_a_claim_that_skipped_promotion_and_limits_still_finds_them_before_idling(app: TaskForge) -> None:
@@ -139,12 +139,12 @@ def test_a_claim_that_skipped_promotion_and_limits_still_finds_them_before_idlin
     @producer.task(name="limited", concurrency=1)
     def limited() -> None: ...
 
-    app.broker.promote_every_s = 3600
-    app.broker.dequeue("default", LEASE)  # promotes once, and learns "no limits"
+    app.broker.claims.hints.promote_every_s = 3600
+    app.broker.claims.dequeue("default", LEASE)  # promotes once, and learns "no limits"
     held = limited.delay()
     if producer is app:  # one client: make it forget what its own enqueue taught it
-        app.broker._limited["default"] = (False, float("inf"))
-    claims, _ = app.broker.dequeue("default", LEASE)
+        app.broker.claims.hints._limited["default"] = (False, float("inf"))
+    claims, _ = app.broker.claims.dequeue("default", LEASE)
     assert [c.id for c in claims] == [held.id]
 
 
@@ -181,24 +181,24 @@ def test_an_enqueue_whose_reply_is_lost_is_re_sent_checked_and_stored_once(app: 
     def job(n):
         return n
 
-    real = type(app.broker)._enqueue_once
+    real = app.broker.link.durability.enqueue_once
     tries: list[object] = []
 
-    def lose_first_reply(self, call):
-        reply = real(self, call)
+    def lose_first_reply(call):
+        reply = real(call)
         tries.append(call)
         if len(tries) == 1:
             # Someone already claimed and finished it while the reply was lost.
-            [claim], _ = self.dequeue("default", LEASE)
-            self.succeed("default", claim.id, claim.token, b"\xc0")
+            [claim], _ = app.broker.claims.dequeue("default", LEASE)
+            app.broker.claims.succeed("default", claim.id, claim.token, b"\xc0")
             raise BrokerUnavailable("the reply was lost")
         return reply
 
-    monkeypatch.setattr(type(app.broker), "_enqueue_once", lose_first_reply)
+    monkeypatch.setattr(app.broker.link.durability, "enqueue_once", lose_first_reply)
     handle = job.delay(1)
     assert len(tries) == 2
     assert handle.status() is JobState.SUCCEEDED  # not stored again as a new pending job
-    assert app.broker.counts("default")["pending"] == 0
+    assert app.broker.inspection.counts("default")["pending"] == 0
 
 
 def test_a_child_writes_its_counts_while_its_lanes_run_long_jobs(app: TaskForge) -> None:
@@ -209,9 +209,9 @@ def test_a_child_writes_its_counts_while_its_lanes_run_long_jobs(app: TaskForge)
     from taskforge.worker.child import keep_counts_written
 
     stop = threading.Event()
-    writer = keep_counts_written(app.broker, stop)
+    writer = keep_counts_written(app.broker.claims.tally, stop)
     try:
-        app.broker.count_success("long-job")  # not due yet: the lane that counted it is busy now
+        app.broker.claims.tally.count_success("long-job")  # not due yet: the lane that counted it is busy now
         deadline = time.monotonic() + 10
         written = 0
         while time.monotonic() < deadline and not written:
@@ -221,9 +221,9 @@ def test_a_child_writes_its_counts_while_its_lanes_run_long_jobs(app: TaskForge)
                 for key in app.broker.client.scan_iter(match="taskforge:{long-job}:stats:*")
             )
         assert written == 1
-        assert not app.broker.flush_on_idle  # the thread writes them: a lane going idle need not
+        assert not app.broker.claims.tally.flush_on_idle  # the thread writes them: a lane going idle need not
     finally:
         stop.set()
         writer.join(5)
-        app.broker.flush_on_idle = True
+        app.broker.claims.tally.flush_on_idle = True
     assert not writer.is_alive()  # and it stops when told: no write after its broker is gone

@@ -181,7 +181,7 @@ class QueueMachine(RuleBasedStateMachine):
                     delay_ms=delay,
                 )
             )
-        self.broker.enqueue(QUEUE, jobs)
+        self.broker.jobs.enqueue(QUEUE, jobs)
         for job, (_, _, timing, _) in zip(jobs, batch, strict=True):
             self.add(job.id, job.priority, job.max_attempts, timing)
 
@@ -228,11 +228,11 @@ class QueueMachine(RuleBasedStateMachine):
         if reply_lost:
             # The reply of the first call is lost; the client retries with the
             # same token: it must get the very same claims back, not claim more.
-            lost = lose_reply(self.broker, lambda: self.broker.dequeue(QUEUE, lease, count, token=token))
-            claims, wait = self.broker.dequeue(QUEUE, lease, count, token=token)
+            lost = lose_reply(self.broker, lambda: self.broker.claims.dequeue(QUEUE, lease, count, token=token))
+            claims, wait = self.broker.claims.dequeue(QUEUE, lease, count, token=token)
             assert [(c.id.decode(), int(c.attempts)) for c in lost.rows] == [(c.id, c.attempts) for c in claims]
         else:
-            claims, wait = self.broker.dequeue(QUEUE, lease, count, token=token)
+            claims, wait = self.broker.claims.dequeue(QUEUE, lease, count, token=token)
         self.expect_claims(near, count, lease, claims, wait)
 
     @precondition(lambda self: self.in_state("running"))
@@ -244,7 +244,7 @@ class QueueMachine(RuleBasedStateMachine):
         token = new_token()
 
         def chained() -> tuple[bool, tuple[list[Claim], float | None]]:
-            return self.broker.succeed_and_claim(QUEUE, job.id, job.token, b"\xc0", lease, token)  # type: ignore[arg-type]
+            return self.broker.claims.succeed_and_claim(QUEUE, job.id, job.token, b"\xc0", lease, token)  # type: ignore[arg-type]
 
         if reply_lost:  # the re-send finds the success recorded (fenced) and gets the lost claim back
             lose_reply(self.broker, chained)
@@ -260,14 +260,14 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def succeed(self, data: st.DataObject) -> None:
         job = self.pick_running(data)
-        assert self.broker.succeed(QUEUE, job.id, job.token, b"\xc0") is True
+        assert self.broker.claims.succeed(QUEUE, job.id, job.token, b"\xc0") is True
         self.release(job, "succeeded")
 
     @precondition(lambda self: self.in_state("running"))
     @rule(data=st.data(), retry=st.sampled_from([None, 0.0, 0.002, FAR_MS / 1000, FAR_MS / 1000]))
     def fail(self, data: st.DataObject, retry: float | None) -> None:
         job = self.pick_running(data)
-        outcome = self.broker.fail(QUEUE, job.id, job.token, "ValueError: model", "tb", retry)
+        outcome = self.broker.claims.fail(QUEUE, job.id, job.token, "ValueError: model", "tb", retry)
         if retry is not None and job.attempts < job.max_attempts:
             assert outcome == "retrying"
             self.release(job, "retrying")
@@ -280,7 +280,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def requeue(self, data: st.DataObject) -> None:
         job = self.pick_running(data)
-        assert self.broker.requeue(QUEUE, job.id, job.token) is True
+        assert self.broker.claims.requeue(QUEUE, job.id, job.token) is True
         self.release(job, "pending")
         job.attempts -= 1  # a shutdown is not the job's fault: the attempt is refunded
         self.back_in_place(job)
@@ -290,7 +290,7 @@ class QueueMachine(RuleBasedStateMachine):
         expiring = [j for j in self.in_state("running") if j.lease_bound is not None]
         if expiring:
             wait_until(self.app, max(j.lease_bound for j in expiring))  # type: ignore[type-var]
-        back, buried, dropped = self.broker.reclaim(QUEUE)
+        back, buried, dropped = self.broker.claims.reclaim(QUEUE)
         expect_back = {j.id for j in expiring if j.attempts < j.max_attempts}
         expect_buried = {j.id for j in expiring if j.attempts >= j.max_attempts}
         assert (set(back), set(buried), dropped) == (expect_back, expect_buried, 0)
@@ -310,7 +310,7 @@ class QueueMachine(RuleBasedStateMachine):
         stale = data.draw(st.lists(st.sampled_from(self.stale), max_size=2)) if self.stale else []
         lease = TINY_LEASE_MS if tiny else FAR_MS
         pairs = [(j.id, j.token) for j in chosen] + stale
-        lost, aborted = self.broker.extend(QUEUE, lease, pairs)  # type: ignore[arg-type]
+        lost, aborted = self.broker.claims.extend(QUEUE, lease, pairs)  # type: ignore[arg-type]
         after = redis_ms(self.app)
         assert (lost, aborted) == ([i for i, _ in stale if self.jobs[i].state in UNFINISHED], [])
         for job in chosen:
@@ -321,15 +321,15 @@ class QueueMachine(RuleBasedStateMachine):
     def stale_claim_is_fenced(self, data: st.DataObject, op: str) -> None:
         job_id, token = data.draw(st.sampled_from(self.stale))
         if op == "succeed":
-            assert self.broker.succeed(QUEUE, job_id, token, b"\xc0") is False
+            assert self.broker.claims.succeed(QUEUE, job_id, token, b"\xc0") is False
         elif op == "fail":
-            assert self.broker.fail(QUEUE, job_id, token, "late", "", 0) == "fenced"
+            assert self.broker.claims.fail(QUEUE, job_id, token, "late", "", 0) == "fenced"
         elif op == "requeue":
-            assert self.broker.requeue(QUEUE, job_id, token) is False
+            assert self.broker.claims.requeue(QUEUE, job_id, token) is False
         else:
             # Lost (someone else may hold it now) unless it has finished: then nobody does.
             lost = [job_id] if self.jobs[job_id].state in UNFINISHED else []
-            assert self.broker.extend(QUEUE, FAR_MS, [(job_id, token)]) == (lost, [])
+            assert self.broker.claims.extend(QUEUE, FAR_MS, [(job_id, token)]) == (lost, [])
 
     # -- anyone -----------------------------------------------------------
 
@@ -341,10 +341,10 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
         if not self.jobs or data.draw(st.integers(0, 9)) == 0:
-            assert self.broker.cancel(QUEUE, uuid.uuid4().hex) == -1, "cancel of an unknown id"
+            assert self.broker.jobs.cancel(QUEUE, uuid.uuid4().hex) == -1, "cancel of an unknown id"
             return
         job = self.pick_any(data)
-        outcome = self.broker.cancel(QUEUE, job.id)
+        outcome = self.broker.jobs.cancel(QUEUE, job.id)
         if job.state in ("pending", "scheduled", "retrying"):
             assert outcome == 1
             job.state, job.due, job.far = "cancelled", None, False
@@ -355,7 +355,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def cancel_before_due(self, data: st.DataObject) -> None:
         job = data.draw(st.sampled_from(self.in_state("scheduled", "retrying")))
-        assert self.broker.cancel(QUEUE, job.id) == 1, f"cancel of a {job.state} job"
+        assert self.broker.jobs.cancel(QUEUE, job.id) == 1, f"cancel of a {job.state} job"
         job.state, job.due, job.far = "cancelled", None, False
 
     @precondition(lambda self: self.jobs)
@@ -363,7 +363,7 @@ class QueueMachine(RuleBasedStateMachine):
     def retry_dead_by_id(self, data: st.DataObject) -> None:
         # Any jobs, dead or not, some twice: only a dead one moves, once, in the order given.
         asked = [self.pick_any(data).id for _ in range(data.draw(st.integers(1, 5)))]
-        moved = self.broker.retry_dead(QUEUE, asked)
+        moved = self.broker.cleanup.retry_dead(QUEUE, asked)
         expected = [i for i in dict.fromkeys(asked) if self.jobs[i].state == "dead"]
         assert moved == expected
         for job_id in moved:
@@ -373,7 +373,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule()
     def retry_all_dead(self) -> None:
         dead = {j.id for j in self.in_state("dead")}
-        moved = self.broker.retry_dead(QUEUE, [], limit=500)
+        moved = self.broker.cleanup.retry_dead(QUEUE, [], limit=500)
         # Oldest death first; deaths within one ms tie by id, which the model
         # cannot see, so it takes the order from the answer, checked as a set.
         assert sorted(moved) == sorted(dead) and len(moved) == len(dead)
@@ -448,7 +448,7 @@ def test_queue_matches_model(broker_url: str) -> None:
             app.task(name="model.job", queue=QUEUE)(lambda *args: None)
         # The model promotes due jobs at every claim; a worker does so at a
         # bounded interval (tests/broker/test_lean_claims.py checks that bound).
-        app.broker.promote_every_s = 0
+        app.broker.claims.hints.promote_every_s = 0
         return app
 
     machine = type("QueueModel", (QueueMachine,), {"make_app": lambda self: fresh_app(), "examples": 0})

@@ -18,7 +18,7 @@ def test_succeed_and_fail_count_runs_in_the_current_minute(app: TaskForge) -> No
     for ok in (1, 2, 3, 0):
         work.delay(ok)
     app.drain()  # three successes; the failing job runs twice (retried, then dead)
-    first, history = app.broker.outcome_history(["default", "idle"], minutes=60)
+    first, history = app.broker.inspection.outcome_history(["default", "idle"], minutes=60)
     assert len(history["default"]) == 60 and history["idle"] == [(0, 0)] * 60
     assert sum(s for s, _ in history["default"]) == 3
     assert sum(f for _, f in history["default"]) == 2
@@ -35,10 +35,10 @@ def test_fenced_outcomes_are_not_counted(app: TaskForge) -> None:
         return 1
 
     work.delay()
-    claims, _ = app.broker.dequeue("default", LEASE)
-    assert not app.broker.succeed("default", claims[0].id, "not-the-token", b"\x01")
-    assert app.broker.fail("default", claims[0].id, "not-the-token", "err", "", 0) == "fenced"
-    _, history = app.broker.outcome_history(["default"], minutes=2)
+    claims, _ = app.broker.claims.dequeue("default", LEASE)
+    assert not app.broker.claims.succeed("default", claims[0].id, "not-the-token", b"\x01")
+    assert app.broker.claims.fail("default", claims[0].id, "not-the-token", "err", "", 0) == "fenced"
+    _, history = app.broker.inspection.outcome_history(["default"], minutes=2)
     assert history["default"] == [(0, 0), (0, 0)]
 
 
@@ -53,5 +53,5 @@ def test_a_damaged_counter_never_stops_an_outcome(app: TaskForge) -> None:
         app.broker.client.set(QueueKeys("default").stats(minute), "garbage")
     app.drain()
     assert handle.result(timeout=1) == "done"
-    _, history = app.broker.outcome_history(["default"], minutes=1)
+    _, history = app.broker.inspection.outcome_history(["default"], minutes=1)
     assert history["default"] == [(0, 0)]  # unreadable: counts as nothing, raises nothing

@@ -16,7 +16,7 @@ LEASE = 30_000
 
 
 def claim_one(app: TaskForge, queue: str = "default", lease_ms: int = LEASE):
-    claims, wait = app.broker.dequeue(queue, lease_ms)
+    claims, wait = app.broker.claims.dequeue(queue, lease_ms)
     assert len(claims) <= 1
     return claims[0] if claims else None
 
@@ -37,7 +37,7 @@ def test_round_trip_and_info(app: TaskForge) -> None:
     )
     assert (claim.attempts, claim.max_attempts, claim.timeout, claim.priority) == (1, 5, 7.0, 2)
     assert handle.status() is JobState.RUNNING
-    assert app.broker.succeed("default", claim.id, claim.token, b"\xa2ok")
+    assert app.broker.claims.succeed("default", claim.id, claim.token, b"\xa2ok")
     info = handle.info()
     assert info.state is JobState.SUCCEEDED and info.result == "ok"
     assert info.priority is Priority.HIGH and info.attempts == 1 and info.max_attempts == 5
@@ -78,7 +78,7 @@ def test_scheduled_job_waits_for_its_time(app: TaskForge) -> None:
 
     handle = later.apply_in(0.3)
     assert handle.status() is JobState.SCHEDULED
-    claims, wait = app.broker.dequeue("default", LEASE)
+    claims, wait = app.broker.claims.dequeue("default", LEASE)
     assert claims == [] and 0 < wait <= 0.3
     time.sleep(0.35)
     assert claim_one(app).id == handle.id
@@ -107,19 +107,19 @@ def test_failure_retries_then_dead(app: TaskForge) -> None:
 
     handle = flaky.delay()
     first = claim_one(app)
-    assert app.broker.fail("default", first.id, first.token, "ValueError: boom", "tb", 0.05) == "retrying"
+    assert app.broker.claims.fail("default", first.id, first.token, "ValueError: boom", "tb", 0.05) == "retrying"
     assert handle.status() is JobState.RETRYING
     time.sleep(0.1)
     second = claim_one(app)
     assert second.id == handle.id and second.attempts == 2
-    assert app.broker.fail("default", second.id, second.token, "ValueError: boom", "tb2", 0.05) == "dead"
+    assert app.broker.claims.fail("default", second.id, second.token, "ValueError: boom", "tb2", 0.05) == "dead"
     info = handle.info()
     assert info.state is JobState.DEAD and info.error == "ValueError: boom" and info.traceback == "tb2"
-    assert app.broker.counts("default")["dead"] == 1
+    assert app.broker.inspection.counts("default")["dead"] == 1
     with pytest.raises(TaskFailed) as failed:
         handle.result(timeout=1)
     assert failed.value.error == "ValueError: boom"
-    assert app.broker.retry_dead("default", [handle.id]) == [handle.id]
+    assert app.broker.cleanup.retry_dead("default", [handle.id]) == [handle.id]
     again = claim_one(app)
     assert again.id == handle.id and again.attempts == 1
 
@@ -132,15 +132,15 @@ def test_reclaim_counts_the_attempt_and_fences_the_old_owner(app: TaskForge) -> 
     handle = slow.delay()
     old = claim_one(app, lease_ms=50)
     time.sleep(0.1)
-    assert app.broker.reclaim("default") == ([handle.id], [], 0)
+    assert app.broker.claims.reclaim("default") == ([handle.id], [], 0)
     assert handle.status() is JobState.PENDING
     new = claim_one(app, lease_ms=50)
     assert new.attempts == 2 and new.token != old.token
-    assert not app.broker.succeed("default", old.id, old.token, b"\xc0")
-    assert app.broker.fail("default", old.id, old.token, "late", "", 0) == "fenced"
-    assert app.broker.extend("default", LEASE, [(old.id, old.token)]) == ([old.id], [])
+    assert not app.broker.claims.succeed("default", old.id, old.token, b"\xc0")
+    assert app.broker.claims.fail("default", old.id, old.token, "late", "", 0) == "fenced"
+    assert app.broker.claims.extend("default", LEASE, [(old.id, old.token)]) == ([old.id], [])
     time.sleep(0.1)
-    assert app.broker.reclaim("default") == ([], [handle.id], 0)
+    assert app.broker.claims.reclaim("default") == ([], [handle.id], 0)
     info = handle.info()
     assert info.state is JobState.DEAD and "WorkerLost" in info.error
 
@@ -154,18 +154,18 @@ def test_an_aborted_job_whose_worker_died_ends_cancelled_not_rerun(app: TaskForg
     claim_one(app, lease_ms=50)
     assert handle.abort() is True  # flagged: its supervisor would stop it at the next renewal
     time.sleep(0.1)  # ...but the worker died first
-    assert app.broker.reclaim("default") == ([], [], 0)
+    assert app.broker.claims.reclaim("default") == ([], [], 0)
     info = handle.info()
     assert info.state is JobState.CANCELLED and "Aborted" in info.error
-    assert claim_one(app) is None and app.broker.counts("default")["running"] == 0
+    assert claim_one(app) is None and app.broker.inspection.counts("default")["running"] == 0
     # A dead job retried later starts without an old abort request hanging over it.
     other = slow.delay()
     first = claim_one(app)
     app.broker.client.hset(QueueKeys("default").job(other.id), "abort", "1")
-    assert app.broker.fail("default", first.id, first.token, "boom", "", None) == "dead"
-    assert app.broker.retry_dead("default", [other.id]) == [other.id]
+    assert app.broker.claims.fail("default", first.id, first.token, "boom", "", None) == "dead"
+    assert app.broker.cleanup.retry_dead("default", [other.id]) == [other.id]
     again = claim_one(app)
-    assert app.broker.extend("default", LEASE, [(again.id, again.token)]) == ([], [])
+    assert app.broker.claims.extend("default", LEASE, [(again.id, again.token)]) == ([], [])
 
 
 def test_extend_keeps_a_slow_job_claimed(app: TaskForge) -> None:
@@ -177,9 +177,9 @@ def test_extend_keeps_a_slow_job_claimed(app: TaskForge) -> None:
     claim = claim_one(app, lease_ms=200)
     for _ in range(4):
         time.sleep(0.1)
-        assert app.broker.extend("default", 200, [(claim.id, claim.token)]) == ([], [])
-        assert app.broker.reclaim("default") == ([], [], 0)
-    assert app.broker.succeed("default", claim.id, claim.token, b"\xc0")
+        assert app.broker.claims.extend("default", 200, [(claim.id, claim.token)]) == ([], [])
+        assert app.broker.claims.reclaim("default") == ([], [], 0)
+    assert app.broker.claims.succeed("default", claim.id, claim.token, b"\xc0")
 
 
 def test_requeue_refunds_the_attempt_and_keeps_the_place(app: TaskForge) -> None:
@@ -190,7 +190,7 @@ def test_requeue_refunds_the_attempt_and_keeps_the_place(app: TaskForge) -> None
     first, second = job.delay(1), job.delay(2)
     claim = claim_one(app)
     assert claim.id == first.id
-    assert app.broker.requeue("default", claim.id, claim.token)
+    assert app.broker.claims.requeue("default", claim.id, claim.token)
     again = claim_one(app)
     assert again.id == first.id and again.attempts == 1
     assert claim_one(app).id == second.id
@@ -207,7 +207,7 @@ def test_cancel(app: TaskForge) -> None:
     claim = claim_one(app)
     assert claim.id == running.id
     assert not running.cancel()
-    assert app.broker.succeed("default", claim.id, claim.token, b"\xc0")
+    assert app.broker.claims.succeed("default", claim.id, claim.token, b"\xc0")
     assert not running.cancel()
     assert claim_one(app) is None
     with pytest.raises(TaskFailed):
@@ -230,7 +230,7 @@ def test_result_blocks_until_done_and_times_out(app: TaskForge) -> None:
 
     def finish() -> None:
         time.sleep(0.3)
-        app.broker.succeed("default", claim.id, claim.token, b"\x2a")
+        app.broker.claims.succeed("default", claim.id, claim.token, b"\x2a")
 
     threading.Thread(target=finish).start()
     assert handle.result(timeout=5) == 42
@@ -253,7 +253,7 @@ def test_max_size_counts_every_unfinished_job(app: TaskForge) -> None:
         job.delay()
     with pytest.raises(QueueFull):
         job.delay_many([(), ()])
-    assert sum(small.broker.counts("default").values()) == 3
+    assert sum(small.broker.inspection.counts("default").values()) == 3
 
 
 def test_retention_applies_to_finished_jobs_only(app: TaskForge) -> None:
@@ -265,7 +265,7 @@ def test_retention_applies_to_finished_jobs_only(app: TaskForge) -> None:
     key = QueueKeys("default").job(handle.id)
     assert app.broker.client.pttl(key) == -1
     claim = claim_one(app)
-    app.broker.succeed("default", claim.id, claim.token, b"\xc0")
+    app.broker.claims.succeed("default", claim.id, claim.token, b"\xc0")
     assert 0 < app.broker.client.pttl(key) <= 86_400_000
 
 
@@ -282,7 +282,7 @@ def test_script_flush_between_calls(where: str, request: pytest.FixtureRequest) 
     app.broker.client.script_flush()
     claim = claim_one(app)
     app.broker.client.script_flush()
-    assert app.broker.succeed("default", claim.id, claim.token, b"\xc0")
+    assert app.broker.claims.succeed("default", claim.id, claim.token, b"\xc0")
     app.broker.client.script_flush()
     assert handle.result(timeout=1) is None
 
@@ -294,7 +294,7 @@ def test_corrupt_body_goes_to_dead_letters(app: TaskForge) -> None:
 
     bad, good = job.delay(), job.delay()
     app.broker.client.hset(QueueKeys("default").job(bad.id), "payload", b"\xc1 not msgpack")
-    claims, wait = app.broker.dequeue("default", LEASE)
+    claims, wait = app.broker.claims.dequeue("default", LEASE)
     assert claims == [] and wait == 0
     info = bad.info()
     assert info.state is JobState.DEAD and info.error.startswith("CorruptPayload")
@@ -309,7 +309,7 @@ def test_id_without_a_body_is_dropped(app: TaskForge) -> None:
     ghost, real = job.delay(), job.delay()
     app.broker.client.delete(QueueKeys("default").job(ghost.id))
     assert claim_one(app).id == real.id
-    assert app.broker.counts("default")["pending"] == 0
+    assert app.broker.inspection.counts("default")["pending"] == 0
 
 
 def test_purge_and_clear(app: TaskForge) -> None:
@@ -320,11 +320,11 @@ def test_purge_and_clear(app: TaskForge) -> None:
     for _ in range(1200):
         job.delay()
     job.apply_in(60)
-    assert app.broker.purge("default", "pending") == 1200
-    assert app.broker.purge("default", "scheduled") == 1
-    assert app.broker.counts("default") == {"pending": 0, "scheduled": 0, "running": 0, "dead": 0}
+    assert app.broker.cleanup.purge("default", "pending") == 1200
+    assert app.broker.cleanup.purge("default", "scheduled") == 1
+    assert app.broker.inspection.counts("default") == {"pending": 0, "scheduled": 0, "running": 0, "dead": 0}
     job.delay()
-    assert app.broker.clear("default") >= 1
+    assert app.broker.cleanup.clear("default") >= 1
     assert app.broker.client.keys("taskforge:{default}:*") == []
 
 
@@ -345,10 +345,10 @@ def test_retry_dead_clears_the_done_list(app: TaskForge) -> None:
 
     handle = job.delay()
     claim = claim_one(app)
-    assert app.broker.await_state("default", handle.id) == "running"
-    app.broker.fail("default", claim.id, claim.token, "boom", "", None)
+    assert app.broker.jobs.await_state("default", handle.id) == "running"
+    app.broker.claims.fail("default", claim.id, claim.token, "boom", "", None)
     assert app.broker.client.exists(QueueKeys("default").done(handle.id))
-    app.broker.retry_dead("default", [handle.id])
+    app.broker.cleanup.retry_dead("default", [handle.id])
     assert not app.broker.client.exists(QueueKeys("default").done(handle.id))
     started = time.monotonic()
     with pytest.raises(TimeoutError):
@@ -370,7 +370,7 @@ def test_peek_reports_each_queues_best_head(app: TaskForge) -> None:
     bulk.delay()
     urgent.apply_in(0.05)
     time.sleep(0.1)
-    (bulk_head, _), (urgent_head, _), (empty, wait) = app.broker.peek(["bulk", "urgent", "none"])
+    (bulk_head, _), (urgent_head, _), (empty, wait) = app.broker.claims.peek(["bulk", "urgent", "none"])
     assert priority_of_score(bulk_head) == 0 and priority_of_score(urgent_head) == 3
     assert empty is None and wait is None
 

@@ -133,7 +133,7 @@ def every_script(app: TaskForge, queue: str) -> None:
     single.delay(1)
     single.delay(1)
     limited.delay(1)
-    b.enqueue(
+    b.jobs.enqueue(
         queue,
         [
             NewJob(
@@ -148,43 +148,43 @@ def every_script(app: TaskForge, queue: str) -> None:
             )
         ],
     )
-    b.await_state(queue, "tick-1")
-    b.peek([queue, "another-queue"])
+    b.jobs.await_state(queue, "tick-1")
+    b.claims.peek([queue, "another-queue"])
     claims = []
     for _ in range(5):
-        claims += b.dequeue(queue, 60_000, count=5)[0]
+        claims += b.claims.dequeue(queue, 60_000, count=5)[0]
     first, second, third, fourth, *_ = claims
-    b.adopt(queue, first.id, first.token, 3, 10.0)
-    b.progress(queue, first.id, first.token, 0.5, "halfway")
-    b.extend(queue, 60_000, [(c.id, c.token) for c in claims])
-    b.succeed_and_claim(queue, first.id, first.token, dumps_result(1), 60_000, "next-token")
-    b.succeed(queue, second.id, second.token, dumps_result(2))
-    b.fail(queue, third.id, third.token, "boom", "tb", None)  # dead
-    b.abort(queue, fourth.id)
-    b.extend(queue, 60_000, [(fourth.id, fourth.token)])
-    b.abandon(queue, fourth.id, fourth.token)
+    b.claims.adopt(queue, first.id, first.token, 3, 10.0)
+    b.claims.progress(queue, first.id, first.token, 0.5, "halfway")
+    b.claims.extend(queue, 60_000, [(c.id, c.token) for c in claims])
+    b.claims.succeed_and_claim(queue, first.id, first.token, dumps_result(1), 60_000, "next-token")
+    b.claims.succeed(queue, second.id, second.token, dumps_result(2))
+    b.claims.fail(queue, third.id, third.token, "boom", "tb", None)  # dead
+    b.jobs.abort(queue, fourth.id)
+    b.claims.extend(queue, 60_000, [(fourth.id, fourth.token)])
+    b.claims.abandon(queue, fourth.id, fourth.token)
     plain.delay(3)
-    again = b.dequeue(queue, 1, count=1)[0]
+    again = b.claims.dequeue(queue, 1, count=1)[0]
     time.sleep(0.01)
-    b.reclaim(queue)  # its 1 ms lease is over
-    requeued = b.dequeue(queue, 60_000, count=1)[0]
+    b.claims.reclaim(queue)  # its 1 ms lease is over
+    requeued = b.claims.dequeue(queue, 60_000, count=1)[0]
     for claim in requeued:
-        b.requeue(queue, claim.id, claim.token)
-    passed = b.dequeue(queue, 60_000, token="owner0000001.passed")[0]
+        b.claims.requeue(queue, claim.id, claim.token)
+    passed = b.claims.dequeue(queue, 60_000, token="owner0000001.passed")[0]
     for claim in passed:
-        b.pass_job(queue, claim.id, claim.token, 500, 5_000)  # a task this worker does not know
-    b.fast_forward(queue, 10)
-    b.dequeue(queue, 60_000, token="owner0000002.lost")
-    b.expire_owner(queue, "owner0000002.")  # a worker proved dead
-    b.reclaim(queue)
-    b.fail(queue, *(lambda c: (c.id, c.token))(b.dequeue(queue, 60_000)[0][0]), "flaky", "tb", 30.0)
-    b.fast_forward(queue, 3600)
-    b.retry_dead(queue)
-    b.cancel(queue, plain.delay(4).id)
-    b.abort(queue, plain.delay(5).id)
-    b.purge(queue, "pending")
-    b.purge(queue, "scheduled")
-    b.purge(queue, "dead")
+        b.claims.pass_job(queue, claim.id, claim.token, 500, 5_000)  # a task this worker does not know
+    b.claims.fast_forward(queue, 10)
+    b.claims.dequeue(queue, 60_000, token="owner0000002.lost")
+    b.claims.expire_owner(queue, "owner0000002.")  # a worker proved dead
+    b.claims.reclaim(queue)
+    b.claims.fail(queue, *(lambda c: (c.id, c.token))(b.claims.dequeue(queue, 60_000)[0][0]), "flaky", "tb", 30.0)
+    b.claims.fast_forward(queue, 3600)
+    b.cleanup.retry_dead(queue)
+    b.jobs.cancel(queue, plain.delay(4).id)
+    b.jobs.abort(queue, plain.delay(5).id)
+    b.cleanup.purge(queue, "pending")
+    b.cleanup.purge(queue, "scheduled")
+    b.cleanup.purge(queue, "dead")
     assert again, "the reclaim path needs a claim whose lease ran out"
     # The workflow scripts, in the workflow's own slot; cancel_steps in the queue's.
     flow = chain(plain.s(1), plain.s(), on_failure=plain.si(0)).delay()

@@ -24,7 +24,9 @@ def test_a_job_enqueued_during_the_wait_is_claimed_by_it(redis_url: str) -> None
         pass
 
     got: list = []
-    waiter = threading.Thread(target=lambda: got.append(app.broker.wait_and_dequeue("default", 10, LEASE, new_token())))
+    waiter = threading.Thread(
+        target=lambda: got.append(app.broker.claims.wait_and_dequeue("default", 10, LEASE, new_token()))
+    )
     started = time.monotonic()
     waiter.start()
     time.sleep(0.2)  # the waiter is blocked by now
@@ -43,9 +45,9 @@ def test_a_wait_that_times_out_claims_nothing_and_says_when_to_look_again(redis_
     def job():
         pass
 
-    assert app.broker.wait_and_dequeue("default", 0.05, LEASE, new_token()) == ([], None)
+    assert app.broker.claims.wait_and_dequeue("default", 0.05, LEASE, new_token()) == ([], None)
     job.apply_in(60)
-    claims, wait = app.broker.wait_and_dequeue("default", 0.05, LEASE, new_token())
+    claims, wait = app.broker.claims.wait_and_dequeue("default", 0.05, LEASE, new_token())
     assert claims == [] and 50 < wait <= 60
 
 
@@ -73,10 +75,10 @@ def test_a_token_whose_reply_was_lost_gets_its_job_back(redis_url: str, monkeypa
 
     monkeypatch.setattr(app.broker.client, "pipeline", reply_dropped)
     with pytest.raises(BrokerUnavailable):
-        app.broker.wait_and_dequeue("default", 0.05, LEASE, token)
+        app.broker.claims.wait_and_dequeue("default", 0.05, LEASE, token)
     monkeypatch.undo()
     assert handle.status() is JobState.RUNNING
-    again, _ = app.broker.wait_and_dequeue("default", 0.05, LEASE, token)  # the re-send
+    again, _ = app.broker.claims.wait_and_dequeue("default", 0.05, LEASE, token)  # the re-send
     assert [c.id for c in again] == [handle.id]
     assert again[0].attempts == 1
 
@@ -90,5 +92,5 @@ def test_scripts_flushed_by_redis_are_loaded_again(own_redis_url: str) -> None:
 
     handle = job.delay()
     app.broker.client.script_flush()
-    claims, _ = app.broker.wait_and_dequeue("default", 0.05, LEASE, new_token())
+    claims, _ = app.broker.claims.wait_and_dequeue("default", 0.05, LEASE, new_token())
     assert [c.id for c in claims] == [handle.id]

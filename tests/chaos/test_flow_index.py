@@ -40,12 +40,12 @@ def test_a_workflow_never_stored_is_not_listed_running_once_the_reconciler_looke
     with pytest.raises(BrokerUnavailable):
         chain(add.s(1, 2), add.s(3)).delay()
     monkeypatch.undo()
-    [ghost] = app.broker.workflow_ids("running")
+    [ghost] = app.broker.ledger.workflow_ids("running")
     with pytest.raises(WorkflowNotFound):
         app.workflow(ghost).status()
     # As if the launch grace had passed since: the reconciler looks at it now.
     app.broker.client.zadd(WORKFLOW_LAUNCHING, {ghost: int(time.time() * 1000) - 2 * LAUNCH_GRACE_MS})
     Reconciler(app.broker, ["default"]).run()
-    assert app.broker.launching_since(int(time.time() * 1000)) == []
-    assert app.broker.workflow_ids("running") == []
-    assert app.broker.workflow_counts()["running"] == 0
+    assert app.broker.ledger.launching_since(int(time.time() * 1000)) == []
+    assert app.broker.ledger.workflow_ids("running") == []
+    assert app.broker.ledger.workflow_counts()["running"] == 0

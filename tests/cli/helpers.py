@@ -13,7 +13,7 @@ LEASE_MS = 60_000
 
 def claim_one(app: TaskForge, queue: str) -> Claim:
     """Claim the next ready job of ``queue`` (the caller knows which one that is)."""
-    claims, _ = app.broker.dequeue(queue, LEASE_MS)
+    claims, _ = app.broker.claims.dequeue(queue, LEASE_MS)
     assert len(claims) == 1, f"nothing ready in {queue}"
     return claims[0]
 
@@ -26,7 +26,7 @@ def running(app: TaskForge, task: str, *args: Any, queue: str = "default") -> st
 def retrying(app: TaskForge, task: str, *args: Any, queue: str = "default") -> str:
     app.send(task, *args)
     job = claim_one(app, queue)
-    assert app.broker.fail(queue, job.id, job.token, "ValueError: try later", "", 600) == "retrying"
+    assert app.broker.claims.fail(queue, job.id, job.token, "ValueError: try later", "", 600) == "retrying"
     return job.id
 
 
@@ -34,12 +34,12 @@ def dead(app: TaskForge, task: str, *args: Any, queue: str = "default", error: s
     app.send(task, *args)
     job = claim_one(app, queue)
     traceback = f"Traceback (most recent call last):\n  ...\n{error}\n"
-    assert app.broker.fail(queue, job.id, job.token, error, traceback, None) == "dead"
+    assert app.broker.claims.fail(queue, job.id, job.token, error, traceback, None) == "dead"
     return job.id
 
 
 def succeeded(app: TaskForge, task: str, result: Any, *args: Any, queue: str = "default") -> str:
     app.send(task, *args)
     job = claim_one(app, queue)
-    assert app.broker.succeed(queue, job.id, job.token, dumps_result(result))
+    assert app.broker.claims.succeed(queue, job.id, job.token, dumps_result(result))
     return job.id

@@ -96,7 +96,7 @@ def test_purge_refuses_without_yes_off_a_terminal(cli_app: TaskForge, invoke) ->
     three_dead(cli_app)
     result = invoke("dead", "cliapp:app", "purge")
     assert result.exit_code == 2 and "--yes" in one_line_error(result)
-    assert cli_app.broker.counts("default")["dead"] == 2
+    assert cli_app.broker.inspection.counts("default")["dead"] == 2
 
 
 def test_purge_with_yes_or_a_confirmation(cli_app: TaskForge, invoke, monkeypatch) -> None:
@@ -105,10 +105,10 @@ def test_purge_with_yes_or_a_confirmation(cli_app: TaskForge, invoke, monkeypatc
     assert result.exit_code == 0 and "deleted 1 dead job" in result.stdout
     monkeypatch.setattr(purge_module, "stdin_is_terminal", lambda: True)
     assert invoke("dead", "cliapp:app", "purge", input="n\n").exit_code == 1
-    assert cli_app.broker.counts("default")["dead"] == 2
+    assert cli_app.broker.inspection.counts("default")["dead"] == 2
     result = invoke("dead", "cliapp:app", "purge", input="y\n")
     assert result.exit_code == 0 and "deleted 2 dead jobs" in result.stdout
-    assert cli_app.broker.counts("default")["dead"] == 0
+    assert cli_app.broker.inspection.counts("default")["dead"] == 0
     assert invoke("job", "cliapp:app", ids[0]).exit_code == 2
     assert invoke("dead", "cliapp:app", "purge").stdout.strip() == "no dead jobs to purge"
 

@@ -56,7 +56,7 @@ def test_arguments_the_task_cannot_take_exit_2_and_queue_nothing(cli_app: TaskFo
     result = invoke("enqueue", "cliapp:app", "cliapp.add", *given)
     assert result.exit_code == 2 and one_line_error(result).startswith("Error: cliapp.add: ")
     assert "the job was not queued" in one_line_error(result)
-    assert cli_app.broker.counts("default")["pending"] == 0
+    assert cli_app.broker.inspection.counts("default")["pending"] == 0
 
 
 def test_unregistered_task_is_queued_with_a_warning(cli_app: TaskForge, invoke) -> None:
@@ -85,7 +85,7 @@ def test_bad_input_exits_2_with_one_line(cli_app: TaskForge, invoke, args: list[
     result = invoke("enqueue", "cliapp:app", "cliapp.add", *args)
     assert result.exit_code == 2
     assert culprit in one_line_error(result)
-    assert cli_app.broker.counts("default")["pending"] == 0
+    assert cli_app.broker.inspection.counts("default")["pending"] == 0
 
 
 def test_bad_app_exits_2(cli_app: TaskForge, invoke) -> None:

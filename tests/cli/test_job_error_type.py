@@ -20,7 +20,9 @@ def test_a_dead_job_shows_its_error_type(cli_app: TaskForge, invoke) -> None:
     cli_app.send("cliapp.add", 1, 2)
     job = helpers.claim_one(cli_app, "default")
     error = "PaymentDeclined: card 42"
-    cli_app.broker.fail("default", job.id, job.token, error, "tb", None, FailureKind.EXCEPTION, "shop.PaymentDeclined")
+    cli_app.broker.claims.fail(
+        "default", job.id, job.token, error, "tb", None, FailureKind.EXCEPTION, "shop.PaymentDeclined"
+    )
     data = json.loads(invoke("job", "cliapp:app", job.id, "--json").stdout)
     check(data, JOB_SCHEMA)
     assert (data["error_type"], data["error"]) == ("shop.PaymentDeclined", error)
@@ -38,7 +40,7 @@ def test_a_running_job_shows_its_progress_meta(cli_app: TaskForge, invoke) -> No
     cli_app.send("cliapp.add", 1, 2)
     job = helpers.claim_one(cli_app, "default")
     meta = {"done": 3, "total": 10, "raw": b"\x00"}
-    assert cli_app.broker.progress("default", job.id, job.token, 0.3, "fetching", dumps(meta))
+    assert cli_app.broker.claims.progress("default", job.id, job.token, 0.3, "fetching", dumps(meta))
     data = json.loads(invoke("job", "cliapp:app", job.id, "--json").stdout)
     check(data, JOB_SCHEMA)
     assert data["progress_meta"] == {"done": 3, "total": 10, "raw": {"$bytes": "AA=="}}

@@ -67,7 +67,7 @@ def test_asks_on_a_terminal(cli_app: TaskForge, invoke, monkeypatch) -> None:
     assert cli_app.job(ids["pending"]).status() is JobState.PENDING
     accepted = invoke("purge", "cliapp:app", input="y\n")
     assert accepted.exit_code == 0 and "deleted" in accepted.stdout
-    assert cli_app.broker.counts("default")["pending"] == 0
+    assert cli_app.broker.inspection.counts("default")["pending"] == 0
 
 
 def test_nothing_to_purge_asks_nothing(cli_app: TaskForge, invoke) -> None:

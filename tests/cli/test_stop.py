@@ -73,5 +73,5 @@ def test_abort_a_running_job_flags_it_for_its_worker(cli_app: TaskForge, invoke)
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith(f"abort requested for job {claim.id} (cliapp.add, queue default)"), result.stdout
     # What the supervisor running it is told at its next lease renewal.
-    lost, to_abort = cli_app.broker.extend("default", helpers.LEASE_MS, [(claim.id, claim.token)])
+    lost, to_abort = cli_app.broker.claims.extend("default", helpers.LEASE_MS, [(claim.id, claim.token)])
     assert (lost, to_abort) == ([], [claim.id])

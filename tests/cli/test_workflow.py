@@ -144,7 +144,7 @@ def test_human_output_names_the_failed_step_and_the_on_failure_step(flow_app: Ta
 
 
 def claim(app: TaskForge, queue: str) -> Claim:
-    claims, _ = app.broker.dequeue(queue, 60_000)
+    claims, _ = app.broker.claims.dequeue(queue, 60_000)
     assert len(claims) == 1, f"nothing ready in {queue}"
     return claims[0]
 
@@ -157,7 +157,7 @@ def test_a_running_workflow_is_held_up_by_its_first_step_not_succeeded(flow_app:
     # The first step succeeds (its report not delivered yet: no worker here); the second is not sent yet.
     first = claim(flow_app, "default")
     assert first.id == f"{handle.id}.0"
-    assert flow_app.broker.succeed("default", first.id, first.token, dumps_result(3))
+    assert flow_app.broker.claims.succeed("default", first.id, first.token, dumps_result(3))
     result = invoke("workflow", "flowapp:app", handle.id)
     assert result.exit_code == 0, result.output
     assert f"held up by   {handle.id}.1 flowapp.add (pending)" in result.stdout
@@ -182,17 +182,17 @@ def test_retry_resumes_a_dead_workflow_and_on_failure_runs_again_when_it_dies_ag
 ) -> None:
     workflow_id = dead_with_on_failure(flow_app)
     alert = f"{workflow_id}.3"
-    first_alert = flow_app.broker.read("alerts", alert)
+    first_alert = flow_app.broker.jobs.read("alerts", alert)
     result = invoke("workflow", "flowapp:app", workflow_id, "--retry")
     assert result.exit_code == 0, result.output
     fields = {line[:13].strip(): line[13:] for line in result.stdout.split("\n\n")[0].splitlines()}
     assert fields["state"] == "running" and "failed_step" not in fields and "error" not in fields
     assert fields["held up by"] == f"{workflow_id}.1 flowapp.explode (pending)"
-    assert flow_app.broker.read("alerts", alert) is None  # its first run's record dropped
+    assert flow_app.broker.jobs.read("alerts", alert) is None  # its first run's record dropped
     flow_app.drain()  # explode still explodes: dead again, and the alert is sent again
     data = json.loads(invoke("workflow", "flowapp:app", workflow_id, "--json").stdout)
     assert (data["state"], data["failed_step"]) == ("dead", f"{workflow_id}.1")
-    assert first_alert is not None and flow_app.broker.read("alerts", alert) is not None  # sent again
+    assert first_alert is not None and flow_app.broker.jobs.read("alerts", alert) is not None  # sent again
     assert [s["state"] for s in data["steps"]] == ["succeeded", "dead", "cancelled", "succeeded"]
     assert [s["attempts"] for s in data["steps"]][:2] == [1, 1]  # a fresh set of attempts
 

@@ -97,7 +97,7 @@ def test_delay_on_commit_queues_nothing_on_rollback_and_once_on_commit(project: 
     def pending() -> int:
         return queue_status(app, "default").pending
 
-    app.broker.purge("default", "pending")
+    app.broker.cleanup.purge("default", "pending")
 
     class Rollback(Exception):
         pass
@@ -222,7 +222,7 @@ def test_a_drain_inside_a_transaction_leaves_its_connection_alone(project: Path)
 
     app = default_task_backend.app
     for queue in ("default", "emails"):
-        app.broker.purge(queue, "pending")
+        app.broker.cleanup.purge(queue, "pending")
     with transaction.atomic():
         result = query_database.enqueue()
         [ran] = app.drain()
@@ -250,7 +250,7 @@ def test_an_argument_that_is_not_json_raises_type_error_and_stores_nothing(proje
     from tests.contrib.django_tasks import echo
 
     app = default_task_backend.app
-    app.broker.purge("default", "pending")
+    app.broker.cleanup.purge("default", "pending")
     with pytest.raises(TypeError):
         echo.enqueue(datetime.now(timezone.utc))  # taskforge could store it; Django's contract is JSON
     with pytest.raises(TypeError):

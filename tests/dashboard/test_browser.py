@@ -119,7 +119,7 @@ def test_every_page_and_action_in_a_real_browser(
     assert ash.status() is JobState.DEAD  # asking deleted nothing
     page.click("#confirm-purge")
     page.wait_for_selector("text=Deleted 1 dead job")
-    assert producer.broker.counts("default")["dead"] == 0
+    assert producer.broker.inspection.counts("default")["dead"] == 0
     context.close()
 
 

@@ -21,8 +21,8 @@ pytestmark = [pytest.mark.redis, pytest.mark.slow]
 def dead_job(producer: TaskForge, queue: str = "default") -> str:
     """A dead job, made by the queue's own transitions (no worker needed)."""
     handle = producer.send("dashapp.fails_first", "x")
-    claims, _ = producer.broker.dequeue(queue, 30_000)
-    assert producer.broker.fail(queue, claims[0].id, claims[0].token, "ValueError: x", "", None) == "dead"
+    claims, _ = producer.broker.claims.dequeue(queue, 30_000)
+    assert producer.broker.claims.fail(queue, claims[0].id, claims[0].token, "ValueError: x", "", None) == "dead"
     return handle.id
 
 
@@ -82,9 +82,9 @@ def test_purge_needs_the_token_and_a_confirmation(start_dashboard, producer: Tas
     url = f"{board.base}/queues/default/purge-dead"
     assert http(url, urlencode({"confirm": "yes"}).encode(), jar)[0] == 403
     assert http(url, urlencode({"csrf": cookie}).encode(), jar)[0] == 200  # no confirmation: asks again
-    assert producer.broker.counts("default")["dead"] == 1
+    assert producer.broker.inspection.counts("default")["dead"] == 1
     status, _, headers = http(url, urlencode({"csrf": cookie, "confirm": "yes"}).encode(), jar)
-    assert status == 303 and producer.broker.counts("default")["dead"] == 0
+    assert status == 303 and producer.broker.inspection.counts("default")["dead"] == 0
 
 
 def test_auth_blocks_anonymous_requests(start_dashboard, producer: TaskForge) -> None:

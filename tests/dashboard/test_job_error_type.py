@@ -20,15 +20,17 @@ def test_the_job_page_shows_error_type_and_progress_meta(start_dashboard, produc
     failed, running, fine = (producer.send("dashapp.add", n, 1) for n in range(3))
     claims = {}
     while len(claims) < 2:
-        for claim in producer.broker.dequeue("default", 30_000)[0]:
+        for claim in producer.broker.claims.dequeue("default", 30_000)[0]:
             claims[claim.id] = claim
     assert set(claims) == {failed.id, running.id}
     claim = claims[failed.id]
-    producer.broker.fail(
+    producer.broker.claims.fail(
         "default", claim.id, claim.token, "KeyError: 'k'", "", None, FailureKind.EXCEPTION, "builtins.KeyError"
     )
     claim = claims[running.id]
-    assert producer.broker.progress("default", claim.id, claim.token, 0.3, "fetching", dumps({"done": 3, "total": 10}))
+    assert producer.broker.claims.progress(
+        "default", claim.id, claim.token, 0.3, "fetching", dumps({"done": 3, "total": 10})
+    )
     board = start_dashboard()
     status, body, _ = http(f"{board.base}/jobs/{failed.id}?queue=default")
     shown = re.search(r'<dd class="mono" id="error-type">([^<]*)</dd>', body)

@@ -17,9 +17,11 @@ pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
 def test_the_job_page_shows_the_failure_kind(start_dashboard, producer: TaskForge) -> None:
     failed, fine = producer.send("dashapp.fails_first", "x"), producer.send("dashapp.add", 1, 2)
-    claims, _ = producer.broker.dequeue("default", 30_000)
+    claims, _ = producer.broker.claims.dequeue("default", 30_000)
     error = "TimeoutError: the job ran longer than its timeout of 1 s and was killed"
-    outcome = producer.broker.fail("default", claims[0].id, claims[0].token, error, "", None, FailureKind.TIMEOUT)
+    outcome = producer.broker.claims.fail(
+        "default", claims[0].id, claims[0].token, error, "", None, FailureKind.TIMEOUT
+    )
     assert claims[0].id == failed.id and outcome == "dead"
     board = start_dashboard()
     status, body, _ = http(f"{board.base}/jobs/{failed.id}?queue=default")

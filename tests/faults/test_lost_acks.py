@@ -16,7 +16,7 @@ from typing import Any
 import redis
 
 from taskforge import TaskForge
-from taskforge.broker.queue import Broker
+from taskforge.broker import Broker
 from taskforge.worker.runner import AppContext, Outcome, run_claim
 
 
@@ -44,7 +44,7 @@ def run_with_lost_reply(app: TaskForge, script: str, chain: bool = False) -> tup
     fired: dict[str, list[str]] = {"job_succeeded": [], "job_failed": [], "job_dead": []}
     for name, ids in fired.items():
         app.hooks.on(name)(lambda event, ids=ids: ids.append(event.job.id if event.job else ""))  # type: ignore[misc]
-    [claim], _ = app.broker.dequeue("default", lease_ms=30_000)
+    [claim], _ = app.broker.claims.dequeue("default", lease_ms=30_000)
     with reply_lost(app.broker, script) as seen:
         outcome = run_claim(AppContext.of(app), claim)
     assert seen, f"the {script} script never ran"
@@ -93,8 +93,8 @@ def test_a_takeover_is_still_fenced(app: TaskForge) -> None:
         return None
 
     noop.delay()
-    [claim], _ = app.broker.dequeue("default", lease_ms=30_000)
-    assert app.broker.succeed("default", claim.id, "another-token", b"\x90") is False
+    [claim], _ = app.broker.claims.dequeue("default", lease_ms=30_000)
+    assert app.broker.claims.succeed("default", claim.id, "another-token", b"\x90") is False
     app.broker.client.hset(f"taskforge:{{default}}:job:{claim.id}", "token", "another-token")
-    assert app.broker.succeed("default", claim.id, "another-token", b"\xc0") is True
+    assert app.broker.claims.succeed("default", claim.id, "another-token", b"\xc0") is True
     assert run_claim(AppContext.of(app), claim).state == "fenced"

@@ -475,15 +475,15 @@ def exercise(app: TaskForge, queue: str) -> None:
     echo.apply_in(3600, "scheduled")
     with pytest.raises(TimeoutError):
         waited.result(timeout=0.001)
-    claims, _ = app.broker.dequeue(queue, 60_000, count=4)
+    claims, _ = app.broker.claims.dequeue(queue, 60_000, count=4)
     assert len(claims) == 4, claims
-    app.broker.succeed(queue, claims[0].id, claims[0].token, b"\xc0")
-    app.broker.succeed(queue, claims[1].id, claims[1].token, b"\xc0")
-    app.broker.fail(queue, claims[2].id, claims[2].token, "RuntimeError: x", "", None)
+    app.broker.claims.succeed(queue, claims[0].id, claims[0].token, b"\xc0")
+    app.broker.claims.succeed(queue, claims[1].id, claims[1].token, b"\xc0")
+    app.broker.claims.fail(queue, claims[2].id, claims[2].token, "RuntimeError: x", "", None)
     echo.delay("claimed alone")
     echo.delay("left pending")
-    assert len(app.broker.dequeue(queue, 60_000)[0]) == 1
-    app.broker.flush_outcomes()  # the successes counted by the client
+    assert len(app.broker.claims.dequeue(queue, 60_000)[0]) == 1
+    app.broker.claims.tally.flush_outcomes()  # the successes counted by the client
 
 
 def assert_one_slot(app: TaskForge, queue: str) -> None:
@@ -519,7 +519,7 @@ def test_every_key_of_a_valid_queue_is_in_one_slot(queue: str) -> None:
 def test_clearing_a_valid_queue_removes_every_key_of_it(queue: str) -> None:
     app = new_app()
     exercise(app, queue)
-    app.broker.clear(queue)
+    app.broker.cleanup.clear(queue)
     left = {k for k in keyspace(app) if k.startswith(QueueKeys(queue).prefix.encode())}
     assert not left, f"Broker.clear({queue!r}) left {sorted(left)}"
 
@@ -545,7 +545,7 @@ def test_on_real_redis_every_key_of_a_queue_is_in_one_slot(redis_url: str, queue
     app = new_app(redis_url)
     exercise(app, queue)
     assert_one_slot(app, queue)
-    assert queue in app.broker.queues()
+    assert queue in app.broker.jobs.queues()
 
 
 invalid_queue_names = (

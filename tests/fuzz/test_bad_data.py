@@ -74,11 +74,11 @@ def drain(app: TaskForge, queue: str = QUEUE, rounds: int = 300) -> list[str]:
     raised: list[str] = []
     for _ in range(rounds):
         try:
-            broker.reclaim(queue)
+            broker.claims.reclaim(queue)
         except Exception as exc:
             raised.append(f"reclaim raised {type(exc).__name__}: {str(exc)[:160]}")
         try:
-            claims, wait = broker.dequeue(queue, LEASE_MS)
+            claims, wait = broker.claims.dequeue(queue, LEASE_MS)
         except Exception as exc:
             raised.append(f"dequeue raised {type(exc).__name__}: {str(exc)[:160]}")
             continue
@@ -94,8 +94,8 @@ def inspect_everything(app: TaskForge, items: list[Bad], queue: str = QUEUE) -> 
     """peek, counts, status and every job's info/status: return normally or raise JobNotFound."""
     problems = []
     for name, call in (
-        ("peek", lambda: app.broker.peek([queue])),
-        ("counts", lambda: app.broker.counts(queue)),
+        ("peek", lambda: app.broker.claims.peek([queue])),
+        ("counts", lambda: app.broker.inspection.counts(queue)),
         ("status", lambda: queue_snapshot(app, [queue])),
     ):
         try:
@@ -139,9 +139,9 @@ def test_reclaim_counts_expired_claims_without_a_body(broker_url: str) -> None:
     app = fuzz_app(broker_url, [])
     ghosts = [Bad(f"ghost-{n}", "no body", DROPPED, where="running", body="none") for n in range(3)]
     seed(app.broker.client, ghosts)
-    back, buried, dropped = app.broker.reclaim(QUEUE)
+    back, buried, dropped = app.broker.claims.reclaim(QUEUE)
     assert (back, buried, dropped) == ([], [], 3)
-    assert app.broker.counts(QUEUE)["running"] == 0
+    assert app.broker.inspection.counts(QUEUE)["running"] == 0
 
 
 # -- property tests: any bytes, any msgpack value, any field value (memory://, fast) ----------------------
@@ -182,8 +182,8 @@ def test_any_payload_bytes_are_claimed_or_dead_lettered(data: bytes) -> None:
     queue = fresh_queue()
     item = Bad("job", "fuzzed payload", FINISHED, fields={"payload": data})
     seed(app.broker.client, [item], queue)
-    claims, _ = app.broker.dequeue(queue, LEASE_MS)
-    fields = app.broker.read(queue, "job") or {}
+    claims, _ = app.broker.claims.dequeue(queue, LEASE_MS)
+    fields = app.broker.jobs.read(queue, "job") or {}
     try:
         expected = loads_call(data)
     except TaskforgeError:
@@ -334,13 +334,13 @@ def test_a_damaged_queue_key_gives_a_clear_error_and_stores_nothing(broker_url: 
         if raised and jobs_after != jobs_before:
             problems.append(f"{name} raised, yet stored {sorted(jobs_after - jobs_before)}")
     for name, call in (
-        ("dequeue", lambda: [run_claim(app, c) for c in app.broker.dequeue(QUEUE, LEASE_MS)[0]]),
-        ("reclaim", lambda: app.broker.reclaim(QUEUE)),
-        ("peek", lambda: app.broker.peek([QUEUE])),
-        ("counts", lambda: app.broker.counts(QUEUE)),
+        ("dequeue", lambda: [run_claim(app, c) for c in app.broker.claims.dequeue(QUEUE, LEASE_MS)[0]]),
+        ("reclaim", lambda: app.broker.claims.reclaim(QUEUE)),
+        ("peek", lambda: app.broker.claims.peek([QUEUE])),
+        ("counts", lambda: app.broker.inspection.counts(QUEUE)),
         ("status", lambda: queue_snapshot(app)),
         ("info", before.info),
-        ("retry_dead", lambda: app.broker.retry_dead(QUEUE)),
+        ("retry_dead", lambda: app.broker.cleanup.retry_dead(QUEUE)),
     ):
         check(name, call, key, problems)
     if key != Q.pending:  # else the damage itself dropped the job's place in line
@@ -359,15 +359,15 @@ def test_a_reclaim_facing_damaged_limits_moves_nothing_until_mended(broker_url: 
     def limited() -> None: ...
 
     handle = limited.delay()
-    [claim] = app.broker.dequeue(QUEUE, 50)[0]
+    [claim] = app.broker.claims.dequeue(QUEUE, 50)[0]
     time.sleep(0.1)  # the lease expires: its worker is gone
     client = app.broker.client
     _string(client, Q.limits)
     with pytest.raises(CorruptQueue, match=re.escape(Q.limits)):
-        app.broker.reclaim(QUEUE)
+        app.broker.claims.reclaim(QUEUE)
     assert client.zscore(Q.running, handle.id) is not None and handle.status() is JobState.RUNNING
     client.delete(Q.limits)  # mended: taskforge recreates it
-    assert app.broker.reclaim(QUEUE) == ([handle.id], [], 0) and handle.status() is JobState.PENDING
+    assert app.broker.claims.reclaim(QUEUE) == ([handle.id], [], 0) and handle.status() is JobState.PENDING
 
 
 def test_a_waiter_whose_done_list_is_damaged_gets_an_answer(broker_url: str) -> None:

@@ -50,21 +50,21 @@ def test_twenty_queues_over_every_master_run_by_three_workers(cluster, start_wor
             timeout=60,
         )
         assert done.returncode == 0, done.stderr
-    assert app.broker.counts("q13")["scheduled"] == 0 and app.broker.counts("q07")["dead"] == 0
+    assert app.broker.inspection.counts("q13")["scheduled"] == 0 and app.broker.inspection.counts("q07")["dead"] == 0
 
 
 def test_an_idle_wait_over_every_master_wakes_for_a_job_on_any_of_them(cluster) -> None:
     app, work, _ = producer(cluster.url)
     waiting = ["another-queue", *QUEUES]
     for queue in waiting:  # wake-up tokens left by earlier tests
-        app.broker.clear(queue)
-    assert app.broker.wait_for_work(waiting, 0.05) is False
+        app.broker.cleanup.clear(queue)
+    assert app.broker.claims.wait_for_work(waiting, 0.05) is False
     for master in cluster.masters():
         queue = next(q for q in QUEUES if cluster.master_of(QueueKeys(q).pending) == master)
         woken: list[bool] = []
 
         def wait(into: list[bool] = woken) -> None:
-            into.append(app.broker.wait_for_work(waiting, 30))
+            into.append(app.broker.claims.wait_for_work(waiting, 30))
 
         waiter = threading.Thread(target=wait)
         waiter.start()
@@ -73,7 +73,7 @@ def test_an_idle_wait_over_every_master_wakes_for_a_job_on_any_of_them(cluster) 
         waiter.join(timeout=60)
         # Each pop blocks 1 s at most: without the wake-up the wait would end False.
         assert woken == [True], f"no wake-up from {queue} on the master at port {master}"
-        app.broker.clear(queue)
+        app.broker.cleanup.clear(queue)
 
 
 def test_killed_master_fails_over_and_work_goes_on(cluster, start_worker) -> None:

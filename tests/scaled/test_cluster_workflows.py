@@ -150,7 +150,7 @@ def assert_each_step_ran_first_once(flows: Flows, *workflows: WorkflowHandle[Any
 def assert_outboxes_empty(flows: Flows) -> None:
     """Every report was delivered: none is left for the reconciler."""
     wait_until(
-        lambda: not any(flows.app.broker.outbox(q) for q in flows.queues), 30, "the queues' outboxes to be empty"
+        lambda: not any(flows.app.broker.ledger.outbox(q) for q in flows.queues), 30, "the queues' outboxes to be empty"
     )
 
 
@@ -257,7 +257,7 @@ def test_a_report_its_master_never_replicated_is_delivered_again(flows: Flows, m
         client(victim).execute_command("CLIENT", "KILL", "TYPE", "replica")
         wait_until(lambda: client(victim).hexists(record, "result:0"), 30, "the master to count step 0")
         # No replica confirms the report, so the worker must keep it in its outbox.
-        poll(lambda: not flows.app.broker.outbox(flows.queues[0]), 5)
+        poll(lambda: not flows.app.broker.ledger.outbox(flows.queues[0]), 5)
         cluster.kill(victim)
     finally:
         cluster.procs[replica].send_signal(signal.SIGCONT)

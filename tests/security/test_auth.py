@@ -169,7 +169,7 @@ def test_a_command_the_acl_denies_inside_a_script_is_named(server: PrivateRedis)
     app = TaskForge("acl", broker=f"redis://taskforge:{USER_PASSWORD}@127.0.0.1:{server.port}/0")
     app.send("anything")
     with pytest.raises(BrokerUnavailable) as caught:
-        app.broker.dequeue("default", 60_000)
+        app.broker.claims.dequeue("default", 60_000)
     message = str(caught.value)
     assert "'zpopmin'" in message and "dequeue script" in message and "README" in message, message
     assert USER_PASSWORD not in message

@@ -50,9 +50,9 @@ def test_a_result_wait_of_1_ms_raises_timeout_error(server: PrivateRedis) -> Non
 def test_waiting_for_work_for_1_ms_returns(server: PrivateRedis) -> None:
     """The worker's idle waits: a job due in 1 ms must not turn into a wait until the socket timeout."""
     broker = app_on(server).broker
-    assert broker.wait_for_work(["default"], 0.001) is False
-    assert broker.wait_for_work(["default"], 0.0) is False
-    claims, _ = broker.wait_and_dequeue("default", 0.001, 60_000, "token-1")
+    assert broker.claims.wait_for_work(["default"], 0.001) is False
+    assert broker.claims.wait_for_work(["default"], 0.0) is False
+    claims, _ = broker.claims.wait_and_dequeue("default", 0.001, 60_000, "token-1")
     assert claims == []
 
 
@@ -60,7 +60,7 @@ def test_an_acl_denial_inside_a_script_names_the_command(server: PrivateRedis) -
     app = user_app(server, [r for r in MINIMAL if r != "+zpopmin"])
     app.send("anything")
     with pytest.raises(BrokerUnavailable) as caught:
-        app.broker.dequeue("default", 60_000)
+        app.broker.claims.dequeue("default", 60_000)
     assert "'zpopmin'" in str(caught.value) and "dequeue script" in str(caught.value), caught.value
 
 
@@ -68,7 +68,7 @@ def test_the_minimal_acl_user_leaves_no_denial_in_the_acl_log(server: PrivateRed
     """redis-py's handshake commands (CLIENT SETINFO, CLIENT MAINT_NOTIFICATIONS) are turned off."""
     app = user_app(server, MINIMAL)
     handle = app.send("echo", 1)
-    assert app.broker.dequeue("default", 60_000)
+    assert app.broker.claims.dequeue("default", 60_000)
     clients = [connect(app.url) for _ in range(3)]  # new pools: new connections, and the version check
     for client in clients:
         client.ping()

@@ -33,14 +33,14 @@ def test_a_job_its_own_child_just_recorded_is_not_reported_lost(
         pass
 
     first, second = job.delay(), job.delay()
-    [claim], _ = app.broker.dequeue("default", 30_000)
+    [claim], _ = app.broker.claims.dequeue("default", 30_000)
     sup = supervisor_holding(app, Running(JobStarted(0, claim.id, claim.token, "default", claim.task, 1, None)))
     caplog.set_level(logging.WARNING, logger="taskforge.worker")
     # The child failed its job (retrying) but its next message has not arrived yet.
-    assert app.broker.fail("default", claim.id, claim.token, "boom", "", 0) == "retrying"
+    assert app.broker.claims.fail("default", claim.id, claim.token, "boom", "", 0) == "retrying"
     sup.renew_leases()
     # Then it did: it moved on to the next job.
-    [nxt], _ = app.broker.dequeue("default", 30_000)
+    [nxt], _ = app.broker.claims.dequeue("default", 30_000)
     assert {claim.id, nxt.id} <= {first.id, second.id}
     sup.pool.children[0].lanes[0] = Running(JobStarted(0, nxt.id, nxt.token, "default", nxt.task, 1, None))
     sup.renew_leases()
@@ -55,10 +55,10 @@ def test_a_claim_taken_over_is_reported_from_the_second_renewal(
         pass
 
     handle = job.delay()
-    [old], _ = app.broker.dequeue("default", 50)
+    [old], _ = app.broker.claims.dequeue("default", 50)
     time.sleep(0.1)
-    assert app.broker.reclaim("default") == ([handle.id], [], 0)
-    [new], _ = app.broker.dequeue("default", 30_000)
+    assert app.broker.claims.reclaim("default") == ([handle.id], [], 0)
+    [new], _ = app.broker.claims.dequeue("default", 30_000)
     assert new.token != old.token
     sup = supervisor_holding(app, Running(JobStarted(0, old.id, old.token, "default", old.task, 1, None)))
     caplog.set_level(logging.WARNING, logger="taskforge.worker")

@@ -155,7 +155,7 @@ def test_a_job_id_sent_200_times_at_once_from_4_processes_stores_one_job(redis_u
     assert all(racer.returncode == 0 for racer in racers)
     assert outputs == ["invoice-7"] * 4
     app = TaskForge("checker", broker=redis_url)
-    assert app.broker.counts("default")["pending"] == 1
+    assert app.broker.inspection.counts("default")["pending"] == 1
     assert len(side.keys("taskforge:{default}:job:*")) == 1
     assert app.job("invoice-7").info().task == "controls.mark"
 

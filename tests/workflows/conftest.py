@@ -18,8 +18,8 @@ import pytest
 import redis
 
 from taskforge import TaskForge
+from taskforge.broker import Broker
 from taskforge.broker.connection import connect
-from taskforge.broker.queue import Broker
 
 from ..conftest import REDIS_URL, real_redis_or_skip
 from ..worker.conftest import Worker, stop_workers, wait_for

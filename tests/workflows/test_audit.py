@@ -35,8 +35,8 @@ def first_step_done_unreported(app: TaskForge) -> tuple[str, str]:
     add = app.tasks["audit.add"]
     flow = chain(add.s(1, 2), add.s(10)).delay()
     queue = add.queue
-    [claim], _ = app.broker.dequeue(queue, 60_000)
-    assert app.broker.succeed(queue, claim.id, claim.token, dumps_result(3))
+    [claim], _ = app.broker.claims.dequeue(queue, 60_000)
+    assert app.broker.claims.succeed(queue, claim.id, claim.token, dumps_result(3))
     app.broker.client.hdel(QueueKeys(queue).outbox, claim.id)
     return flow.id, queue
 
@@ -53,8 +53,8 @@ def test_a_report_lost_after_its_outbox_entry_is_delivered_again(flows: TaskForg
 def test_a_next_step_never_stored_is_sent_again(flows: TaskForge) -> None:
     workflow, queue = first_step_done_unreported(flows)
     # The report reached the workflow, but the step it freed was never stored.
-    flows.broker.report_steps([StepReport(queue, step_id(workflow, 0), workflow, 0, "succeeded", b"\x03")])
-    assert flows.broker.read(queue, step_id(workflow, 1)) is None
+    flows.broker.ledger.report_steps([StepReport(queue, step_id(workflow, 0), workflow, 0, "succeeded", b"\x03")])
+    assert flows.broker.jobs.read(queue, step_id(workflow, 1)) is None
     assert reconcile.Reconciler(flows.broker, [queue]).audit() == 1
     flows.drain()
     assert flows.workflow(workflow).result(timeout=5) == 13

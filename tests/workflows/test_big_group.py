@@ -27,4 +27,4 @@ def test_a_group_of_ten_thousand_members_and_its_follow_up(live_app: TaskForge) 
     assert [s.args for s in steps[:SIZE]] == [(i,) for i in range(SIZE)]  # member order, flattened
     assert (steps[-1].task, steps[-1].state) == (total.name, JobState.SUCCEEDED)
     assert steps[-1].args == (list(range(SIZE)),)  # the follow-up got every result, in member order
-    wait_for(lambda: not live_app.broker.outbox("wf"), RESULT_TIMEOUT, "every report delivered")
+    wait_for(lambda: not live_app.broker.ledger.outbox("wf"), RESULT_TIMEOUT, "every report delivered")

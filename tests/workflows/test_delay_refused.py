@@ -71,4 +71,4 @@ def test_the_same_workflow_with_good_arguments_is_stored(bound_app: TaskForge) -
     h = chain(add.s(1, 2), mul.s(3), on_failure=mark.si("failed", "never")).delay()
     added = set(keyspace(bound_app)) - set(before)
     assert any(h.id in key for key in added)  # the workflow's own keys, and its first step's
-    assert bound_app.broker.read("wf", f"{h.id}.0") is not None
+    assert bound_app.broker.jobs.read("wf", f"{h.id}.0") is not None

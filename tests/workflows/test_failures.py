@@ -28,12 +28,12 @@ pytestmark = [pytest.mark.redis]
 
 def sent(app: TaskForge, queue: str, job_id: str) -> None:
     """Wait until the step is stored: an ended workflow's on_failure is sent just after the end is recorded."""
-    wait_for(lambda: app.broker.read(queue, job_id) is not None, RESULT_TIMEOUT, f"step {job_id} sent")
+    wait_for(lambda: app.broker.jobs.read(queue, job_id) is not None, RESULT_TIMEOUT, f"step {job_id} sent")
 
 
 def delivered(app: TaskForge, queue: str, job_id: str) -> None:
     """Wait until the step's report left its queue's outbox: whatever it could send is sent."""
-    wait_for(lambda: job_id not in app.broker.outbox(queue), RESULT_TIMEOUT, f"the report of {job_id}")
+    wait_for(lambda: job_id not in app.broker.ledger.outbox(queue), RESULT_TIMEOUT, f"the report of {job_id}")
 
 
 def test_a_dead_step_ends_the_workflow_and_later_steps_never_run(
@@ -73,8 +73,8 @@ def test_a_dead_step_ends_the_workflow_and_later_steps_never_run(
     assert runs(side, f"{token}-boom") == ["3"]
     assert runs(side, f"{token}-fail") == ["'failed'"]
     assert runs(side, f"{token}-after") == runs(side, f"{token}-after2") == []
-    assert live_app.broker.read("wf", f"{h.id}.2") is None  # never even stored
-    wait_for(lambda: h.id in live_app.broker.workflow_ids("dead"), RESULT_TIMEOUT, "listed as dead")
+    assert live_app.broker.jobs.read("wf", f"{h.id}.2") is None  # never even stored
+    wait_for(lambda: h.id in live_app.broker.ledger.workflow_ids("dead"), RESULT_TIMEOUT, "listed as dead")
 
 
 def test_a_step_is_retried_before_it_ends_the_workflow(live_app: TaskForge, side: redis.Redis, token: str) -> None:
@@ -123,7 +123,7 @@ def test_running_members_of_the_failed_group_finish(
     assert runs(side, f"{token}-after") == []
     assert runs(side, f"{token}-fail") == ["'failed'"]
     assert h.info().steps[3].state is JobState.CANCELLED
-    assert live_app.broker.read("wf", follow_up) is None  # never stored, so never run
+    assert live_app.broker.jobs.read("wf", follow_up) is None  # never stored, so never run
 
 
 def test_cancel_stops_the_steps_not_started(live_app: TaskForge, side: redis.Redis, token: str, gate: Gate) -> None:
@@ -144,7 +144,7 @@ def test_cancel_stops_the_steps_not_started(live_app: TaskForge, side: redis.Red
     assert info.state is WorkflowState.CANCELLED and info.finished_at is not None
     assert [s.state for s in info.steps] == [JobState.SUCCEEDED, JobState.CANCELLED, JobState.CANCELLED]
     assert runs(side, f"{token}-1") == runs(side, f"{token}-2") == []
-    assert h.id in live_app.broker.workflow_ids("cancelled")
+    assert h.id in live_app.broker.ledger.workflow_ids("cancelled")
 
 
 def test_cancel_before_the_first_step_started(live_app: TaskForge, side: redis.Redis, token: str) -> None:
@@ -154,7 +154,7 @@ def test_cancel_before_the_first_step_started(live_app: TaskForge, side: redis.R
     assert live_app.job(first).status() is JobState.PENDING
     assert h.cancel() is True
     assert live_app.job(first).status() is JobState.CANCELLED
-    claims, _ = live_app.broker.dequeue(wfapp.MANUAL, 60_000, count=10)
+    claims, _ = live_app.broker.claims.dequeue(wfapp.MANUAL, 60_000, count=10)
     assert [c.id for c in claims if c.id.startswith(h.id)] == []
     assert [s.state for s in h.info().steps] == [JobState.CANCELLED] * 2
     assert runs(side, token) == []

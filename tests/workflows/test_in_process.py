@@ -82,7 +82,9 @@ def test_a_drained_dead_workflow_resumes_with_retry(drained_app: TaskForge) -> N
     drained_app.drain()
     assert h.result(timeout=0) == 9
     assert [s.state for s in h.info().steps] == [JobState.SUCCEEDED] * 4
-    assert drained_app.broker.read("wf", f"{h.id}.4") is None  # dropped at the resume: a second death sends it again
+    assert (
+        drained_app.broker.jobs.read("wf", f"{h.id}.4") is None
+    )  # dropped at the resume: a second death sends it again
     assert h.retry() is False
 
 

@@ -36,7 +36,7 @@ def launching(side: redis.Redis) -> set[str]:
 
 
 def claim_first_step(app: TaskForge, h: WorkflowHandle[object]) -> Claim:
-    claims, _ = app.broker.dequeue(MANUAL, LEASE_MS)
+    claims, _ = app.broker.claims.dequeue(MANUAL, LEASE_MS)
     assert [c.id for c in claims] == [f"{h.id}.0"]
     assert claims[0].workflow == h.id
     return claims[0]
@@ -45,8 +45,8 @@ def claim_first_step(app: TaskForge, h: WorkflowHandle[object]) -> Claim:
 def succeed_undelivered(app: TaskForge, h: WorkflowHandle[object], value: object) -> Claim:
     """The step's final transition, as a worker that died right after it would leave it."""
     claim = claim_first_step(app, h)
-    assert app.broker.succeed(MANUAL, claim.id, claim.token, dumps_result(value))
-    assert app.broker.outbox(MANUAL) == {claim.id: h.id}
+    assert app.broker.claims.succeed(MANUAL, claim.id, claim.token, dumps_result(value))
+    assert app.broker.ledger.outbox(MANUAL) == {claim.id: h.id}
     return claim
 
 
@@ -56,14 +56,14 @@ def test_a_report_never_delivered_is_delivered_by_the_reconciler(
     h = chain(ident.with_options(queue=MANUAL).s(5), mark.s(token)).delay()
     succeed_undelivered(live_app, h, 5)
     assert h.status() is WorkflowState.RUNNING
-    assert live_app.broker.read("wf", f"{h.id}.1") is None
+    assert live_app.broker.jobs.read("wf", f"{h.id}.1") is None
 
     reconciler = Reconciler(live_app.broker, [MANUAL])
     reconciler.run()  # first sight: the worker may be delivering it right now
-    assert f"{h.id}.0" in live_app.broker.outbox(MANUAL)
-    assert live_app.broker.read("wf", f"{h.id}.1") is None
+    assert f"{h.id}.0" in live_app.broker.ledger.outbox(MANUAL)
+    assert live_app.broker.jobs.read("wf", f"{h.id}.1") is None
     assert reconciler.run() >= 1  # seen twice: left behind, delivered
-    assert live_app.broker.outbox(MANUAL) == {}
+    assert live_app.broker.ledger.outbox(MANUAL) == {}
     assert h.result(timeout=RESULT_TIMEOUT) == 5
     assert runs(side, token) == ["5"]
     assert [s.state for s in h.info().steps] == [JobState.SUCCEEDED] * 2
@@ -78,7 +78,7 @@ def test_a_workers_housekeeping_delivers_a_report_left_behind(
     helper = Worker(REPO, module_redis, ["-c", "1", "-q", MANUAL], tmp_path / "helper.log", app=APP_SPEC)
     try:
         assert h.result(timeout=RESULT_TIMEOUT) == 6
-        wait_for(lambda: not live_app.broker.outbox(MANUAL), RESULT_TIMEOUT, "the outbox emptied")
+        wait_for(lambda: not live_app.broker.ledger.outbox(MANUAL), RESULT_TIMEOUT, "the outbox emptied")
     finally:
         stop_workers([helper])
     assert runs(side, token) == ["6"]
@@ -91,15 +91,15 @@ def test_a_report_delivered_twice_sends_the_next_step_once(live_app: TaskForge, 
     deliver(live_app.broker, [report])
     assert h.result(timeout=RESULT_TIMEOUT) == 7
     successor = f"{h.id}.1"
-    before = live_app.broker.read("wf", successor)
+    before = live_app.broker.jobs.read("wf", successor)
     assert before is not None and before[b"state"] == b"succeeded"
 
     deliver(live_app.broker, [report])  # e.g. the reconciler after a delivery whose drop was lost
-    assert live_app.broker.read("wf", successor) == before  # not reset, not queued again
+    assert live_app.broker.jobs.read("wf", successor) == before  # not reset, not queued again
     assert live_app.job(successor).info().attempts == 1
     assert runs(side, token) == ["7"]
     assert h.status() is WorkflowState.SUCCEEDED
-    assert live_app.broker.outbox(MANUAL) == {}
+    assert live_app.broker.ledger.outbox(MANUAL) == {}
 
 
 def test_a_dead_report_delivered_twice_runs_on_failure_once(live_app: TaskForge, side: redis.Redis, token: str) -> None:
@@ -109,15 +109,15 @@ def test_a_dead_report_delivered_twice_runs_on_failure_once(live_app: TaskForge,
         on_failure=mark.si("failed", f"{token}-fail"),
     ).delay()
     claim = claim_first_step(live_app, h)
-    assert live_app.broker.fail(MANUAL, claim.id, claim.token, "ValueError: by hand", "", None) == "dead"
+    assert live_app.broker.claims.fail(MANUAL, claim.id, claim.token, "ValueError: by hand", "", None) == "dead"
     report = report_of(MANUAL, claim.id, h.id, "dead", error="ValueError: by hand")
     deliver(live_app.broker, [report])
     on_failure = f"{h.id}.2"
     assert live_app.job(on_failure).result(timeout=RESULT_TIMEOUT) == "failed"
-    before = live_app.broker.read("wf", on_failure)
+    before = live_app.broker.jobs.read("wf", on_failure)
 
     deliver(live_app.broker, [report])
-    assert live_app.broker.read("wf", on_failure) == before
+    assert live_app.broker.jobs.read("wf", on_failure) == before
     assert runs(side, f"{token}-fail") == ["'failed'"]
     assert runs(side, f"{token}-after") == []
     assert h.status() is WorkflowState.DEAD
@@ -138,16 +138,16 @@ def test_a_workflow_whose_first_steps_were_never_sent_is_launched_by_the_reconci
     h = live_app.workflow(stored)
     first = f"{h.id}.0"
     assert h.status() is WorkflowState.RUNNING
-    assert live_app.broker.read("wf", first) is None
+    assert live_app.broker.jobs.read("wf", first) is None
 
     reconciler = Reconciler(live_app.broker, [])
     reconciler.run()  # the mark is fresh: its producer may still be sending
-    assert live_app.broker.read("wf", first) is None
+    assert live_app.broker.jobs.read("wf", first) is None
     old = int(time.time() * 1000) - LAUNCH_GRACE_MS - 1_000
     side.zadd(WORKFLOW_LAUNCHING, {stored: old}, xx=True)
     reconciler.run()
     assert side.zscore(WORKFLOW_LAUNCHING, stored) is None
-    assert live_app.broker.read("wf", first) is not None
+    assert live_app.broker.jobs.read("wf", first) is not None
     assert h.result(timeout=RESULT_TIMEOUT) == 3
     assert runs(side, token) == ["3"]
 
@@ -166,7 +166,7 @@ def test_a_step_cancelled_by_hand_ends_its_workflow_cancelled(
     info = h.info()
     assert info.failed_step == first
     assert [s.state for s in info.steps] == [JobState.CANCELLED] * 2
-    assert live_app.broker.read("wf", f"{h.id}.1") is None
+    assert live_app.broker.jobs.read("wf", f"{h.id}.1") is None
     assert runs(side, token) == []
 
 

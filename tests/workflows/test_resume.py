@@ -70,8 +70,8 @@ def test_dead_retry_of_a_step_resumes_its_workflow(
     shown = taskforge_command(module_redis, "workflow", APP_SPEC, h.id)
     assert shown.returncode == 0, shown.stderr
     assert "held up by" not in shown.stdout and "succeeded" in shown.stdout
-    wait_for(lambda: h.id in live_app.broker.workflow_ids("succeeded"), RESULT_TIMEOUT, "listed as succeeded")
-    assert h.id not in live_app.broker.workflow_ids("dead")
+    wait_for(lambda: h.id in live_app.broker.ledger.workflow_ids("succeeded"), RESULT_TIMEOUT, "listed as succeeded")
+    assert h.id not in live_app.broker.ledger.workflow_ids("dead")
 
 
 def test_retry_runs_the_dead_steps_again_and_plans_the_cancelled_ones_again(
@@ -99,12 +99,12 @@ def test_retry_runs_the_dead_steps_again_and_plans_the_cancelled_ones_again(
     assert live_app.job(parked).status() is JobState.PENDING  # planned again, sent again
     assert live_app.job(failing).result(timeout=RESULT_TIMEOUT) == 5
     delivered(live_app, "wf", failing)
-    assert live_app.broker.read("wf", summing) is None  # still waits for the parked member
+    assert live_app.broker.jobs.read("wf", summing) is None  # still waits for the parked member
 
-    claims, _ = live_app.broker.dequeue(MANUAL, 60_000, count=10)
+    claims, _ = live_app.broker.claims.dequeue(MANUAL, 60_000, count=10)
     [claim] = [c for c in claims if c.workflow == h.id]
     assert claim.id == parked
-    assert live_app.broker.succeed(MANUAL, claim.id, claim.token, dumps_result(5))
+    assert live_app.broker.claims.succeed(MANUAL, claim.id, claim.token, dumps_result(5))
     deliver(live_app.broker, [report_of(MANUAL, claim.id, h.id, "succeeded", dumps_result(5))])
     assert h.result(timeout=RESULT_TIMEOUT) == 10
     assert runs(side, f"{token}-after") == ["10"]
@@ -252,7 +252,7 @@ def test_a_dead_step_retried_without_its_resume_keeps_its_result_for_a_later_one
     dead(h)
     fix(side, f"{token}-step")
     # The step moved back in line alone, as by a process that died before resuming its workflow.
-    assert live_app.broker.retry_dead("wf", [failed]) == [failed]
+    assert live_app.broker.cleanup.retry_dead("wf", [failed]) == [failed]
     assert live_app.job(failed).result(timeout=RESULT_TIMEOUT) == 12
     delivered(live_app, "wf", failed)
     assert h.status() is WorkflowState.DEAD and h.info().holding_step is None

@@ -34,7 +34,7 @@ def test_each_step_gets_the_previous_result(live_app: TaskForge, side: redis.Red
     ttl = side.pttl(WorkflowKeys(h.id).record)
     assert 0 < ttl <= live_app.retention * 1000
     # Listed under its final state once the worker settled it (just after it ended).
-    wait_for(lambda: h.id in live_app.broker.workflow_ids("succeeded"), RESULT_TIMEOUT, "listed as succeeded")
+    wait_for(lambda: h.id in live_app.broker.ledger.workflow_ids("succeeded"), RESULT_TIMEOUT, "listed as succeeded")
     assert side.zscore(workflow_index("running"), h.id) is None
 
 
@@ -153,7 +153,7 @@ def test_result_times_out_while_a_step_runs_and_unsent_steps_are_listed(live_app
     assert [s.state for s in info.steps] == [JobState.RUNNING, JobState.PENDING, JobState.PENDING]
     assert [s.id for s in info.steps] == [f"{h.id}.{i}" for i in range(3)]
     assert info.steps[1].created_at is None  # not sent yet, listed all the same
-    assert h.id in live_app.broker.workflow_ids("running")
+    assert h.id in live_app.broker.ledger.workflow_ids("running")
     gate.open()
     assert h.result(timeout=RESULT_TIMEOUT) == 1
     assert [s.state for s in h.info().steps] == [JobState.SUCCEEDED] * 3

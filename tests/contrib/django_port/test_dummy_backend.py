@@ -146,7 +146,7 @@ class DummyBackendTestCase(SimpleTestCase):
 
         default_task_backend.get_result(result.id)
 
-        default_task_backend.app.broker.purge("default", "pending")
+        default_task_backend.app.broker.cleanup.purge("default", "pending")
 
         with self.assertRaisesMessage(TaskResultDoesNotExist, result.id):
             default_task_backend.get_result(result.id)

@@ -1,0 +1,111 @@
+"""The producer's role: store jobs, follow them, cancel or abort them.
+
+What a ``Task`` and a ``JobHandle`` call (``Broker.jobs``). Every state
+change is one Lua script (``calls.py`` builds it, ``scripts.py`` runs it),
+so it is atomic and one round trip. ``AsyncJobs`` (``aio.py``) is this
+role's awaited twin: the same methods over the same calls
+(``roles.JobsRole`` and ``aio_roles.AsyncJobsRole``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
+
+import redis
+
+from ..errors import QueueFull
+from . import calls, keys
+from .compat import wait_for_list
+from .connection import broker_errors, sent_once
+from .keys import QueueKeys
+from .record import NewJob
+from .replies import AbortOutcome, CancelOutcome, EnqueueRefused
+
+if TYPE_CHECKING:
+    from .link import Link
+
+
+def queue_full(queue: str, size: int, max_size: int, count: int) -> QueueFull:
+    """The error of an enqueue refused for ``max_size`` (sync and async alike)."""
+    return QueueFull(
+        f"queue {queue!r} holds {size} unfinished jobs and max_size is {max_size}; "
+        f"the {'job was' if count == 1 else f'{count} jobs were'} not stored. "
+        "Wait for workers to catch up or raise max_size."
+    )
+
+
+class Jobs:
+    """Producing: one app's jobs in and out of its queues. Methods take the queue name."""
+
+    def __init__(self, link: Link) -> None:
+        self.client = link.client
+        self.url = link.url
+        self.scripts = link.scripts
+        self.guard = link.guard
+        self.cluster = link.cluster
+        self.retention_ms = link.retention_ms
+        self.hints = link.hints
+        self.durability = link.durability
+
+    def enqueue(self, queue: str, jobs: Sequence[NewJob], max_size: int = 0, resend: bool = False) -> list[str]:
+        """Store ``jobs`` in ``queue``, all or none; raises QueueFull.
+
+        Returns, per job, its id, or the id of the unfinished job holding its
+        unique lock, or '' for a periodic tick some other worker enqueued.
+        ``resend``: the ids were chosen by the caller (workflow steps), so an
+        id already stored is left alone from the first try on.
+        """
+        if any(job.limits for job in jobs):
+            self.hints.knows_limits(queue)
+        q = QueueKeys(queue)
+        # The first try may be plain (no "is this id stored already?" check), and is then
+        # sent once only; every later one, after an error, is a re-send that checks. A
+        # cluster client re-sends on its own, so there every try checks.
+        first = self.cluster or resend
+        plain, checked = (calls.enqueue(q, max_size=max_size, resend=r, jobs=jobs) for r in (first, True))
+        tries = iter([plain])
+
+        def attempt() -> list[str] | EnqueueRefused:
+            with sent_once():  # a failed try comes back here, to be re-sent as a checked one
+                return self.durability.enqueue_once(next(tries, checked))
+
+        # Three tries at least, as redis-py's own retry of a command used to give.
+        reply: list[str] | EnqueueRefused = self.durability.through_failover(attempt, tries=3)
+        if not isinstance(reply, EnqueueRefused):
+            return reply
+        raise queue_full(queue, reply.size, max_size, len(jobs))
+
+    def read(self, queue: str, job_id: str) -> dict[bytes, bytes] | None:
+        """The raw job hash, or None when there is no such job."""
+        with broker_errors(self.url):
+            try:
+                fields = cast("dict[bytes, bytes]", self.client.hgetall(QueueKeys(queue).job(job_id)))
+            except redis.ResponseError:  # not a hash: written by something else
+                return None
+        return fields or None
+
+    def queues(self) -> list[str]:
+        """Every queue name ever enqueued to through any app on this Redis."""
+        with self.guard():
+            return sorted(q.decode() for q in cast("set[bytes]", self.client.smembers(keys.QUEUES)))
+
+    def cancel(self, queue: str, job_id: str) -> CancelOutcome:
+        """1 cancelled, 0 too late (running or finished), -1 no such job."""
+        with self.guard(queue):
+            return self.scripts.run(calls.cancel(QueueKeys(queue), job_id=job_id, retention_ms=self.retention_ms))
+
+    def abort(self, queue: str, job_id: str) -> AbortOutcome:
+        """1 cancelled now, 2 running (its worker will stop it), 0 finished, -1 no such job."""
+        with self.guard(queue):
+            return self.scripts.run(calls.abort(QueueKeys(queue), job_id=job_id, retention_ms=self.retention_ms))
+
+    def await_state(self, queue: str, job_id: str) -> str | None:
+        with self.guard(queue):
+            return self.scripts.run(calls.await_state(QueueKeys(queue), job_id=job_id))
+
+    def wait_done(self, queue: str, job_id: str, timeout: float) -> bool:
+        """Block until the job's done list exists; non-destructive so many may wait."""
+        key = QueueKeys(queue).done(job_id)
+        with self.guard(queue):
+            return wait_for_list(self.client, key, timeout)
