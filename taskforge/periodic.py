@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .errors import BrokerUnavailable, ConfigurationError, QueueFull
-from .new_job import build_job
+from .building import build_job
 from .task import is_real_number
 
 if TYPE_CHECKING:

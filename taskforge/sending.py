@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .broker.record import encode_headers
 from .errors import ConfigurationError, SerializationError
-from .new_job import check_size
+from .building import check_size
 
 if TYPE_CHECKING:
     from .broker.queue import NewJob

@@ -17,7 +17,7 @@ from .celery_call import celery_call
 from .errors import ConfigurationError, SerializationError
 from .handle import JobHandle, async_access
 from .job import BackoffPolicy, Priority, backoff_policy
-from .new_job import build_job
+from .building import build_job
 from .sending import Outgoing, sending
 from .task_options import (
     TaskOptions,

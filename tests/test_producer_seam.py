@@ -10,7 +10,7 @@ import pytest
 from taskforge import JobHandle, JobState, SerializationError, TaskForge
 from taskforge.broker.connection import connect
 from taskforge.broker.queue import Broker, NewJob
-from taskforge.new_job import build_job
+from taskforge.building import build_job
 from taskforge.protocols import Producer
 from taskforge.serialization import loads_call
 
