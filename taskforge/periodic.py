@@ -22,8 +22,8 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .errors import BrokerUnavailable, ConfigurationError, QueueFull
 from .building import build_job
+from .errors import BrokerUnavailable, ConfigurationError, QueueFull
 from .task import is_real_number
 
 if TYPE_CHECKING:
