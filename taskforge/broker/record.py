@@ -161,9 +161,15 @@ ENQUEUE: tuple[Slot, ...] = (
 )
 
 
+# Per job, on the producer's hot path: the slots' functions in a plain tuple, and one
+# encoder made once (json.dumps with separators builds a new one per call).
+_VALUES = tuple(slot.value for slot in ENQUEUE)
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def enqueue_array(job: NewJob, q: QueueKeys) -> str:
     """The JSON array of ``job`` that enqueue.lua reads, slot by slot as ``ENQUEUE`` declares."""
-    return json.dumps([slot.value(job, q) for slot in ENQUEUE], separators=(",", ":"))
+    return _ENCODE([value(job, q) for value in _VALUES])
 
 
 class ClaimRow(NamedTuple):
