@@ -1,8 +1,9 @@
 """One typed function per Lua script: named parameters in, a ``ScriptCall`` out.
 
-The only Python that knows a script's ARGV order and reply layout. Each
-function's keyword-only parameters are, in order, the ``ARGV[n] name`` lines
-of its script's header (ARGV[1] is always the queue's key prefix, KEYS[1]
+The only Python that knows a script's ARGV order and reply layout (but for
+the job record's own: a new job's array and a claim's rows are declared in
+``record.py``). Each function's keyword-only parameters are, in order, the
+``ARGV[n] name`` lines of its script's header (ARGV[1] is always the queue's key prefix, KEYS[1]
 its pending key); ``tests/broker/test_lua_contract.py`` holds the two
 together. A call is built here and run by ``Scripts`` (``scripts.py``): one
 call at a time, in a pipeline, or followed by ``WAIT``, whichever the broker

@@ -2,6 +2,7 @@
 
 Each script's header (``lua/<name>.lua``) documents its reply layout; the
 decoder beside each type here is the only Python that reads that layout.
+A claim's rows are the job record's: ``record.ClaimRow`` declares them.
 """
 
 from __future__ import annotations
