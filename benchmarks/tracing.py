@@ -35,8 +35,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from taskforge import TaskForge
+from taskforge.building import build_job
 from taskforge.contrib.otel import instrument
-from taskforge.new_job import build_job
 
 
 def make_app(url: str, variant: str) -> tuple[TaskForge, Any]:

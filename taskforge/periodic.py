@@ -22,8 +22,8 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from .building import build_job
 from .errors import BrokerUnavailable, ConfigurationError, QueueFull
-from .new_job import build_job
 from .task import is_real_number
 
 if TYPE_CHECKING:

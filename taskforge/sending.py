@@ -23,8 +23,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .broker.record import encode_headers
+from .building import check_size
 from .errors import ConfigurationError, SerializationError
-from .new_job import check_size
 
 if TYPE_CHECKING:
     from .broker.queue import NewJob

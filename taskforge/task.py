@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, ParamSpec, Ty
 
 from . import celery_names
 from .broker.keys import validate_queue_name
+from .building import build_job
 from .celery_call import celery_call
 from .errors import ConfigurationError, SerializationError
 from .handle import JobHandle, async_access
 from .job import BackoffPolicy, Priority, backoff_policy
-from .new_job import build_job
 from .sending import Outgoing, sending
 from .task_options import (
     TaskOptions,

@@ -26,6 +26,7 @@ API_MODULES = [
     "taskforge.handle",
     "taskforge.hooks",
     "taskforge.job",
+    "taskforge.building",
     "taskforge.new_job",
     "taskforge.periodic",
     "taskforge.protocols",

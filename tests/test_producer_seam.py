@@ -11,7 +11,7 @@ from taskforge import JobHandle, JobState, SerializationError, TaskForge
 from taskforge.broker import Broker
 from taskforge.broker.connection import connect
 from taskforge.broker.queue import NewJob
-from taskforge.new_job import build_job
+from taskforge.building import build_job
 from taskforge.protocols import Producer
 from taskforge.serialization import loads_call
 

@@ -1,8 +1,9 @@
 """One typed function per Lua script: named parameters in, a ``ScriptCall`` out.
 
-The only Python that knows a script's ARGV order and reply layout. Each
-function's keyword-only parameters are, in order, the ``ARGV[n] name`` lines
-of its script's header (ARGV[1] is always the queue's key prefix, KEYS[1]
+The only Python that knows a script's ARGV order and reply layout (but for
+the job record's own: a new job's array and a claim's rows are declared in
+``record.py``). Each function's keyword-only parameters are, in order, the
+``ARGV[n] name`` lines of its script's header (ARGV[1] is always the queue's key prefix, KEYS[1]
 its pending key); ``tests/broker/test_lua_contract.py`` holds the two
 together. A call is built here and run by ``Scripts`` (``scripts.py``): one
 call at a time, in a pipeline, or followed by ``WAIT``, whichever the broker
@@ -11,14 +12,13 @@ needs, with no second copy of the argument list anywhere.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from ..job import FailureKind
 from . import replies
 from .keys import QueueKeys, WorkflowKeys
-from .record import NewJob
+from .record import NewJob, enqueue_array
 
 T = TypeVar("T")
 
@@ -43,31 +43,6 @@ class ScriptCall(Generic[T]):
         return [self.queue.prefix, *self.args]
 
 
-def _job_fields(q: QueueKeys, job: NewJob) -> str:
-    """The plain fields of one new job, as the JSON array enqueue.lua documents."""
-    unique = q.unique(job.unique_digest) if job.unique_digest else ""
-    tick = "" if job.tick_ms is None else q.tick(job.task, job.tick_ms)
-    fields = [
-        job.id,
-        job.task,
-        job.priority,
-        job.max_attempts,
-        "" if job.timeout_ms is None else job.timeout_ms,
-        "" if job.due_ms is None else job.due_ms,
-        job.delay_ms,
-        "1" if job.inherit else "",
-        job.limits,
-        unique,
-        job.lock_ttl_ms,
-        tick,
-        job.workflow,
-        job.fields or "",
-        "" if job.expires_at_ms is None else job.expires_at_ms,
-        job.expires_in_ms,
-    ]
-    return json.dumps(fields, separators=(",", ":"))
-
-
 def _flag(on: bool) -> str:
     return "1" if on else ""
 
@@ -83,7 +58,7 @@ def enqueue(
     """``resend``: the same jobs again after an error (their ids may be stored already)."""
     args: list[Any] = [max_size, _flag(resend)]
     for job in jobs:
-        args += [_job_fields(q, job), job.payload]
+        args += [enqueue_array(job, q), job.payload]
     return ScriptCall("enqueue", q, args, replies.decode_enqueue)
 
 

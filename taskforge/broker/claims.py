@@ -14,27 +14,10 @@ from typing import Any
 from ..errors import CorruptPayload, class_path
 from ..job import FailureKind
 from ..serialization import loads_call
-from .record import Claim, decode_headers
-from .replies import ClaimBatch, ClaimReply, ClaimRow, FailOutcome
+from .record import Claim, ClaimRow, claim_of
+from .replies import ClaimBatch, ClaimReply, FailOutcome
 
 log = logging.getLogger("taskforge.broker")
-
-
-def _int(value: bytes | int | None, default: int = 0) -> int:
-    try:
-        return int(value) if value not in (None, b"") else default
-    except (TypeError, ValueError):
-        return default
-
-
-def _timeout(value: bytes | None) -> float | None:
-    """Seconds, or None: no field, junk, or a value no task option can produce (zero or less).
-
-    A negative timeout written by something else would have the supervisor
-    kill the child at once, whatever job it had moved on to.
-    """
-    ms = _int(value)
-    return ms / 1000 if ms > 0 else None
 
 
 def _why_not(row: ClaimRow) -> str | None:
@@ -105,18 +88,4 @@ class ClaimVetting:
         if why is not None:
             self.fail(queue, job_id, token, why, "", None, FailureKind.CORRUPT, error_type)
             return None
-        return Claim(
-            id=job_id,
-            queue=queue,
-            token=token,
-            task=row.task.decode(errors="replace"),
-            args=args,
-            kwargs=kwargs,
-            attempts=_int(row.attempts),
-            max_attempts=_int(row.max_attempts, 1),
-            timeout=_timeout(row.timeout),
-            priority=_int(row.priority, 1),
-            inherit=bool(row.inherit),
-            workflow=row.workflow.decode() if row.workflow else "",
-            headers=decode_headers(row.headers),
-        )
+        return claim_of(row, job_id, queue, token, (args, kwargs))

@@ -1,10 +1,28 @@
-"""The job record: the fields of a job's hash, declared once, and what they decode to.
+"""The job record, declared once: its fields, what enqueue sends, what a claim returns, what JobInfo shows.
 
-The Lua scripts write these fields (``lua/enqueue.lua`` creates a record,
-``lua/_lib.lua`` moves it between states); ``tests/broker/test_record.py``
-checks that the field names the scripts use are exactly the ones declared
-here, so a field renamed on one side only fails a test instead of reading as
-empty on the other.
+Everything that knows the layout of a job's record reads it from here:
+
+- ``Field``: the names of the record's hash fields. ``tests/broker/test_record.py``
+  checks that the Lua scripts use exactly these names.
+- ``ENQUEUE``: the JSON array one new job travels in to ``lua/enqueue.lua``,
+  slot by slot. A slot with a ``stored`` field is kept in the record as it
+  is; the script reads the others (when the job is due, its lock, its tick)
+  as ``f[NEW_<NAME>]``.
+- ``ClaimRow``: what a claim returns per job (``claim_ready`` in
+  ``lua/_lib.lua``): three values the script works out, then the fields
+  ``CLAIMED`` as they are. ``claim_of`` turns a row into a worker's ``Claim``.
+- ``SHOWN``: the ``JobInfo`` attributes read from one field each
+  (``job_info`` works out the rest); ``taskforge job --json`` prints
+  ``JobInfo.to_dict()``.
+
+The Lua gets positions from here rather than spelling them: ``lua_definitions``
+writes ``NEW_<NAME>`` (a slot's position), ``NEW_STORED`` and ``CLAIMED``,
+and ``scripts.py`` puts them in front of the scripts that use them, so a
+slot or a claimed field added here reaches the scripts with no Lua edited.
+Adding a field to the record: a ``Field``, a ``NewJob`` attribute and its
+``Slot``, a ``ClaimRow``/``Claim`` attribute if workers need it, a ``SHOWN``
+entry, then ``JobInfo`` (``taskforge/job.py``), the producer that sets it
+(``taskforge/building.py``) and ``taskforge job``'s help (``cli/job.py``).
 """
 
 from __future__ import annotations
@@ -12,12 +30,33 @@ from __future__ import annotations
 import enum
 import json
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from ..errors import CorruptPayload, error_type_of_kind
-from ..job import FailureKind, JobInfo, JobState, Priority, ms_to_datetime
+from ..errors import CorruptPayload
+from ..job import FailureKind, JobInfo
 from ..serialization import loads, loads_call
+from .keys import QueueKeys
+from .record_values import (
+    Raw,
+    blank,
+    count,
+    error_type,
+    failure,
+    fraction,
+    meta,
+    moment,
+    number,
+    priority,
+    state,
+    text,
+    timeout,
+)
+
+# Producers and workflows read and write headers through the record's module.
+from .record_values import decode_headers as decode_headers
+from .record_values import encode_headers as encode_headers
 
 
 class Field(str, enum.Enum):
@@ -76,7 +115,7 @@ class NewJob:
 
     id: str
     task: str
-    payload: bytes
+    payload: bytes  # travels beside the array (Lua cannot read msgpack, and JSON cannot carry bytes)
     priority: int
     max_attempts: int
     timeout_ms: int | None = None
@@ -91,6 +130,67 @@ class NewJob:
     expires_at_ms: int | None = None  # absolute, producer's clock (an aware datetime)
     expires_in_ms: int = 0  # relative to the enqueue, on Redis's clock
     fields: dict[str, str] | None = None  # rarely used plain fields stored as they are (retry filters, keep_ms)
+
+
+class Slot(NamedTuple):
+    """One place of the enqueue array: its name, its value for a job, the field it is stored as."""
+
+    name: str  # enqueue.lua reads it as f[NEW_<NAME>]
+    value: Callable[[NewJob, QueueKeys], Any]
+    stored: Field | None = None  # kept in the record as it is, under this field ('' = not stored)
+
+
+# The enqueue array of one job, in order (lua/enqueue.lua says what the script does with each).
+ENQUEUE: tuple[Slot, ...] = (
+    Slot("id", lambda job, q: job.id),
+    Slot("task", lambda job, q: job.task, Field.TASK),
+    Slot("priority", lambda job, q: job.priority, Field.PRIORITY),
+    Slot("max_attempts", lambda job, q: job.max_attempts, Field.MAX_ATTEMPTS),
+    Slot("timeout", lambda job, q: blank(job.timeout_ms), Field.TIMEOUT),
+    Slot("inherit", lambda job, q: "1" if job.inherit else "", Field.INHERIT),
+    Slot("workflow", lambda job, q: job.workflow, Field.WORKFLOW),
+    Slot("due", lambda job, q: blank(job.due_ms)),
+    Slot("delay", lambda job, q: job.delay_ms),
+    Slot("limits", lambda job, q: job.limits),
+    Slot("unique", lambda job, q: q.unique(job.unique_digest) if job.unique_digest else ""),
+    Slot("lock_ttl", lambda job, q: job.lock_ttl_ms),
+    Slot("tick", lambda job, q: "" if job.tick_ms is None else q.tick(job.task, job.tick_ms)),
+    Slot("fields", lambda job, q: job.fields or ""),
+    Slot("expires_at", lambda job, q: blank(job.expires_at_ms)),
+    Slot("expires_in", lambda job, q: job.expires_in_ms),
+)
+
+
+# Per job, on the producer's hot path: the slots' functions in a plain tuple, and one
+# encoder made once (json.dumps with separators builds a new one per call).
+_VALUES = tuple(slot.value for slot in ENQUEUE)
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def enqueue_array(job: NewJob, q: QueueKeys) -> str:
+    """The JSON array of ``job`` that enqueue.lua reads, slot by slot as ``ENQUEUE`` declares."""
+    return _ENCODE([value(job, q) for value in _VALUES])
+
+
+class ClaimRow(NamedTuple):
+    """One claimed job as claim_ready (lua/_lib.lua) returns it: what the script works out, then ``CLAIMED``."""
+
+    id: bytes
+    attempts: bytes | int  # the attempt this claim starts; a junk field as it is (then ``damage`` says so)
+    damage: bytes  # '' or '<field> <value>': that field holds junk; the client dead-letters the job
+    task: bytes
+    payload: bytes
+    max_attempts: bytes
+    timeout: bytes
+    priority: bytes
+    inherit: bytes
+    workflow: bytes  # '' or the id of the workflow the job is a step of
+    headers: bytes  # '' or a JSON object of strings (producer hooks' headers)
+
+
+ROW_HEAD = 3  # id, attempts, damage: what the claim script works out
+# The fields a claim reads and hands to the worker as they are, in row order.
+CLAIMED = tuple(Field(name) for name in ClaimRow._fields[ROW_HEAD:])
 
 
 @dataclass(frozen=True)
@@ -112,73 +212,53 @@ class Claim:
     headers: dict[str, str] | None = None  # the job's headers; None when it was sent without any
 
 
-def encode_headers(headers: dict[str, str]) -> str:
-    """The ``headers`` field: JSON, so that any tool reading the record can read it too."""
-    return json.dumps(headers, separators=(",", ":"), ensure_ascii=False)
-
-
-def decode_headers(raw: bytes | None) -> dict[str, str] | None:
-    """A job's headers, or None for none; junk (written by something else) reads as none.
-
-    Headers are metadata (trace context), never what a task computes with, so
-    a damaged field costs the job its trace, not its run.
-    """
-    if not raw:
-        return None
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    if type(value) is not dict or not all(type(v) is str for v in value.values()):
-        return None
-    return value
+def claim_of(row: ClaimRow, job_id: str, queue: str, token: str, call: tuple[tuple[Any, ...], dict[str, Any]]) -> Claim:
+    """The claim of a row the broker vetted: ``call`` is its payload decoded."""
+    return Claim(
+        id=job_id,
+        queue=queue,
+        token=token,
+        task=row.task.decode(errors="replace"),
+        args=call[0],
+        kwargs=call[1],
+        attempts=count(row.attempts),
+        max_attempts=number(row.max_attempts, 1) or 0,
+        timeout=timeout(row.timeout),
+        priority=number(row.priority, 1) or 0,
+        inherit=bool(row.inherit),
+        workflow=text(row.workflow) or "",
+        headers=decode_headers(row.headers),
+    )
 
 
 def new_token() -> str:
     return secrets.token_hex(8)
 
 
-def _text(fields: dict[bytes, bytes], field: Field) -> str | None:
-    value = fields.get(field.key)
-    return value.decode(errors="replace") if value else None
-
-
-def _number(fields: dict[bytes, bytes], field: Field) -> int | None:
-    value = fields.get(field.key)
-    try:
-        return int(value) if value else None
-    except ValueError:
-        return None
-
-
-def _fraction(fields: dict[bytes, bytes], field: Field) -> float | None:
-    """A progress fraction; junk written by something else shows as no progress rather than raising."""
-    try:
-        value = float(fields.get(field.key) or "nan")
-    except ValueError:
-        return None
-    return value if 0.0 <= value <= 1.0 else None
-
-
-def _priority(fields: dict[bytes, bytes]) -> Priority:
-    try:
-        return Priority(_number(fields, Field.PRIORITY) or 0)
-    except ValueError:
-        return Priority.NORMAL
-
-
-def _state(fields: dict[bytes, bytes]) -> tuple[JobState, str | None]:
-    """The state, and an error to show when the field holds what taskforge never writes."""
-    raw = _text(fields, Field.STATE)
-    try:
-        return JobState(raw or "pending"), None
-    except ValueError:
-        return JobState.DEAD, f"unknown state {raw!r} in the job record"
+# JobInfo's attributes read from one field each, and how. job_info works out the others
+# (DERIVED) from several fields or none; the two together are all of JobInfo's attributes.
+SHOWN: dict[str, tuple[Field, Callable[[Raw], Any]]] = {
+    "task": (Field.TASK, lambda raw: text(raw) or ""),
+    "priority": (Field.PRIORITY, priority),
+    "attempts": (Field.ATTEMPTS, count),
+    "max_attempts": (Field.MAX_ATTEMPTS, count),
+    "created_at": (Field.CREATED_AT, moment),
+    "scheduled_at": (Field.SCHEDULED_AT, moment),
+    "started_at": (Field.STARTED_AT, moment),
+    "finished_at": (Field.FINISHED_AT, moment),
+    "traceback": (Field.TRACEBACK, text),
+    "progress": (Field.PROGRESS, fraction),
+    "progress_message": (Field.PROGRESS_MESSAGE, text),
+    "failure": (Field.FAILURE, failure),
+    "headers": (Field.HEADERS, lambda raw: decode_headers(raw) or {}),
+    "progress_meta": (Field.PROGRESS_META, meta),
+}
+DERIVED = ("id", "queue", "args", "kwargs", "result", "state", "error", "error_type")
 
 
 def job_info(job_id: str, queue: str, fields: dict[bytes, bytes]) -> JobInfo:
     """Decode a raw job hash; a corrupt payload shows as an error, never raises."""
-    error = _text(fields, Field.ERROR)
+    error = text(fields.get(Field.ERROR.key))
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = {}
     try:
@@ -191,48 +271,33 @@ def job_info(job_id: str, queue: str, fields: dict[bytes, bytes]) -> JobInfo:
             result = loads(fields[Field.RESULT.key])
         except CorruptPayload as exc:
             error = error or f"CorruptPayload: result: {exc}"
-    state, state_error = _state(fields)
-    failure = FailureKind.decode(_text(fields, Field.FAILURE))
+    job_state, state_error = state(fields.get(Field.STATE.key))
+    shown = {name: decode(fields.get(field.key)) for name, (field, decode) in SHOWN.items()}
     return JobInfo(
         id=job_id,
-        task=_text(fields, Field.TASK) or "",
         queue=queue,
         args=args,
         kwargs=kwargs,
-        priority=_priority(fields),
-        state=state,
-        attempts=_number(fields, Field.ATTEMPTS) or 0,
-        max_attempts=_number(fields, Field.MAX_ATTEMPTS) or 0,
-        created_at=ms_to_datetime(_number(fields, Field.CREATED_AT)),
-        scheduled_at=ms_to_datetime(_number(fields, Field.SCHEDULED_AT)),
-        started_at=ms_to_datetime(_number(fields, Field.STARTED_AT)),
-        finished_at=ms_to_datetime(_number(fields, Field.FINISHED_AT)),
-        error=error or state_error,
-        traceback=_text(fields, Field.TRACEBACK),
         result=result,
-        progress=_fraction(fields, Field.PROGRESS),
-        progress_message=_text(fields, Field.PROGRESS_MESSAGE),
-        failure=failure,
-        headers=decode_headers(fields.get(Field.HEADERS.key)) or {},
-        error_type=error_type_of(fields, failure),
-        progress_meta=_meta(fields),
+        state=job_state,
+        error=error or state_error,
+        error_type=error_type(text(fields.get(Field.ERROR_TYPE.key)), shown["failure"]),
+        **shown,
     )
 
 
-def error_type_of(fields: dict[bytes, bytes], failure: FailureKind | None) -> str | None:
+def error_type_of(fields: dict[bytes, bytes], kind: FailureKind | None) -> str | None:
     """The stored class path; for a record written before there was one, the class its kind names."""
-    stored = _text(fields, Field.ERROR_TYPE)
-    if stored or failure is None or failure in (FailureKind.EXCEPTION, FailureKind.RETRY):
-        return stored
-    return error_type_of_kind(failure.value)
+    return error_type(text(fields.get(Field.ERROR_TYPE.key)), kind)
 
 
-def _meta(fields: dict[bytes, bytes]) -> Any:
-    """Progress meta; junk written by something else reads as none, like a junk fraction."""
-    raw = fields.get(Field.PROGRESS_META.key)
-    if not raw:
-        return None
-    try:
-        return loads(raw)
-    except CorruptPayload:
-        return None
+def lua_definitions() -> list[tuple[str, str]]:
+    """The layout above as Lua definitions (name, text): ``scripts.py`` puts those a script uses in front of it."""
+    origin = "-- Declared in taskforge/broker/record.py"
+    defs = [(f"NEW_{slot.name.upper()}", f"local NEW_{slot.name.upper()} = {i}") for i, slot in enumerate(ENQUEUE, 1)]
+    defs[0] = (defs[0][0], f"{origin} (ENQUEUE): positions in a new job's array.\n{defs[0][1]}")
+    stored = ", ".join(f"{i}, '{slot.stored.value}'" for i, slot in enumerate(ENQUEUE, 1) if slot.stored)
+    defs.append(("NEW_STORED", f"{origin} (ENQUEUE): position, field.\nlocal NEW_STORED = {{{stored}}}"))
+    claimed = ", ".join(f"'{field.value}'" for field in CLAIMED)
+    defs.append(("CLAIMED", f"{origin} (ClaimRow).\nlocal CLAIMED = {{{claimed}}}"))
+    return defs

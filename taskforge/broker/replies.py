@@ -2,6 +2,7 @@
 
 Each script's header (``lua/<name>.lua``) documents its reply layout; the
 decoder beside each type here is the only Python that reads that layout.
+A claim's rows are the job record's: ``record.ClaimRow`` declares them.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import enum
 from typing import Any, NamedTuple
 
-from .record import Claim
+from .record import Claim, ClaimRow
 
 
 class EnqueueRefused(NamedTuple):
@@ -23,22 +24,6 @@ def decode_enqueue(raw: list[Any]) -> list[str] | EnqueueRefused:
     if raw[0] == b"OK":
         return [i.decode() for i in raw[1:]]
     return EnqueueRefused(int(raw[1]))
-
-
-class ClaimRow(NamedTuple):
-    """One claimed job as claim_ready (lua/_lib.lua) lays it out: 11 raw values."""
-
-    id: bytes
-    task: bytes
-    payload: bytes
-    attempts: bytes
-    max_attempts: bytes
-    timeout: bytes
-    priority: bytes
-    inherit: bytes
-    workflow: bytes  # '' or the id of the workflow the job is a step of
-    headers: bytes  # '' or a JSON object of strings (producer hooks' headers)
-    damage: bytes  # '' or '<field> <value>': that field holds junk
 
 
 class ClaimReply(NamedTuple):

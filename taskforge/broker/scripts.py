@@ -23,6 +23,7 @@ from redis.cluster import RedisCluster
 from .calls import CALLS, ScriptCall
 from .compat import describe_script_denial
 from .connection import OnError
+from .record import lua_definitions
 from .slots import is_cluster, on_master, script_per_node, write_then_wait
 
 T = TypeVar("T")
@@ -79,7 +80,10 @@ def _needed(chunks: list[tuple[str, str]], body: str) -> str:
 
 @cache
 def script_source(name: str) -> str:
-    """The full text of one script: the library definitions it needs, then its own body.
+    """The full text of one script: the definitions it needs, then its own body.
+
+    Definitions come from the job record's declaration (``record.lua_definitions``:
+    positions and field lists) and from ``lua/_lib.lua``.
 
     Cached because package files never change while a process runs; the
     result is an immutable str.
@@ -87,7 +91,7 @@ def script_source(name: str) -> str:
     lua = resources.files(__package__).joinpath("lua")
     lib = lua.joinpath("_lib.lua").read_text(encoding="utf-8")
     body = lua.joinpath(f"{name}.lua").read_text(encoding="utf-8")
-    return f"{_needed(_lib_chunks(lib), body)}\n{body}"
+    return f"{_needed([*lua_definitions(), *_lib_chunks(lib)], body)}\n{body}"
 
 
 class Scripts:

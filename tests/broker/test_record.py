@@ -1,12 +1,43 @@
-"""The job record's field names: declared once in record.py, and the Lua uses exactly those."""
+"""The job record, declared once in record.py: the Lua, the claim row, JobInfo and the enqueue array follow it.
+
+Each test here fails when a field is added on one side only: a field name
+the Lua uses that ``Field`` lacks (or back), an enqueue slot the script
+neither stores nor reads, a ``NewJob`` attribute no slot carries, a claim
+row whose script side and ``ClaimRow`` disagree, a ``ClaimRow`` field that
+``Claim`` drops, a ``JobInfo`` attribute nothing decodes.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from importlib import resources
+from typing import Any
 
-from taskforge.broker.record import RECORD_FIELDS, Field, job_info
-from taskforge.job import FailureKind, JobState, Priority
+import pytest
+import redis
+
+from taskforge.broker import calls
+from taskforge.broker.keys import QueueKeys
+from taskforge.broker.record import (
+    CLAIMED,
+    DERIVED,
+    ENQUEUE,
+    RECORD_FIELDS,
+    ROW_HEAD,
+    SHOWN,
+    Claim,
+    ClaimRow,
+    Field,
+    NewJob,
+    claim_of,
+    enqueue_array,
+    job_info,
+    lua_definitions,
+)
+from taskforge.broker.scripts import Scripts
+from taskforge.job import FailureKind, JobInfo, JobState, Priority
 from taskforge.serialization import dumps, dumps_call
 
 LUA = resources.files("taskforge.broker").joinpath("lua")
@@ -34,12 +65,73 @@ def lua_code() -> str:
     return "\n".join(re.sub(r"--.*", "", text) for text in texts)
 
 
+def generated() -> str:
+    """The definitions record.py writes for the scripts, without comments."""
+    return "\n".join(re.sub(r"--.*", "", text) for _, text in lua_definitions())
+
+
 def test_the_lua_uses_exactly_the_declared_fields() -> None:
-    literals = set(re.findall(r"'([a-z_]+)'", lua_code()))
+    literals = set(re.findall(r"'([a-z_]+)'", lua_code() + generated()))
     assert literals - NOT_FIELDS == RECORD_FIELDS, (
         f"in the Lua, not in record.Field: {sorted(literals - NOT_FIELDS - RECORD_FIELDS)}; "
         f"in record.Field, not in the Lua: {sorted(RECORD_FIELDS - literals)}"
     )
+
+
+def test_the_scripts_name_only_declared_positions() -> None:
+    """The Lua reads the enqueue array and the claim list by the names record.py defines, never by number."""
+    names = {name for name, _ in lua_definitions()}
+    used = set(re.findall(r"\b(NEW_[A-Z_]+|CLAIMED)\b", lua_code()))
+    assert used <= names, f"used in the Lua, not declared in record.py: {sorted(used - names)}"
+    enqueue = re.sub(r"--.*", "", LUA.joinpath("enqueue.lua").read_text(encoding="utf-8"))
+    numbered = re.findall(r"\bf\[\d+\]", enqueue)
+    assert not numbered, f"enqueue.lua reads the array by number: {numbered}; name the slot (NEW_<NAME>) in ENQUEUE"
+
+
+def test_every_enqueue_slot_is_stored_or_read() -> None:
+    enqueue = re.sub(r"--.*", "", LUA.joinpath("enqueue.lua").read_text(encoding="utf-8"))
+    unused = [s.name for s in ENQUEUE if s.stored is None and f"NEW_{s.name.upper()}" not in enqueue]
+    assert not unused, f"ENQUEUE slots enqueue.lua neither stores nor reads: {unused}"
+    assert "NEW_STORED" in enqueue
+    names = [s.name for s in ENQUEUE]
+    assert len(set(names)) == len(names)
+    stored = [s.stored for s in ENQUEUE if s.stored is not None]
+    assert len(set(stored)) == len(stored)
+
+
+BASE = NewJob(id="j", task="t", payload=b"p", priority=1, max_attempts=1)
+# A value other than BASE's for each NewJob attribute.
+CHANGED: dict[str, Any] = {
+    "id": "j2",
+    "task": "t2",
+    "payload": b"p2",
+    "priority": 2,
+    "max_attempts": 5,
+    "timeout_ms": 1500,
+    "due_ms": 10**12,
+    "delay_ms": 700,
+    "inherit": True,
+    "limits": "1:1000:0",
+    "unique_digest": "d",
+    "lock_ttl_ms": 900,
+    "tick_ms": 10**12,
+    "workflow": "w",
+    "expires_at_ms": 10**12 + 5,
+    "expires_in_ms": 600,
+    "fields": {"keep_ms": "1000"},
+}
+
+
+@pytest.mark.parametrize("name", [f.name for f in dataclasses.fields(NewJob)])
+def test_every_new_job_attribute_travels(name: str) -> None:
+    """An attribute no ENQUEUE slot carries would be dropped on the way to Redis."""
+    assert name in CHANGED, f"NewJob.{name}: give it a changed value in CHANGED"
+    q = QueueKeys("contract")
+    job = dataclasses.replace(BASE, **{name: CHANGED[name]})
+    if name == "payload":  # the one attribute that travels beside the array, as its own argument
+        assert calls.enqueue(q, max_size=0, resend=False, jobs=[job]).args[-1] == CHANGED[name]
+        return
+    assert enqueue_array(job, q) != enqueue_array(BASE, q), f"NewJob.{name} is carried by no ENQUEUE slot"
 
 
 def failure_writes(source: str) -> set[str]:
@@ -70,11 +162,112 @@ def test_the_fields_enqueue_writes_and_a_claim_reads_are_declared() -> None:
     assert written is not None
     names = re.findall(r"'([a-z_]+)'", written.group(1))
     added = re.findall(r"\badd\('([a-z_]+)'", enqueue)
-    lib = LUA.joinpath("_lib.lua").read_text(encoding="utf-8")
-    claim = re.search(r"local CLAIM_FIELDS = \{(.*?)\}", lib, re.S)
-    assert claim is not None
-    assert {*names, *added, *re.findall(r"'([a-z_]+)'", claim.group(1))} <= RECORD_FIELDS
-    assert {"id", "task", "payload", "state", "unique", "group"} <= {*names, *added}
+    stored = [s.stored.value for s in ENQUEUE if s.stored is not None]
+    assert {*names, *added, *stored, *(f.value for f in CLAIMED)} <= RECORD_FIELDS
+    assert {"id", "task", "payload", "state", "unique", "group"} <= {*names, *added, *stored}
+
+
+def claim_row_source() -> tuple[str, list[str], list[str]]:
+    """(claim_row's body, the names of the values it puts first, the fields CLAIM_FIELDS reads before CLAIMED)."""
+    lib = re.sub(r"--.*", "", LUA.joinpath("_lib.lua").read_text(encoding="utf-8"))
+    body = re.search(r"local function claim_row\(.*?\n(.*?)\nend\n", lib, re.S)
+    head = re.search(r"out\[n \+ 1\](?:, out\[n \+ \d\])* = (.*)", body.group(1) if body else "")
+    reads = re.search(r"local CLAIM_FIELDS = \{(.*?)\}", lib, re.S)
+    assert body and head and reads, "_lib.lua: claim_row and CLAIM_FIELDS are no longer where this test looks"
+    first = [re.match(r"\w+", v.strip()).group(0) for v in head.group(1).split(",")]  # type: ignore[union-attr]
+    own = re.findall(r"'([a-z_]+)'", reads.group(1))
+    assert reads.group(1).rstrip().endswith("unpack(CLAIMED)"), "CLAIM_FIELDS must end with the declared CLAIMED"
+    own_count = re.search(r"local CLAIM_OWN = (\d+)", lib)
+    assert own_count and int(own_count.group(1)) == len(own), "CLAIM_OWN must count the fields before CLAIMED"
+    return body.group(1), first, own
+
+
+def test_the_claim_row_the_script_builds_is_the_declared_one() -> None:
+    _, first, _ = claim_row_source()
+    assert tuple(first) == ClaimRow._fields[:ROW_HEAD], (
+        f"claim_row puts {first} first; ClaimRow declares {ClaimRow._fields[:ROW_HEAD]}"
+    )
+
+
+def test_every_claimed_field_reaches_the_claim() -> None:
+    """A ClaimRow value Claim drops, or a Claim attribute no row value fills, fails here."""
+    row = ClaimRow(
+        id=b"j",
+        attempts=2,
+        damage=b"",
+        task=b"t.x",
+        payload=b"",
+        max_attempts=b"7",
+        timeout=b"1500",
+        priority=b"3",
+        inherit=b"1",
+        workflow=b"w1",
+        headers=b'{"k":"v"}',
+    )
+    claim = claim_of(row, "j", "q", "tok", ((1,), {"a": 2}))
+    expected = {
+        "id": "j",
+        "queue": "q",
+        "token": "tok",
+        "task": "t.x",
+        "args": (1,),
+        "kwargs": {"a": 2},
+        "attempts": 2,
+        "max_attempts": 7,
+        "timeout": 1.5,
+        "priority": 3,
+        "inherit": True,
+        "workflow": "w1",
+        "headers": {"k": "v"},
+    }
+    names = {f.name for f in dataclasses.fields(Claim)}
+    dropped = set(ClaimRow._fields) - {"payload", "damage"} - names
+    assert not dropped, f"ClaimRow values Claim has no attribute for: {sorted(dropped)}"
+    unfilled = names - set(ClaimRow._fields) - {"queue", "token", "args", "kwargs"}
+    assert not unfilled, f"Claim attributes no ClaimRow value fills: {sorted(unfilled)}"
+    assert dataclasses.asdict(claim) == expected
+
+
+def test_job_info_has_exactly_the_declared_attributes() -> None:
+    attributes = [f.name for f in dataclasses.fields(JobInfo)]
+    assert not set(SHOWN) & set(DERIVED)
+    assert set(attributes) == set(SHOWN) | set(DERIVED), (
+        f"JobInfo attributes nothing decodes: {sorted(set(attributes) - set(SHOWN) - set(DERIVED))}; "
+        f"declared, not in JobInfo: {sorted((set(SHOWN) | set(DERIVED)) - set(attributes))}"
+    )
+    info = job_info("j", "q", {Field.PAYLOAD.key: dumps_call((), {})})
+    assert list(json.loads(json.dumps(info.to_dict(), default=str))) == attributes
+
+
+def test_a_job_travels_as_declared(redis_url: str) -> None:
+    """Through the real scripts: every stored slot lands in its field, and the claim row holds what ClaimRow says."""
+    client = redis.Redis.from_url(redis_url)
+    scripts = Scripts(client)
+    q = QueueKeys("contract")
+    job = NewJob(
+        id="j1",
+        task="t.x",
+        payload=dumps_call((1,), {}),
+        priority=3,
+        max_attempts=7,
+        timeout_ms=1500,
+        inherit=True,
+        workflow="w1",
+        fields={"headers": '{"k":"v"}'},
+    )
+    assert scripts.run(calls.enqueue(q, max_size=0, resend=False, jobs=[job])) == ["j1"]
+    record = client.hgetall(q.job("j1"))
+    values = json.loads(enqueue_array(job, q))
+    for position, slot in enumerate(ENQUEUE):
+        if slot.stored is not None:
+            assert record[slot.stored.key] == str(values[position]).encode(), slot.name
+    call = calls.dequeue(q, token="tok", lease_ms=60000, promote_limit=10, count=1)
+    (row,) = scripts.run(call).rows
+    assert len(row) == len(ClaimRow._fields)
+    assert (row.id, row.attempts, row.damage) == (b"j1", 1, b"")
+    for field in CLAIMED:
+        assert getattr(row, field.value) == record.get(field.key, b""), field.value
+    client.close()
 
 
 def test_a_record_decodes_into_job_info() -> None:

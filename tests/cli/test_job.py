@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import uuid
 from datetime import date, datetime, time, timedelta, timezone
 from decimal import Decimal
@@ -124,3 +125,13 @@ def test_jsonable_renders_nested_and_non_string_keys() -> None:
     }
     assert jsonable(1.5) == 1.5 and jsonable(math.inf) == "Infinity"
     json.dumps(jsonable(ODD_RESULT), allow_nan=False)  # strictly valid JSON
+
+
+def test_the_help_names_every_json_field() -> None:
+    """``job --help`` documents the --json object: a JobInfo attribute it leaves out fails here."""
+    from taskforge.cli.job import JOB_HELP
+
+    listed = JOB_HELP.split("--json prints one object", 1)[1].split("Values in args", 1)[0]
+    named = set(re.findall(r"\b([a-z_]+)\b", listed))
+    missing = [f.name for f in dataclasses.fields(JobInfo) if f.name not in named]
+    assert not missing, f"taskforge job --help does not name these --json fields: {missing}"

@@ -338,10 +338,11 @@ local function unfinished_count()
   return size
 end
 
--- The fields a claim hands to the worker, read in one HMGET; claim_row
--- turns them into the 11 values of the reply layout dequeue.lua documents.
-local CLAIM_FIELDS = {'state', 'attempts', 'task', 'payload', 'max_attempts', 'timeout', 'priority', 'inherit',
-  'token', 'seq', 'workflow', 'expires', 'headers'}
+-- What a claim reads of a job, in one HMGET: the fields claim_ready itself
+-- needs (f[1] to f[CLAIM_OWN]), then CLAIMED, the fields it hands to the
+-- worker as they are (declared in broker/record.py: ClaimRow).
+local CLAIM_OWN = 5
+local CLAIM_FIELDS = {'state', 'attempts', 'token', 'seq', 'expires', unpack(CLAIMED)}
 
 -- Whether a job's `expires` field (ms; nil for none) has passed.  Junk counts
 -- as no expiry: a job is never dropped on a field nobody can read.
@@ -388,6 +389,10 @@ local function promote_due(now, limit)
 end
 
 
+-- One row of a claim's reply (broker/record.py: ClaimRow): id, attempts,
+-- damage, then the CLAIMED fields.  damage is '' or 'state <value>' /
+-- 'attempts <value>': that field holds junk, and the client dead-letters
+-- the job instead of running it.
 local function claim_row(out, id, f, attempts)
   local damage = ''
   if f[1] ~= 'running' and f[1] ~= 'pending' then
@@ -395,10 +400,10 @@ local function claim_row(out, id, f, attempts)
   elseif not attempts then
     damage = 'attempts ' .. tostring(f[2])
   end
-  local values = {id, f[3] or '', f[4] or '', attempts or f[2], f[5] or '', f[6] or '', f[7] or '', f[8] or '',
-    f[11] or '', f[13] or '', damage}
-  for _, v in ipairs(values) do
-    out[#out + 1] = v
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3] = id, attempts or f[2], damage
+  for i = CLAIM_OWN + 1, #CLAIM_FIELDS do
+    out[n + 3 + i - CLAIM_OWN] = f[i] or ''
   end
 end
 
@@ -467,8 +472,9 @@ local function reclaimed_rows(token)
   local found = {}
   for _, id in ipairs(redis.call('ZREVRANGE', RUNNING, 0, RECOVER_SCAN - 1)) do
     local f = read_claim_fields(job_key(id))
-    if f and f[1] == 'running' and f[9] == token then
-      found[#found + 1] = {pending_score(f[7], tonumber(f[10]) or 0), id, f}
+    if f and f[1] == 'running' and f[3] == token then
+      local score = pending_score(redis.call('HGET', job_key(id), 'priority'), tonumber(f[4]) or 0)
+      found[#found + 1] = {score, id, f}
     end
   end
   -- In the order the lost call claimed them: best place in line first.
@@ -483,9 +489,8 @@ local function reclaimed_rows(token)
 end
 
 -- Claim up to `count` ready jobs for `token`, promoting due ones first.
--- Returns {dropped, wait_ms, then 9 values per claimed job:
---   id, task, payload, attempts, max_attempts, timeout, priority, inherit, damage}
--- (the layout dequeue.lua documents). Shared by dequeue and by succeed,
+-- Returns {dropped, wait_ms, then a claim_row per claimed job} (the layout
+-- dequeue.lua documents). Shared by dequeue and by succeed,
 -- which can claim the next job in the same call.  This is the hottest code in
 -- the project: each redis.call here costs a few microseconds per job, so the
 -- plain claim pays only for what the client says it needs (`opts`):
@@ -525,7 +530,7 @@ local function claim_ready(token, lease, limit, count, now, opts)
     local jk = job_key(id)
     local f = read_claim_fields(jk)
     local state = f and f[1]
-    if f and f[12] and state == 'pending' and is_expired(f[12], now) then
+    if f and f[5] and state == 'pending' and is_expired(f[5], now) then
       end_expired(id, jk, now)
       expired = expired + 1
     elseif f and state ~= 'running' and state ~= 'succeeded' and state ~= 'dead' and state ~= 'cancelled' then

@@ -8,12 +8,12 @@
 -- ARGV[6] promote         '1': promote due scheduled jobs first (else only when nothing is ready)
 -- ARGV[7] limited         '1': the queue has limited tasks, look at their pending sets too
 -- ARGV[8] retry           '1': a re-send after an error; hand back this token's jobs if its reply was lost
--- Returns {dropped, wait_ms, then per claimed job 11 values:
---   id, task, payload, attempts, max_attempts, timeout, priority, inherit,
---   workflow ('' or the id of the workflow the job is a step of),
---   headers ('' or the job's headers, a JSON object of strings),
---   damage ('', or 'state <value>' / 'attempts <value>': that field of the
---   record holds junk; the client dead-letters such a job instead of running it)}
+-- Returns {dropped, wait_ms, then per claimed job the values of a ClaimRow
+--   (declared in broker/record.py): id, attempts (the attempt this claim
+--   starts), damage ('', or 'state <value>' / 'attempts <value>': that field
+--   of the record holds junk; the client dead-letters such a job instead of
+--   running it), then the CLAIMED fields as they are ('' for none): task,
+--   payload, max_attempts, timeout, priority, inherit, workflow, headers}
 -- wait_ms: when nothing was claimed, ms until the next scheduled job is due
 -- (-1: none), so an idle worker knows how long it may block.
 -- Promotion is bounded per call so a million due jobs never stall Redis; the

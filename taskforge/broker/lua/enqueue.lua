@@ -6,25 +6,32 @@
 --                         already stored is left alone
 -- ARGV[4..] jobs          pairs: a JSON array of the job's plain fields, and its msgpack
 --                         payload (kept apart: Lua cannot read msgpack, and JSON cannot carry bytes)
--- The JSON array: [id, task, priority, max_attempts, timeout_ms,
---   due_ms     ('' = none; an absolute time chosen by the producer)
---   delay_ms   (relative, resolved against the server clock here)
---   inherit    ('1': sent by name; the worker's task definition supplies
---               max_attempts and timeout, and limits a worker registered apply)
+-- The JSON array is declared in broker/record.py (ENQUEUE), which gives this
+-- script each slot's position as NEW_<NAME>; NEW_STORED lists the slots kept
+-- in the record as they are (task, priority, max_attempts, timeout, inherit,
+-- workflow), each unless ''.  The script reads the others:
+--   id         the job's id (its key)
+--   task, priority, inherit  (also stored) its task's pending set and limits,
+--              its place in line; inherit '1': sent by name, the worker's
+--              task definition supplies max_attempts and timeout, and limits
+--              a worker registered apply
+--   due        ('' = none; an absolute time chosen by the producer)
+--   delay      (relative, resolved against the server clock here)
 --   limits     ('' or "rate:period_ms:concurrency": the job waits in its
 --               task's own pending set, see _lib.lua)
 --   unique     ('' or the lock key: while a job holding it is unfinished,
 --               the existing job is returned instead of a new one)
---   lock_ttl_ms (the TTL of the lock or tick key, so a crash never leaves one forever)
+--   lock_ttl   (the TTL of the lock or tick key, so a crash never leaves one forever)
 --   tick       ('' or a periodic tick key: SET NX, so each tick of a
 --               periodic task is enqueued once however many workers try)
---   workflow   ('' or the id of the workflow this job is a step of: its
---               final transition leaves a report in the queue's outbox)
 --   fields     ('' or an object of plain fields stored as they are: the
---               retry filters with_options chose, keep_ms of an expiring job)
+--               retry filters with_options chose, keep_ms of an expiring
+--               job, the headers producer hooks set)
 --   expires_at ('' or an absolute time in ms: not started by then, the job
 --               ends cancelled, "expired", unrun)
---   expires_in (ms after now, on the server clock; 0 = none)]
+--   expires_in (ms after now, on the server clock; 0 = none)
+-- A workflow step (workflow, stored) leaves a report in the queue's outbox
+-- when it ends.
 -- Returns {'OK', id or existing id or '' (tick already enqueued) per job},
 -- or {'FULL', size}.
 -- The max_size check and the inserts run in one script, so concurrent
@@ -45,7 +52,7 @@ local plain = n == 1 and not resend
 for i = 1, n do
   local f = cjson.decode(ARGV[2 + 2 * i])
   jobs[i] = f
-  plain = plain and f[10] == '' and f[12] == ''
+  plain = plain and f[NEW_UNIQUE] == '' and f[NEW_TICK] == ''
 end
 if not plain then
   redis.call('ZCARD', PENDING)
@@ -73,11 +80,11 @@ end
 -- worker registered for its task.  A plain job's producer knows its task
 -- has none: no lookup.
 local function limited(f)
-  if f[9] ~= '' then
-    redis.call('HSET', LIMITS, f[2], f[9])
+  if f[NEW_LIMITS] ~= '' then
+    redis.call('HSET', LIMITS, f[NEW_TASK], f[NEW_LIMITS])
     return true
   end
-  return f[8] == '1' and redis.call('HEXISTS', LIMITS, f[2]) == 1
+  return f[NEW_INHERIT] == '1' and redis.call('HEXISTS', LIMITS, f[NEW_TASK]) == 1
 end
 
 -- Inline rather than through make_pending: this is the hottest script, and
@@ -85,36 +92,35 @@ end
 -- written before the job's hash: the first write that can fail comes first.
 local function store(f, payload, id, jk)
   local due = 0
-  if f[6] ~= '' then
-    due = tonumber(f[6])
-  elseif tonumber(f[7]) > 0 then
-    due = now + tonumber(f[7])
+  if f[NEW_DUE] ~= '' then
+    due = tonumber(f[NEW_DUE])
+  elseif tonumber(f[NEW_DELAY]) > 0 then
+    due = now + tonumber(f[NEW_DELAY])
   end
-  local fields = {'id', id, 'task', f[2], 'payload', payload, 'priority', f[3], 'max_attempts', f[4],
-    'timeout', f[5], 'attempts', 0, 'created_at', now, 'token', ''}
+  local fields = {'id', id, 'payload', payload, 'attempts', 0, 'created_at', now, 'token', ''}
   local function add(name, value)
     fields[#fields + 1] = name
     fields[#fields + 1] = value
   end
-  if f[8] == '1' then
-    add('inherit', '1')
+  for i = 1, #NEW_STORED, 2 do
+    local value = f[NEW_STORED[i]]
+    if value ~= '' then
+      add(NEW_STORED[i + 1], value)
+    end
   end
-  if f[13] and f[13] ~= '' then
-    add('workflow', f[13])
-  end
-  if type(f[14]) == 'table' then
-    for name, value in pairs(f[14]) do
+  if type(f[NEW_FIELDS]) == 'table' then
+    for name, value in pairs(f[NEW_FIELDS]) do
       add(name, value)
     end
   end
-  if f[15] and f[15] ~= '' then
-    add('expires', f[15])
-  elseif f[16] and tonumber(f[16]) > 0 then
-    add('expires', now + tonumber(f[16]))
+  if f[NEW_EXPIRES_AT] ~= '' then
+    add('expires', f[NEW_EXPIRES_AT])
+  elseif tonumber(f[NEW_EXPIRES_IN]) > 0 then
+    add('expires', now + tonumber(f[NEW_EXPIRES_IN]))
   end
   local grouped = limited(f)
   if grouped then
-    add('group', f[2])
+    add('group', f[NEW_TASK])
   end
   if due > now then
     redis.call('ZADD', SCHEDULED, due, id)
@@ -125,13 +131,13 @@ local function store(f, payload, id, jk)
     if seq >= BAND - 1000000 then
       error('taskforge: ' .. SEQ .. ' is exhausted')
     end
-    redis.call('ZADD', grouped and group_pending(f[2]) or PENDING, pending_score(f[3], seq), id)
+    redis.call('ZADD', grouped and group_pending(f[NEW_TASK]) or PENDING, pending_score(f[NEW_PRIORITY], seq), id)
     add('state', 'pending')
     add('seq', seq)
   end
-  if f[10] ~= '' then
-    redis.call('SET', f[10], id, 'PX', tonumber(f[11]))
-    add('unique', f[10])
+  if f[NEW_UNIQUE] ~= '' then
+    redis.call('SET', f[NEW_UNIQUE], id, 'PX', tonumber(f[NEW_LOCK_TTL]))
+    add('unique', f[NEW_UNIQUE])
   end
   redis.call('HSET', jk, unpack(fields))
   woken = woken + 1
@@ -140,9 +146,9 @@ end
 for i = 1, n do
   local f = jobs[i]
   local payload = ARGV[3 + 2 * i]
-  local id = f[1]
+  local id = f[NEW_ID]
   local jk = job_key(id)
-  local lock, tick = f[10], f[12]
+  local lock, tick = f[NEW_UNIQUE], f[NEW_TICK]
   local holder = lock ~= '' and redis.call('GET', lock)
   if not plain and redis.call('EXISTS', jk) == 1 then
     -- A client that lost the reply re-sends this script with the same ids:
@@ -153,7 +159,7 @@ for i = 1, n do
     out[#out + 1] = id
   elseif holder and holder ~= id and unfinished(holder) then
     out[#out + 1] = holder
-  elseif tick ~= '' and not redis.call('SET', tick, id, 'NX', 'PX', tonumber(f[11])) then
+  elseif tick ~= '' and not redis.call('SET', tick, id, 'NX', 'PX', tonumber(f[NEW_LOCK_TTL])) then
     out[#out + 1] = ''
   else
     store(f, payload, id, jk)

@@ -1,0 +1,87 @@
+"""Turning one call of a task into the broker's ``NewJob``: serialized, sized, locked if unique.
+
+Every producer path builds its jobs here (``delay`` and friends,
+``delay_many``, the periodic scheduler), so a job looks the same whoever
+queued it, and none of them needs a private method of ``Task``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from .broker.record import NewJob
+from .errors import SerializationError
+from .serialization import dumps_call
+
+if TYPE_CHECKING:
+    from .task import Task
+
+
+def build_job(
+    task: Task[Any, Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    due_ms: int | None = None,
+    delay_ms: int = 0,
+) -> NewJob:
+    """The job for ``task(*args, **kwargs)``; TypeError if the task cannot take those arguments,
+    SerializationError if they cannot travel or are too big.
+
+    ``due_ms`` is an absolute time on the producer's clock (``apply_at``),
+    ``delay_ms`` a delay resolved on Redis's clock (``apply_in``).
+    """
+    payload = dumps_call(args, kwargs)  # first: a key that is no str is a SerializationError, as documented
+    task.check_call(args, kwargs)
+    opts = task.options
+    unique_digest, lock_ttl_ms = "", 0
+    if opts.unique_for is not None:
+        unique_digest = task.unique_lock(args, kwargs, payload)
+        lock_ttl_ms = int(opts.unique_for * 1000)
+    fields = opts.retry_fields()
+    expires_at_ms, expires_in_ms = None, 0
+    if opts.expires is not None:
+        if isinstance(opts.expires, datetime):
+            expires_at_ms = int(opts.expires.timestamp() * 1000)
+        else:
+            expires_in_ms = max(1, int(opts.expires * 1000))
+        # An expired job ends cancelled inside the claim script, which has no app to ask.
+        fields["keep_ms"] = str(int(getattr(task.app, "retention", 86400) * 1000))
+    check_size(task, payload, unique_digest, fields)
+    return NewJob(
+        id=opts.job_id or uuid.uuid4().hex,
+        task=task.name,
+        payload=payload,
+        priority=int(opts.priority),
+        max_attempts=opts.max_attempts,
+        timeout_ms=None if opts.timeout is None else int(opts.timeout * 1000),
+        due_ms=due_ms,
+        delay_ms=delay_ms,
+        inherit=not task.registered,
+        limits=opts.limits,
+        unique_digest=unique_digest,
+        lock_ttl_ms=lock_ttl_ms,
+        expires_at_ms=expires_at_ms,
+        expires_in_ms=expires_in_ms,
+        fields=fields or None,
+    )
+
+
+def check_size(task: Task[Any, Any], payload: bytes, unique_digest: str, fields: dict[str, str] | None = None) -> None:
+    """max_job_size bounds what the job record stores, not only its arguments: a job sent by a
+    megabyte-long task name costs Redis as much memory as one with a megabyte argument."""
+    limit = task.app.max_job_size
+    if not limit:
+        return
+    opts = task.options
+    options = [int(opts.priority), opts.max_attempts, opts.timeout, opts.limits, unique_digest, opts.job_id]
+    options += (fields or {}).values()
+    size = len(payload) + len(task.name.encode()) + sum(len(str(o).encode()) for o in options if o is not None)
+    if size > limit:
+        what = "arguments" if len(payload) > limit else "task name, options and arguments"
+        raise SerializationError(
+            f"the job of {task.name[:200]!r} would store {size:,} bytes ({what}), over the "
+            f"max_job_size of {limit:,}; pass a reference (a URL, a key) instead of the data"
+        )
