@@ -15,11 +15,10 @@ from .errors import ConfigurationError, JobNotFound
 from .handle import JobHandle
 from .hooks import Event, Hooks, Middleware
 from .job import BackoffPolicy, JobInfo, Priority
-from .loader import module_names
 from .periodic import Schedule
 from .sending import SendHook, check_hook
 from .task import Task, TaskOptions
-from .task_options import module_name
+from .task_options import module_name, module_names
 
 if TYPE_CHECKING:
     from .broker.aio import AsyncBroker
