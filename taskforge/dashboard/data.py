@@ -1,6 +1,6 @@
-"""What the dashboard shows, as plain data: built on ``taskforge.inspect``, never reading a whole queue.
+"""What the dashboard shows, as plain data: built on ``taskforge.status``, never reading a whole queue.
 
-The overview is ``inspect.status`` (the ``status --json`` document) plus the
+The overview is ``status.status`` (the ``status --json`` document) plus the
 last hour of per-minute outcome counts; job lists are pages of one Redis set
 (``Broker.page``), so a queue of a million jobs costs what a queue of fifty
 does. Workflows: a page is ``WorkflowInfo`` (every step); the list reads only
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .. import inspect
+from .. import status
 from ..broker.keys import WORKFLOW_STATES, validate_queue_name
 from ..errors import ConfigurationError
 from ..handle import job_info
@@ -55,7 +55,7 @@ class History:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "first_minute": inspect.iso(self.first_minute),
+            "first_minute": status.iso(self.first_minute),
             "minutes": MINUTES,
             "queues": {
                 name: {**self.totals(name), "succeeded": [s for s, _ in rows], "failed": [f for _, f in rows]}
@@ -77,7 +77,7 @@ class History:
 
 def history(app: TaskForge, queues: list[str]) -> History:
     first, rows = app.broker.outcome_history(queues, MINUTES)
-    return History(ms_to_datetime(first) or inspect.now_utc(), rows)
+    return History(ms_to_datetime(first) or status.now_utc(), rows)
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class JobPage:
             "pages": self.pages,
             "page_size": PAGE_SIZE,
             "total": self.total,
-            "jobs": [inspect.job_to_json(info) for info in self.jobs],
+            "jobs": [status.job_to_json(info) for info in self.jobs],
             "missing": list(self.missing),
         }
 
@@ -147,7 +147,7 @@ class WorkflowView:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``taskforge workflow --json`` document: ``WorkflowInfo`` fields, steps as ``job --json``."""
-        return inspect.workflow_to_json(self.info)
+        return status.workflow_to_json(self.info)
 
 
 def workflow_view(app: TaskForge, workflow_id: str) -> WorkflowView:
@@ -174,8 +174,8 @@ class WorkflowSummary:
             "state": self.state,
             "steps": self.steps,
             "first_task": self.first_task,
-            "created_at": inspect.iso(self.created_at),
-            "finished_at": inspect.iso(self.finished_at),
+            "created_at": status.iso(self.created_at),
+            "finished_at": status.iso(self.finished_at),
             "error": self.error,
             "failed_step": self.failed_step,
         }
