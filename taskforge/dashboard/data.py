@@ -19,8 +19,9 @@ from ..broker.keys import WORKFLOW_STATES, validate_queue_name
 from ..errors import ConfigurationError
 from ..handle import job_info
 from ..job import JobInfo, ms_to_datetime
-from ..serialization import loads
 from ..workflows.handle import WorkflowHandle, WorkflowInfo
+from ..workflows.record import StepField, WorkflowField
+from ..workflows.spec import StepSpec
 
 if TYPE_CHECKING:
     from ..app import TaskForge
@@ -31,7 +32,11 @@ STATES = ("pending", "scheduled", "running", "dead")
 WORKFLOWS_SHOWN = 20  # per state on the workflows page: each costs one small read
 MAX_WORKFLOWS = 500
 # What a workflow list shows, read with one HMGET: never the per-step fields of a 10,000-member group.
-SUMMARY_FIELDS = ("state", "steps", "created_at", "finished_at", "error", "failed_step", "spec:0")
+SUMMARY_FIELDS = (
+    *(f.value for f in (WorkflowField.STATE, WorkflowField.STEPS, WorkflowField.CREATED_AT)),
+    *(f.value for f in (WorkflowField.FINISHED_AT, WorkflowField.ERROR, WorkflowField.FAILED_STEP)),
+    StepField.SPEC.at(0),
+)
 
 
 @dataclass(frozen=True)
@@ -222,21 +227,33 @@ def workflow_list(app: TaskForge, limit: int = WORKFLOWS_SHOWN) -> WorkflowList:
 def workflow_summary(workflow_id: str, values: list[bytes | None]) -> WorkflowSummary | None:
     """None when the record is gone: an ended workflow stays indexed a little past its record."""
     raw = dict(zip(SUMMARY_FIELDS, values, strict=True))
-    if raw["state"] is None and raw["steps"] is None:
+    first = raw.pop(StepField.SPEC.at(0))
+    text = {name: value.decode(errors="replace") if value else None for name, value in raw.items()}
+
+    def field(name: WorkflowField) -> str | None:
+        return text[name.value]
+
+    if raw[WorkflowField.STATE.value] is None and raw[WorkflowField.STEPS.value] is None:
         return None
-    text = {name: value.decode(errors="replace") if value else None for name, value in raw.items() if name != "spec:0"}
-    first = loads(raw["spec:0"]) if raw["spec:0"] else None
-    failed = text["failed_step"]
+    failed = field(WorkflowField.FAILED_STEP)
     return WorkflowSummary(
         id=workflow_id,
-        state=text["state"] or "running",
-        steps=_number(text["steps"]) or 0,
-        first_task=first.get("task") if isinstance(first, dict) else None,
-        created_at=ms_to_datetime(_number(text["created_at"])),
-        finished_at=ms_to_datetime(_number(text["finished_at"])),
-        error=text["error"],
+        state=field(WorkflowField.STATE) or "running",
+        steps=_number(field(WorkflowField.STEPS)) or 0,
+        first_task=_task_of(first),
+        created_at=ms_to_datetime(_number(field(WorkflowField.CREATED_AT))),
+        finished_at=ms_to_datetime(_number(field(WorkflowField.FINISHED_AT))),
+        error=field(WorkflowField.ERROR),
         failed_step=f"{workflow_id}.{failed}" if failed else None,
     )
+
+
+def _task_of(spec: bytes | None) -> str | None:
+    """The task of a step's spec; None when there is none, or junk."""
+    try:
+        return StepSpec.decode(spec).task if spec else None
+    except ValueError:
+        return None
 
 
 def _number(text: str | None) -> int | None:

@@ -23,6 +23,7 @@ from ..broker.record import NewJob, encode_headers
 from ..broker.workflows import StepReport
 from ..serialization import dumps_call, loads, loads_call
 from .plan import fill
+from .spec import StepSpec
 
 if TYPE_CHECKING:
     from ..broker.queue import Broker
@@ -54,28 +55,28 @@ def step_job(workflow: str, step: StepToSend, failed: dict[bytes, bytes] | None 
     ``failed``: the failed step's record, for an on_failure step built with
     ``.s()`` (``failed_record``), which gets that step's summary first.
     """
-    spec: dict[str, Any] = loads(step.spec)  # type: ignore[assignment]
-    payload: bytes = spec["call"]
-    if spec["input"] is not None:
+    spec = StepSpec.decode(step.spec)
+    payload = spec.call
+    if spec.input is not None:
         args, kwargs = loads_call(payload)
-        given = fill(spec["input"], iter(loads(value) for value in step.inputs))
+        given = fill(spec.input, iter(loads(value) for value in step.inputs))
         payload = dumps_call((given, *args), kwargs)
-    elif spec.get("summary"):
+    elif spec.summary:
         args, kwargs = loads_call(payload)
         payload = dumps_call((failure_summary(workflow, step, failed or {}), *args), kwargs)
     job = NewJob(
         id=step_id(workflow, step.step),
-        task=spec["task"],
+        task=spec.task,
         payload=payload,
-        priority=spec["priority"],
-        max_attempts=spec["max_attempts"],
-        timeout_ms=spec["timeout_ms"],
-        inherit=spec["inherit"],
-        limits=spec["limits"],
+        priority=spec.priority,
+        max_attempts=spec.max_attempts,
+        timeout_ms=spec.timeout_ms,
+        inherit=spec.inherit,
+        limits=spec.limits,
         workflow=workflow,
-        fields={"headers": encode_headers(headers)} if (headers := spec.get("headers")) else None,
+        fields={"headers": encode_headers(spec.headers)} if spec.headers else None,
     )
-    return spec["queue"], job
+    return spec.queue, job
 
 
 def failed_at(workflow: str, reply: WorkflowReply) -> tuple[str, str] | None:
