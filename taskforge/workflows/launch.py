@@ -18,7 +18,6 @@ from ..handle import JobHandle
 from ..new_job import check_size
 from ..sending import Outgoing, around
 from ..serialization import dumps, dumps_call
-from .canvas import Chain, Node, Signature
 from .delivery import send, step_id
 from .handle import WorkflowHandle
 from .plan import Plan, Shape, leaves, make_plan
@@ -28,6 +27,7 @@ from .spec import StepSpec
 if TYPE_CHECKING:
     from ..protocols import Producer
     from ..task import Task
+    from .canvas import Node, Signature
 
 
 def step_spec(signature: Signature[Any], given: Shape | None, where: str, summary: bool = False) -> StepSpec:
@@ -112,15 +112,9 @@ def outgoing(workflow: str, first: Task[Any, Any], plan: Plan) -> Outgoing:
     return Outgoing("workflow", first.name, first.queue, tuple(step_id(workflow, i) for i in range(len(plan.steps))))
 
 
-def first_signature(node: Node) -> Signature[Any]:
-    if isinstance(node, Signature):
-        return node
-    return first_signature(node.items[0] if isinstance(node, Chain) else node.members[0])
-
-
 def launch(root: Node, on_failure: Signature[Any] | None) -> WorkflowHandle[Any]:
-    app: Producer = first_signature(root).task.app
     plan = make_plan(root)
+    app: Producer = plan.steps[0].signature.task.app  # the first step, depth-first
     fields = record_fields(plan, on_failure)
     brokers = {id(step.signature.task.app.broker) for step in plan.steps}
     if len(brokers) > 1:
