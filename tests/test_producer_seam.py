@@ -10,6 +10,7 @@ import pytest
 from taskforge import JobHandle, JobState, SerializationError, TaskForge
 from taskforge.broker.connection import connect
 from taskforge.broker.queue import Broker, NewJob
+from taskforge.finals import Finals
 from taskforge.new_job import build_job
 from taskforge.protocols import Producer
 from taskforge.serialization import loads_call
@@ -118,6 +119,7 @@ class Outbox:
         self.max_job_size = 0
         self.stored: list[str] = []
         self.send_hooks: list[Any] = []
+        self.finals = Finals()  # no listener: a job it cancels tells nobody
 
     def find_queue(self, job_id: str) -> str:
         return "default"

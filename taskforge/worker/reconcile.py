@@ -1,4 +1,4 @@
-"""The reconciler: any worker, with its other housekeeping, finishes what a crash left half done.
+"""The reconciler: any worker, with its other housekeeping, finishes the workflow work a crash left half done.
 
 Three things can be left: a report in a queue's outbox (its worker died
 between the step's final transition and the delivery, or Redis went away),
@@ -17,10 +17,10 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .delivery import ENDED, deliver_from_record, send, step_id
-from .record import StepField, WorkflowField
-from .resume import resume
-from .spec import StepSpec
+from ..workflows.delivery import ENDED, deliver_from_record, send, step_id
+from ..workflows.record import StepField, WorkflowField
+from ..workflows.resume import resume
+from ..workflows.spec import StepSpec
 
 if TYPE_CHECKING:
     from ..broker.queue import Broker
