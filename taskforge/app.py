@@ -12,14 +12,15 @@ from .broker.aio_loops import LoopBrokers
 from .broker.connection import connect, redact, resolve_url
 from .celery_names import reject_options
 from .errors import ConfigurationError, JobNotFound
+from .finals import Finals
 from .handle import JobHandle
 from .hooks import Event, Hooks, Middleware
 from .job import BackoffPolicy, JobInfo, Priority
-from .loader import module_names
 from .periodic import Schedule
 from .sending import SendHook, check_hook
 from .task import Task, TaskOptions
-from .task_options import module_name
+from .task_options import module_name, module_names
+from .workflows.reports import install as listen_for_steps
 
 if TYPE_CHECKING:
     from .broker.aio import AsyncBroker
@@ -76,6 +77,8 @@ class TaskForge:
         self.durability = durability
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.hooks = Hooks()
+        self.finals = Finals()  # told of each final transition (finals.py): workflows carry a step's report on
+        listen_for_steps(self.finals)
         self.send_hooks: list[SendHook] = []  # producer hooks, around every enqueue (see taskforge.sending)
         self.schedules: list[Schedule] = []
         # Called with the handle of each job delay(), apply_at(), apply_in() or send() stored.

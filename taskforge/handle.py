@@ -9,10 +9,8 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar, cas
 from . import celery_names
 from .broker.record import job_info as job_info
 from .errors import ConfigurationError, JobNotFound, TaskFailed
+from .finals import FinalTransition
 from .job import JobInfo, JobState
-from .workflows.aio_delivery import adeliver_if_step
-from .workflows.delivery import deliver_if_step, step_index
-from .workflows.resume import retry_dead
 
 if TYPE_CHECKING:
     from .broker.aio_roles import AsyncBrokerRoles
@@ -110,7 +108,7 @@ class JobHandle(Generic[R]):
         if outcome < 0:
             raise JobNotFound(self._missing())
         if outcome == 1:
-            deliver_if_step(self.app.broker, self.queue, self.id)
+            self.app.finals.ended(self.app.broker, FinalTransition(self.queue, self.id, "cancelled"))
         return outcome == 1
 
     def retry(self) -> bool:
@@ -121,6 +119,8 @@ class JobHandle(Generic[R]):
         """
         if self.status() is not JobState.DEAD:
             return False
+        from .workflows.resume import retry_dead  # loaded by the first retry: not a final transition
+
         return self.id in retry_dead(self.app.broker, self.queue, [self.id])
 
     def abort(self) -> bool:
@@ -134,7 +134,7 @@ class JobHandle(Generic[R]):
         if outcome < 0:
             raise JobNotFound(self._missing())
         if outcome == 1:  # cancelled before it started (a running one ends when its supervisor stops it)
-            deliver_if_step(self.app.broker, self.queue, self.id)
+            self.app.finals.ended(self.app.broker, FinalTransition(self.queue, self.id, "cancelled"))
         return outcome > 0
 
     def result(self, timeout: float | None = None) -> R:
@@ -206,11 +206,12 @@ class JobHandle(Generic[R]):
     async def acancel(self) -> bool:
         """``cancel()``, awaited."""
         queue = await self._aqueue()
-        outcome = await async_access(self.app).async_broker().jobs.cancel(queue, self.id)
+        broker = async_access(self.app).async_broker()
+        outcome = await broker.jobs.cancel(queue, self.id)
         if outcome < 0:
             raise JobNotFound(self._missing())
         if outcome == 1:
-            await self._adeliver(queue)
+            await self.app.finals.aended(broker, FinalTransition(queue, self.id, "cancelled"))
         return outcome == 1
 
     async def aretry(self) -> bool:
@@ -220,16 +221,13 @@ class JobHandle(Generic[R]):
     async def aabort(self) -> bool:
         """``abort()``, awaited."""
         queue = await self._aqueue()
-        outcome = await async_access(self.app).async_broker().jobs.abort(queue, self.id)
+        broker = async_access(self.app).async_broker()
+        outcome = await broker.jobs.abort(queue, self.id)
         if outcome < 0:
             raise JobNotFound(self._missing())
         if outcome == 1:
-            await self._adeliver(queue)
+            await self.app.finals.aended(broker, FinalTransition(queue, self.id, "cancelled"))
         return outcome > 0
-
-    async def _adeliver(self, queue: str) -> None:
-        if step_index(self.id) is not None:  # a workflow's step tells its workflow now
-            await adeliver_if_step(async_access(self.app).async_broker(), queue, self.id)
 
     async def aresult(self, timeout: float | None = None) -> R:
         """``result()``, awaited: a blocking pop on the job's done list, in slices, never a polling loop.

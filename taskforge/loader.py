@@ -6,10 +6,9 @@ import importlib
 import os
 import sys
 import traceback
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .errors import AppNotFound, ConfigurationError, TaskforgeError
+from .errors import AppNotFound, TaskforgeError
 
 if TYPE_CHECKING:
     from .app import TaskForge
@@ -22,21 +21,6 @@ def _user_traceback(exc: BaseException) -> str:
     lines = ["Traceback (most recent call last):\n", *traceback.format_list(keep)]
     lines += traceback.format_exception_only(type(exc), exc)
     return "".join(lines)
-
-
-def module_names(include: Sequence[str]) -> tuple[str, ...]:
-    """``TaskForge(include=...)`` as dotted module names, refused where it is given when it is not a list of them."""
-    names: list[object] = [include] if isinstance(include, str) else list(include) if _listlike(include) else [None]
-    for name in names:
-        if not isinstance(name, str) or not all(part.isidentifier() for part in name.split(".")):
-            raise ConfigurationError(
-                f"include={include!r}: use a list of dotted module names, e.g. include=['proj.tasks']"
-            )
-    return tuple(str(name) for name in names)
-
-
-def _listlike(value: object) -> bool:
-    return isinstance(value, (list, tuple))
 
 
 def load_app(spec: str) -> TaskForge:

@@ -64,7 +64,7 @@ class QueueCollector:
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
-        from . import inspect
+        from . import status as tf_status
 
         depth = GaugeMetricFamily("taskforge_queue_jobs", "Jobs in each state, by queue.", labels=["queue", "state"])
         expired = GaugeMetricFamily(
@@ -76,11 +76,11 @@ class QueueCollector:
         up = GaugeMetricFamily("taskforge_broker_up", "1 if this scrape could read Redis.")
         try:
             for name in self.queues:
-                status = inspect.queue_status(self.app, name).to_dict()
+                counts = tf_status.queue_status(self.app, name).to_dict()
                 for state in QUEUE_STATES:
-                    depth.add_metric([name, state], status[state])
-                expired.add_metric([name], status["expired_last_hour"])
-            alive.add_metric([], len(inspect.workers(self.app)))
+                    depth.add_metric([name, state], counts[state])
+                expired.add_metric([name], counts["expired_last_hour"])
+            alive.add_metric([], len(tf_status.workers(self.app)))
         except (TaskforgeError, redis.RedisError) as exc:
             log.warning("metrics scrape could not read Redis: %s", exc)
             up.add_metric([], 0)

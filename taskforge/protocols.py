@@ -14,15 +14,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .broker.roles import BrokerRoles
+    from .finals import Finals
     from .handle import JobHandle
     from .sending import SendHook
 
 
 class BrokerAccess(Protocol):
-    """What a ``JobHandle`` uses: the broker, and where a job known only by its id lives."""
+    """What a ``JobHandle`` uses: the broker, where a job known only by its id lives, and who
+    hears of a job it cancels or aborts (``finals.py``)."""
 
     @property
     def broker(self) -> BrokerRoles: ...
+
+    @property
+    def finals(self) -> Finals: ...
 
     def find_queue(self, job_id: str) -> str: ...
 

@@ -1,8 +1,8 @@
 """A task's options: what a job carries from its task's definition, each checked once.
 
 Kept apart from ``task.py`` (calling a task) so both stay small; every
-``@app.task`` and ``with_options`` option is validated here, so a typo fails
-at import time rather than in a worker.
+``@app.task`` and ``with_options`` option is validated here (and the app's
+``include=``), so a typo fails at import time rather than in a worker.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numbers
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -240,3 +240,18 @@ def module_name(func: Callable[..., Any]) -> str:
         if all(part.isidentifier() for part in parts):
             return ".".join(parts)
     return file.stem
+
+
+def module_names(include: Sequence[str]) -> tuple[str, ...]:
+    """``TaskForge(include=...)`` as dotted module names, refused where it is given when it is not a list of them."""
+    names: list[object] = [include] if isinstance(include, str) else list(include) if _listlike(include) else [None]
+    for name in names:
+        if not isinstance(name, str) or not all(part.isidentifier() for part in name.split(".")):
+            raise ConfigurationError(
+                f"include={include!r}: use a list of dotted module names, e.g. include=['proj.tasks']"
+            )
+    return tuple(str(name) for name in names)
+
+
+def _listlike(value: object) -> bool:
+    return isinstance(value, (list, tuple))

@@ -135,7 +135,7 @@ def test_testing_kit_example_runs_under_pytest_like_a_users_suite(tmp_path: Path
 def test_periodic_options_are_checked_and_status_lists_them(app: TaskForge) -> None:
     from datetime import timedelta
 
-    from taskforge import inspect
+    from taskforge import status
 
     @app.periodic(cron="*/5 * * * *", timezone="Europe/Paris")
     def cleanup():
@@ -154,7 +154,7 @@ def test_periodic_options_are_checked_and_status_lists_them(app: TaskForge) -> N
     ):
         with pytest.raises(ConfigurationError):
             app.periodic(**bad)(lambda: None)
-    snapshot = inspect.status(app).to_dict()["periodic"]
+    snapshot = status.status(app).to_dict()["periodic"]
     assert [p["task"] for p in snapshot] == [cleanup.name, beat.name]
     assert snapshot[0]["schedule"] == "cron '*/5 * * * *' (Europe/Paris)" and snapshot[1]["queue"] == "beats"
 

@@ -23,6 +23,7 @@ API_MODULES = [
     "taskforge.app",
     "taskforge.context",
     "taskforge.errors",
+    "taskforge.finals",
     "taskforge.handle",
     "taskforge.hooks",
     "taskforge.job",
@@ -47,7 +48,10 @@ API_MODULES = [
     "taskforge.workflows.handle",
     "taskforge.workflows.launch",
     "taskforge.workflows.plan",
-    "taskforge.workflows.reconcile",
+    "taskforge.workflows.record",
+    "taskforge.workflows.reports",
+    "taskforge.workflows.resume",
+    "taskforge.workflows.spec",
 ]
 WORKER = "taskforge.worker"
 # The one door from the API to the worker's runner, and who may open it (inside a function only, for app).
@@ -77,14 +81,14 @@ def is_type_checking(node: ast.AST) -> bool:
     return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
 
 
-def imports(module: str) -> list[tuple[str, bool, int]]:
-    """(name, at module level, line) for every import in ``module``, however deeply nested."""
-    found: list[tuple[str, bool, int]] = []
+def import_statements(module: str) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Every import statement of ``module`` that may run, however deeply nested, and whether at module level."""
+    found: list[tuple[ast.Import | ast.ImportFrom, bool]] = []
 
     def visit(node: ast.AST, top: bool) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.Import, ast.ImportFrom)):
-                found.extend((name, top, child.lineno) for name in imported(module, child))
+                found.append((child, top))
             elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 visit(child, False)
             elif is_type_checking(child):
@@ -94,6 +98,11 @@ def imports(module: str) -> list[tuple[str, bool, int]]:
 
     visit(ast.parse(source_path(module).read_text()), True)
     return found
+
+
+def imports(module: str) -> list[tuple[str, bool, int]]:
+    """(name, at module level, line) for every import in ``module``, however deeply nested."""
+    return [(name, top, node.lineno) for node, top in import_statements(module) for name in imported(module, node)]
 
 
 def loaded_at_import(module: str) -> set[str]:
@@ -155,6 +164,63 @@ def test_the_broker_and_the_wire_format_import_only_core_data(module: str) -> No
     for name, _, line in imports(module):
         if name.startswith("taskforge") and not name.startswith(home):
             assert name.startswith(CORE), f"{source_path(module).name}:{line} of {module} imports {name}"
+
+
+def runtime_edges(module: str, known: set[str]) -> set[str]:
+    """The package modules (of ``known``) that running ``module`` may import: lazy imports inside
+    functions count, ``if TYPE_CHECKING:`` blocks do not. ``from p import m`` is an edge to module
+    ``p.m``; ``from p import name`` to ``p``."""
+    edges: set[str] = set()
+    for node, _ in import_statements(module):
+        names = imported(module, node)
+        if isinstance(node, ast.Import):
+            edges.update(name for name in names if name in known)
+            continue
+        base, members = names[0], [name for name in names[1:] if name in known]
+        edges.update(members)
+        if len(members) < len(names) - 1 and base in known:
+            edges.add(base)
+    return edges - {module}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each cycle of ``graph`` met by a depth-first walk, as the path that closes it (first == last)."""
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def walk(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                cycles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                walk(target)
+        path.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            walk(node)
+    return cycles
+
+
+def test_no_runtime_import_cycle_in_the_package() -> None:
+    """Modules import one another one way only, lazy imports included: each layer of
+    docs/architecture.md, and each module within it, can be read (and loaded) after what it uses."""
+    modules = package_modules("taskforge")
+    known = set(modules)
+    cycles = import_cycles({module: runtime_edges(module, known) for module in modules})
+    assert not cycles, "runtime import cycles: " + "; ".join(" -> ".join(cycle) for cycle in cycles)
+
+
+def test_the_cycle_finder_sees_lazy_imports_and_closes_cycles() -> None:
+    known = set(package_modules("taskforge"))
+    assert "taskforge.inprocess" in runtime_edges("taskforge.app", known), "missed the lazy import in app.drain()"
+    assert "taskforge.status" in runtime_edges("taskforge.cli.status", known), "missed 'from .. import status'"
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
 
 
 def test_the_import_reader_sees_lazy_and_relative_worker_imports() -> None:

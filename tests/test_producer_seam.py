@@ -12,6 +12,7 @@ from taskforge.broker import Broker
 from taskforge.broker.connection import connect
 from taskforge.broker.queue import NewJob
 from taskforge.building import build_job
+from taskforge.finals import Finals
 from taskforge.protocols import Producer
 from taskforge.serialization import loads_call
 
@@ -119,6 +120,7 @@ class Outbox:
         self.max_job_size = 0
         self.stored: list[str] = []
         self.send_hooks: list[Any] = []
+        self.finals = Finals()  # no listener: a job it cancels tells nobody
 
     def find_queue(self, job_id: str) -> str:
         return "default"

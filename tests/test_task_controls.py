@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from taskforge import ConfigurationError, JobState, TaskForge, chain, inspect
+from taskforge import ConfigurationError, JobState, TaskForge, chain, status
 from taskforge.job import FailureKind
 
 
@@ -107,8 +107,8 @@ def test_an_expired_job_is_cancelled_unrun_from_pending_and_from_scheduled(app: 
         assert (info.state, info.error, info.failure) == (JobState.CANCELLED, "expired", FailureKind.EXPIRED)
     assert later.status() is kept.status() is JobState.SUCCEEDED
     assert app.broker.inspection.counts("default")["pending"] == 0
-    assert inspect.queue_status(app, "default").expired_last_hour == 3
-    assert inspect.queue_status(app, "default").to_dict()["expired_last_hour"] == 3
+    assert status.queue_status(app, "default").expired_last_hour == 3
+    assert status.queue_status(app, "default").to_dict()["expired_last_hour"] == 3
 
 
 def test_a_caller_chosen_job_id_stores_one_job_while_it_exists(app: TaskForge) -> None:

@@ -3,7 +3,7 @@
 A worker announces itself for ``taskforge status`` and the dashboard; what
 it announces is the worker's business (``worker/registry.py``), how it is
 stored is the broker's. Keeping the Redis side here means the tools that
-read the listing (``inspect.py``) never import the worker package, and every
+read the listing (``status.py``) never import the worker package, and every
 key taskforge writes is built in ``broker/``.
 
 Each worker keeps a hash that expires unless its heartbeat renews it, plus a

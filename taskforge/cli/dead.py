@@ -7,8 +7,8 @@ import json
 import click
 
 from ..app import TaskForge
-from ..inspect import dead_jobs, job_to_json, now_utc
 from ..job import JobState
+from ..status import dead_jobs, job_to_json, now_utc
 from ..workflows.resume import retry_dead
 from .common import USAGE, cli_errors, fail, open_app
 from .job import missing_is_usage

@@ -24,7 +24,7 @@ from typing import IO, Any
 
 import click
 
-from .. import demo_app, inspect
+from .. import demo_app, status
 from ..app import TaskForge
 from ..broker.connection import ENV_VAR
 from ..handle import JobHandle, job_info
@@ -111,7 +111,7 @@ def run(url: str, log_path: Path) -> None:
         infos = read_all(producer, handles)
         wait_for_heartbeat(producer, sum(i.attempts for i in infos))
         click.echo("")
-        click.echo(format_status(inspect.status(producer)))
+        click.echo(format_status(status.status(producer)))
         click.echo("")
         click.echo(summary(infos, worker.pid, url, elapsed))
 
@@ -236,7 +236,7 @@ def wait_for_heartbeat(producer: TaskForge, runs: int, timeout: float = 1.5) -> 
     """The worker publishes its count of finished runs with each heartbeat (every second here)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if sum(w.jobs_done for w in inspect.workers(producer)) >= runs:
+        if sum(w.jobs_done for w in status.workers(producer)) >= runs:
             return
         time.sleep(0.1)
 
@@ -266,7 +266,7 @@ def priority_order(infos: list[JobInfo]) -> str:
     """Median finish time per priority, relative to the first job created."""
     start = min(i.created_at for i in infos if i.created_at)
     medians = {}
-    for name in inspect.PRIORITY_NAMES:
+    for name in status.PRIORITY_NAMES:
         done = [
             (i.finished_at - start).total_seconds()
             for i in infos

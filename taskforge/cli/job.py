@@ -9,8 +9,8 @@ from contextlib import contextmanager
 import click
 
 from ..errors import JobNotFound
-from ..inspect import job_to_json, jsonable
 from ..job import JobInfo, JobState
+from ..status import job_to_json, jsonable
 from .common import USAGE, cli_errors, fail, open_app
 
 JOB_HELP = """Show one job's record: state, attempts, times, arguments, result, error.

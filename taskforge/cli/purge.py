@@ -8,7 +8,7 @@ import click
 
 from ..app import TaskForge
 from ..broker.keys import validate_queue_name
-from ..inspect import all_queues
+from ..status import all_queues
 from .common import USAGE, cli_errors, fail, open_app
 
 PURGE_HELP = """Delete queued jobs: pending, scheduled and retrying ones.

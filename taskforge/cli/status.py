@@ -6,7 +6,7 @@ import json
 
 import click
 
-from .. import inspect
+from .. import status as tf_status
 from ..broker.clock import SKEW_WARN_MS
 from .common import cli_errors, open_app
 from .table import Cell, cell, count, duration, relative, render, timestamp
@@ -60,7 +60,7 @@ RUNNING_WIDTH = 50
 def status(app: str, as_json: bool) -> None:
     the_app = open_app(app)
     with cli_errors():
-        snapshot = inspect.status(the_app)
+        snapshot = tf_status.status(the_app)
         workflows = the_app.broker.ledger.workflow_counts()
     if as_json:
         click.echo(json.dumps({**snapshot.to_dict(), "workflows": workflows}, indent=2))
@@ -68,7 +68,7 @@ def status(app: str, as_json: bool) -> None:
         click.echo(format_status(snapshot, workflows, the_app.retention))
 
 
-def format_status(snapshot: inspect.Status, workflows: dict[str, int] | None = None, retention: float = 0) -> str:
+def format_status(snapshot: tf_status.Status, workflows: dict[str, int] | None = None, retention: float = 0) -> str:
     parts = [f"broker {snapshot.broker}", "", queue_table(snapshot), ""]
     if workflows is not None:
         parts += [workflow_line(workflows, retention), ""]
@@ -96,7 +96,7 @@ def format_status(snapshot: inspect.Status, workflows: dict[str, int] | None = N
     return "\n".join(parts)
 
 
-def queue_table(snapshot: inspect.Status) -> str:
+def queue_table(snapshot: tf_status.Status) -> str:
     headers = [
         "QUEUE",
         "PENDING",
@@ -144,7 +144,7 @@ def workflow_line(counts: dict[str, int], retention: float) -> str:
     return f"workflows: {running} running; in the last {duration(retention)} (retention): {ended}"
 
 
-def worker_table(snapshot: inspect.Status) -> str:
+def worker_table(snapshot: tf_status.Status) -> str:
     headers = ["WORKER", "HOST", "PID", "CONC", "RUNNING", "DONE", "QUEUES", "HEARTBEAT", "CLOCK"]
     rows = []
     for w in snapshot.workers:

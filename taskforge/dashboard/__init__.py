@@ -5,7 +5,7 @@ well-kept libraries, and an ASGI app whose handlers run in a thread pool, so
 the same blocking Redis client as the rest of taskforge serves it. Every
 asset (CSS, script) ships in the package: it works offline, with no CDN.
 
-Modules: ``data`` (what is shown, built on ``taskforge.inspect``), ``pages``
+Modules: ``data`` (what is shown, built on ``taskforge.status``), ``pages``
 (HTML and actions), ``api`` (the JSON documents), ``security`` (Basic auth
 and CSRF), ``server`` (routes and error pages).
 """

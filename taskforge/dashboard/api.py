@@ -19,7 +19,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from .. import inspect
+from .. import status as tf_status
 from ..errors import ConfigurationError
 from . import data
 from .pages import app_of, handle_for
@@ -29,12 +29,12 @@ MAX_DEAD = 500
 
 def status(request: Request) -> JSONResponse:
     app = app_of(request)
-    return JSONResponse({**inspect.status(app).to_dict(), "workflows": app.broker.ledger.workflow_counts()})
+    return JSONResponse({**tf_status.status(app).to_dict(), "workflows": app.broker.ledger.workflow_counts()})
 
 
 def history(request: Request) -> JSONResponse:
     app = app_of(request)
-    return JSONResponse(data.history(app, inspect.all_queues(app)).to_dict())
+    return JSONResponse(data.history(app, tf_status.all_queues(app)).to_dict())
 
 
 def queue_jobs(request: Request) -> JSONResponse:
@@ -51,13 +51,13 @@ def dead(request: Request) -> JSONResponse:
     raw = request.query_params.get("limit", "50")
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_DEAD:
         raise ConfigurationError(f"limit {raw!r}: use a whole number from 1 to {MAX_DEAD}")
-    jobs = inspect.dead_jobs(app_of(request), None, int(raw))
-    return JSONResponse([inspect.job_to_json(info) for info in jobs])
+    jobs = tf_status.dead_jobs(app_of(request), None, int(raw))
+    return JSONResponse([tf_status.job_to_json(info) for info in jobs])
 
 
 def job(request: Request) -> JSONResponse:
     handle = handle_for(app_of(request), request.path_params["job_id"], request.query_params.get("queue"))
-    return JSONResponse(inspect.job_to_json(handle.info()))
+    return JSONResponse(tf_status.job_to_json(handle.info()))
 
 
 def workflows(request: Request) -> JSONResponse:

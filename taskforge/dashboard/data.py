@@ -1,6 +1,6 @@
-"""What the dashboard shows, as plain data: built on ``taskforge.inspect``, never reading a whole queue.
+"""What the dashboard shows, as plain data: built on ``taskforge.status``, never reading a whole queue.
 
-The overview is ``inspect.status`` (the ``status --json`` document) plus the
+The overview is ``status.status`` (the ``status --json`` document) plus the
 last hour of per-minute outcome counts; job lists are pages of one Redis set
 (``Inspection.page``), so a queue of a million jobs costs what a queue of fifty
 does. Workflows: a page is ``WorkflowInfo`` (every step); the list reads only
@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .. import inspect
+from .. import status
 from ..broker.keys import WORKFLOW_STATES, validate_queue_name
 from ..errors import ConfigurationError
 from ..handle import job_info
 from ..job import JobInfo, ms_to_datetime
-from ..serialization import loads
 from ..workflows.handle import WorkflowHandle, WorkflowInfo
+from ..workflows.record import StepField, WorkflowField
+from ..workflows.spec import StepSpec
 
 if TYPE_CHECKING:
     from ..app import TaskForge
@@ -31,7 +32,11 @@ STATES = ("pending", "scheduled", "running", "dead")
 WORKFLOWS_SHOWN = 20  # per state on the workflows page: each costs one small read
 MAX_WORKFLOWS = 500
 # What a workflow list shows, read with one HMGET: never the per-step fields of a 10,000-member group.
-SUMMARY_FIELDS = ("state", "steps", "created_at", "finished_at", "error", "failed_step", "spec:0")
+SUMMARY_FIELDS = (
+    *(f.value for f in (WorkflowField.STATE, WorkflowField.STEPS, WorkflowField.CREATED_AT)),
+    *(f.value for f in (WorkflowField.FINISHED_AT, WorkflowField.ERROR, WorkflowField.FAILED_STEP)),
+    StepField.SPEC.at(0),
+)
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,7 @@ class History:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "first_minute": inspect.iso(self.first_minute),
+            "first_minute": status.iso(self.first_minute),
             "minutes": MINUTES,
             "queues": {
                 name: {**self.totals(name), "succeeded": [s for s, _ in rows], "failed": [f for _, f in rows]}
@@ -77,7 +82,7 @@ class History:
 
 def history(app: TaskForge, queues: list[str]) -> History:
     first, rows = app.broker.inspection.outcome_history(queues, MINUTES)
-    return History(ms_to_datetime(first) or inspect.now_utc(), rows)
+    return History(ms_to_datetime(first) or status.now_utc(), rows)
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,7 @@ class JobPage:
             "pages": self.pages,
             "page_size": PAGE_SIZE,
             "total": self.total,
-            "jobs": [inspect.job_to_json(info) for info in self.jobs],
+            "jobs": [status.job_to_json(info) for info in self.jobs],
             "missing": list(self.missing),
         }
 
@@ -147,7 +152,7 @@ class WorkflowView:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``taskforge workflow --json`` document: ``WorkflowInfo`` fields, steps as ``job --json``."""
-        return inspect.workflow_to_json(self.info)
+        return status.workflow_to_json(self.info)
 
 
 def workflow_view(app: TaskForge, workflow_id: str) -> WorkflowView:
@@ -174,8 +179,8 @@ class WorkflowSummary:
             "state": self.state,
             "steps": self.steps,
             "first_task": self.first_task,
-            "created_at": inspect.iso(self.created_at),
-            "finished_at": inspect.iso(self.finished_at),
+            "created_at": status.iso(self.created_at),
+            "finished_at": status.iso(self.finished_at),
             "error": self.error,
             "failed_step": self.failed_step,
         }
@@ -222,21 +227,33 @@ def workflow_list(app: TaskForge, limit: int = WORKFLOWS_SHOWN) -> WorkflowList:
 def workflow_summary(workflow_id: str, values: list[bytes | None]) -> WorkflowSummary | None:
     """None when the record is gone: an ended workflow stays indexed a little past its record."""
     raw = dict(zip(SUMMARY_FIELDS, values, strict=True))
-    if raw["state"] is None and raw["steps"] is None:
+    first = raw.pop(StepField.SPEC.at(0))
+    text = {name: value.decode(errors="replace") if value else None for name, value in raw.items()}
+
+    def field(name: WorkflowField) -> str | None:
+        return text[name.value]
+
+    if raw[WorkflowField.STATE.value] is None and raw[WorkflowField.STEPS.value] is None:
         return None
-    text = {name: value.decode(errors="replace") if value else None for name, value in raw.items() if name != "spec:0"}
-    first = loads(raw["spec:0"]) if raw["spec:0"] else None
-    failed = text["failed_step"]
+    failed = field(WorkflowField.FAILED_STEP)
     return WorkflowSummary(
         id=workflow_id,
-        state=text["state"] or "running",
-        steps=_number(text["steps"]) or 0,
-        first_task=first.get("task") if isinstance(first, dict) else None,
-        created_at=ms_to_datetime(_number(text["created_at"])),
-        finished_at=ms_to_datetime(_number(text["finished_at"])),
-        error=text["error"],
+        state=field(WorkflowField.STATE) or "running",
+        steps=_number(field(WorkflowField.STEPS)) or 0,
+        first_task=_task_of(first),
+        created_at=ms_to_datetime(_number(field(WorkflowField.CREATED_AT))),
+        finished_at=ms_to_datetime(_number(field(WorkflowField.FINISHED_AT))),
+        error=field(WorkflowField.ERROR),
         failed_step=f"{workflow_id}.{failed}" if failed else None,
     )
+
+
+def _task_of(spec: bytes | None) -> str | None:
+    """The task of a step's spec; None when there is none, or junk."""
+    try:
+        return StepSpec.decode(spec).task if spec else None
+    except ValueError:
+        return None
 
 
 def _number(text: str | None) -> int | None:

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
-from .. import inspect
+from .. import status as tf_status
 from ..handle import JobHandle
 from ..job import JobState
 from ..workflows.resume import retry_dead
@@ -33,9 +33,9 @@ def make_templates() -> Jinja2Templates:
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters["utc"] = inspect.as_utc  # the pages label times UTC: never print another zone's wall time
+    env.filters["utc"] = tf_status.as_utc  # the pages label times UTC: never print another zone's wall time
     env.filters["q"] = lambda value: quote(str(value), safe="")
-    env.filters["tojson_args"] = lambda value: json.dumps(inspect.jsonable(value), indent=2, ensure_ascii=False)
+    env.filters["tojson_args"] = lambda value: json.dumps(tf_status.jsonable(value), indent=2, ensure_ascii=False)
     env.globals["STATES"] = data.STATES
     return Jinja2Templates(env=env)
 
@@ -67,14 +67,14 @@ def app_of(request: Request) -> Any:
 
 def overview(request: Request) -> Response:
     app = app_of(request)
-    status = inspect.status(app)
+    status = tf_status.status(app)
     history = data.history(app, [q.name for q in status.queues])
     workflows = app.broker.ledger.workflow_counts()
     return render(request, "overview.html", status=status, history=history, workflows=workflows)
 
 
 def workers(request: Request) -> Response:
-    return render(request, "workers.html", workers=inspect.workers(app_of(request)), now=inspect.now_utc())
+    return render(request, "workers.html", workers=tf_status.workers(app_of(request)), now=tf_status.now_utc())
 
 
 def queue_jobs(request: Request) -> Response:
@@ -89,14 +89,14 @@ def queue_jobs(request: Request) -> Response:
 
 def dead(request: Request) -> Response:
     app = app_of(request)
-    queues = inspect.all_queues(app)
+    queues = tf_status.all_queues(app)
     counts = {name: app.broker.inspection.counts(name)["dead"] for name in queues}
-    return render(request, "dead.html", jobs=inspect.dead_jobs(app, queues, data.PAGE_SIZE), counts=counts)
+    return render(request, "dead.html", jobs=tf_status.dead_jobs(app, queues, data.PAGE_SIZE), counts=counts)
 
 
 def scheduled(request: Request) -> Response:
     app = app_of(request)
-    status = inspect.status(app)
+    status = tf_status.status(app)
     soonest = {
         q.name: data.job_page(app, q.name, "scheduled", 1, 10) for q in status.queues if q.scheduled + q.retrying
     }

@@ -2,7 +2,7 @@
 
 The async twin of ``runner.run_claim``, sharing everything after the call:
 the outcome is recorded by ``runner.record_outcome`` (fencing, retries,
-dead letters, workflow reports, hooks), so a job's fate is decided in one
+dead letters, the final-transition seam, hooks), so a job's fate is decided in one
 place whichever way its task was written.
 
 Recording goes through ``offload``: in a worker child that is a small pool
@@ -29,8 +29,8 @@ from typing import Any, TypeVar
 from ..broker.queue import Claim
 from ..context import enter, leave
 from ..errors import SoftTimeout
+from ..finals import FinalTransition
 from ..job import FailureKind
-from ..workflows.delivery import deliver_if_step
 from .outage import Outage
 from .runner import Outcome, RunContext, claim_info, failed, record, record_outcome, retry_delay
 
@@ -83,7 +83,8 @@ async def guarded(claim: Claim, awaitable: Awaitable[Any]) -> Any:
 def aborted(context: RunContext, claim: Claim, started: float, outage: Outage) -> Outcome:
     """Record an aborted async job cancelled, as the supervisor records a sync one it killed."""
     record(context.broker.claims.abandon, claim.queue, claim.id, claim.token, outage=outage)
-    deliver_if_step(context.broker, claim.queue, claim.id)
+    if claim.workflow or context.finals.every:  # the record says why: the listeners read it there
+        context.finals.ended(context.broker, FinalTransition(claim.queue, claim.id, "cancelled"))
     return Outcome("cancelled", time.monotonic() - started, "aborted")
 
 

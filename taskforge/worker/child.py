@@ -32,11 +32,12 @@ from typing import TYPE_CHECKING
 
 from ..broker.stats import FLUSH_EVERY_S
 from ..logs import configure_logging
-from ..workflows.delivery import Courier
+from ..workflows.reports import NAME
 from . import soft
 from .aio_feed import AsyncFeeder
 from .aio_loop import AsyncSide, is_async_task
 from .aio_run import SOFT
+from .courier import Courier, CourierReports
 from .foreign import Elsewhere
 from .lane import EXIT_RECYCLE, IDLE_BLOCK, LANE_WAIT, Lane
 from .messages import CancelJob, Heartbeat, Message, Recycling, from_wire
@@ -126,9 +127,11 @@ class Child:
         app = load_app(config.app_spec)
         import_included(app)  # as the supervisor did: a module it imported is importable here too
         context = AppContext.of(app)
-        # Workflow steps' reports go out from a thread of their own, in batches.
+        # Workflow steps' reports go out from a thread of their own, in batches (``courier.py``).
+        self.courier = Courier(context.broker)
+        finals = app.finals.replaced(NAME, CourierReports(self.courier))
         self.context = replace(
-            context, courier=Courier(context.broker), elsewhere=Elsewhere(context.broker.claims, context.broker.client)
+            context, finals=finals, elsewhere=Elsewhere(context.broker.claims, context.broker.client)
         )
         self.broker = self.context.broker
         self.counts_written = threading.Event()  # set at exit: the thread stops, the last flush follows
@@ -221,10 +224,9 @@ class Child:
 
     def reports_pending(self) -> bool:
         """Wait for the workflow reports posted so far to go out; True if there were any."""
-        courier = self.context.courier
-        if courier is None or courier.idle():
+        if self.courier.idle():
             return False
-        courier.flush()
+        self.courier.flush()
         return True
 
     def lanes_left(self) -> bool:
@@ -297,8 +299,7 @@ def child_main(config: ChildConfig, pipe: Connection, control: Connection | None
     signal.signal(signal.SIGTERM, child.request_stop)
     soft.install()
     code = child.run()
-    if child.context.courier is not None:
-        child.context.courier.flush()  # what is left after that, the reconciler delivers
+    child.courier.flush()  # what is left after that, the reconciler delivers
     child.counts_written.set()
     child.broker.claims.tally.flush_outcomes()  # successes are counted by the broker and written in batches
     pipe.close()

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 import redis
 
 from ..errors import BrokerUnavailable, CorruptQueue, TaskforgeError
+from ..finals import FinalTransition
 from ..handle import JobHandle
 from ..job import FailureKind
-from ..workflows.delivery import deliver_if_step
 from .joblog import outcome_line
 from .pool import Died, Running, describe_exit
 from .runner import notify_failure, retry_delay
@@ -88,7 +88,7 @@ class PendingOutcomes:
         if running.aborted:
             broker.claims.abandon(running.job.queue, running.job.job_id, running.job.token)
             log.info("%s %s aborted: its child was stopped", running.job.task, running.job.job_id)
-            deliver_if_step(broker, running.job.queue, running.job.job_id)
+            self.app.finals.ended(broker, FinalTransition(running.job.queue, running.job.job_id, "cancelled"))
             return
         if running.timed_out:
             error = f"TimeoutError: the job ran longer than its timeout of {running.job.timeout:g} s and was killed"
@@ -103,8 +103,8 @@ class PendingOutcomes:
         job = running.job
         delay = retry_delay(self.app, job.task, job.attempts)
         state = self.app.broker.claims.fail(job.queue, job.job_id, job.token, error, "", delay, kind)
-        if state == "dead":
-            deliver_if_step(self.app.broker, job.queue, job.job_id)
+        if state == "dead":  # the record says why: the listeners read it there
+            self.app.finals.ended(self.app.broker, FinalTransition(job.queue, job.job_id, "dead"))
         duration = time.monotonic() - running.started
         if self.metrics is not None:
             self.metrics.finished(job.queue, job.task, state, duration)

@@ -24,9 +24,9 @@ import redis
 from ..broker.queue import Claim
 from ..context import enter, leave
 from ..errors import CorruptQueue, Retry, SerializationError, UnknownTask, class_path, error_type_of_kind
+from ..finals import FinalTransition
 from ..job import FailureKind, JobInfo, JobState, Priority
 from ..serialization import dumps_result
-from ..workflows.delivery import Courier, deliver, report_of
 from . import soft
 from .lost_acks import own_outcome, recorded_success
 from .outage import OUTAGE_ERRORS, Outage
@@ -34,6 +34,7 @@ from .retry_filters import not_retried
 
 if TYPE_CHECKING:
     from ..broker.roles import BrokerRoles
+    from ..finals import Finals
     from ..hooks import Hooks
     from ..task import Task
     from .foreign import Elsewhere
@@ -62,6 +63,9 @@ class RunContext(Protocol):
     @property
     def max_job_size(self) -> int: ...
 
+    @property
+    def finals(self) -> Finals: ...
+
 
 @dataclass(frozen=True)
 class AppContext:
@@ -72,12 +76,12 @@ class AppContext:
     hooks: Hooks
     broker: BrokerRoles
     max_job_size: int
-    courier: Courier | None = None  # delivers workflow steps' reports in the background
+    finals: Finals  # who hears of a final transition (``finals.py``); a child's has its courier
     elsewhere: Elsewhere | None = None  # which live workers serve the tasks this app does not know
 
     @classmethod
     def of(cls, app: RunContext) -> AppContext:
-        return cls(app.name, app.tasks, app.hooks, app.broker, app.max_job_size)
+        return cls(app.name, app.tasks, app.hooks, app.broker, app.max_job_size, app.finals)
 
 
 @dataclass(frozen=True)
@@ -219,7 +223,7 @@ def record_outcome(
     """Record what the task did (returned ``value`` or raised ``error``), then tell the hooks.
 
     Shared by lanes and the event loop (``aio_run.py``), which calls it off
-    the loop: one place decides retries, dead letters and workflow reports.
+    the loop: one place decides retries, dead letters and who hears of a final transition.
     """
     hooks = context.hooks
     if isinstance(error, Retry):
@@ -250,8 +254,8 @@ def record_outcome(
             context, claim, info, (f"SerializationError: {exc}", "", None), started, outage, FailureKind.SERIALIZATION
         )
     outcome = succeeded(context, claim, result, duration, chain, outage)
-    if claim.workflow and outcome.state == "succeeded":
-        report_step(context, claim, "succeeded", result, busy=bool(outcome.next and outcome.next[0]))
+    if (claim.workflow or context.finals.every) and outcome.state == "succeeded":  # a plain job: this check only
+        tell_finals(context, claim, "succeeded", result, busy=bool(outcome.next and outcome.next[0]))
     if outcome.state == "succeeded" and hooks.handlers["job_succeeded"]:  # no JobInfo copy for nobody
         hooks.emit("job_succeeded", replace(info, state=JobState.SUCCEEDED, result=value), result=value)
     return outcome
@@ -293,28 +297,14 @@ def succeeded(
     return Outcome("succeeded" if ok else "fenced", duration, next=following)
 
 
-def report_step(
-    context: RunContext, claim: Claim, state: str, result: bytes, error: str = "", busy: bool = False
+def tell_finals(
+    context: RunContext, claim: Claim, state: str, result: bytes = b"", error: str = "", busy: bool = False
 ) -> None:
-    """A workflow step ended: deliver its report now, or, when this lane already holds its
-    next job (``busy``), hand it to the child's courier, which batches it with others.
-
-    Delivered here, the next step starts sooner: no thread to wake, and this
-    lane, free, may well claim it itself. Delivery never fails the job it
-    follows: a report not delivered stays in the outbox for the reconciler.
-    """
-    report = report_of(claim.queue, claim.id, claim.workflow, state, result, error)
-    courier: Courier | None = getattr(context, "courier", None)
-    if courier is not None and busy:
-        courier.post(report, busy)
-        return
-    try:
-        # The next step is stored before anything else; dropping the report can wait.
-        succeeded = deliver(context.broker, [report], drop=courier is None)
-        if courier is not None:
-            courier.drop(report, succeeded)
-    except Exception as exc:
-        log.warning("workflow %s: the report of step %s waits for the reconciler (%s)", claim.workflow, claim.id, exc)
+    """The final-transition seam (``finals.py``), for a job someone listens for: a workflow's step
+    tells its workflow (at once, or through the child's courier when ``busy``: its lane already
+    holds its next job). Never fails the job: what a listener leaves undone, the reconciler does."""
+    transition = FinalTransition(claim.queue, claim.id, state, claim.workflow, result, error, busy)
+    context.finals.ended(context.broker, transition)
 
 
 Failure = tuple[str, str, float | None]  # error, traceback, seconds before a retry (None: dead at once)
@@ -342,8 +332,8 @@ def failed(
     state = record(fail, claim.queue, claim.id, claim.token, error, tb, retry_in, kind, error_type, outage=outage)
     if state == "fenced":  # a lost reply, not a takeover, when the record names this claim's report
         state = own_outcome(context.broker.claims, claim) or state
-    if claim.workflow and state == "dead":
-        report_step(context, claim, "dead", b"", error)
+    if (claim.workflow or context.finals.every) and state == "dead":
+        tell_finals(context, claim, "dead", error=error)
     notify_failure(context, info, state, error, tb, kind, error_type)
     return Outcome(state, duration, error, retry_in)
 

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 from ..broker.clock import RedisClock
 from ..broker.workers import live_workers
 from ..periodic import Scheduler
-from ..workflows.reconcile import Reconciler
 from .banner import banner
 from .foreign import differing_tasks
 from .housekeeping import HEARTBEAT_EVERY, DamageLog, Housekeeping
@@ -38,6 +37,7 @@ from .options import WorkerOptions
 from .outage import Outage
 from .outcomes import PendingOutcomes
 from .pool import Pool, Running
+from .reconcile import Reconciler
 from .registry import WorkerRegistry, owner_tag
 from .rescue import Rescue
 from .ticker import Ticker

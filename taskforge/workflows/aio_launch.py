@@ -17,7 +17,7 @@ from ..handle import JobHandle, async_access
 from ..sending import around
 from .aio_delivery import asend
 from .handle import WorkflowHandle
-from .launch import first_signature, outgoing, record_fields, with_headers
+from .launch import outgoing, record_fields, with_headers
 from .plan import make_plan
 
 if TYPE_CHECKING:
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 
 async def alaunch(root: Node, on_failure: Signature[Any] | None) -> WorkflowHandle[Any]:
-    app = first_signature(root).task.app
     plan = make_plan(root)
+    app = plan.steps[0].signature.task.app  # the first step, depth-first
     fields = record_fields(plan, on_failure)
     brokers = {id(async_access(step.signature.task.app).async_broker()) for step in plan.steps}
     if len(brokers) > 1:

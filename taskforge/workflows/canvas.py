@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, Union
 
 from ..errors import ConfigurationError
+from .plan import Shape, Step
 
 if TYPE_CHECKING:
     from ..handle import JobHandle
@@ -55,6 +56,15 @@ class Signature(Generic[R]):
     def __or__(self, other: Signature[Any] | Chain | Group | Chord) -> Chain:
         """``a.s() | b.s()``: Celery's spelling of ``chain(a.s(), b.s())``."""
         return _pipe(self, other)
+
+    def place(self, steps: list[Step], after: list[int], given: Shape | None) -> tuple[list[int], Shape]:
+        """Number this step (``plan.make_plan``): it waits for ``after`` and, unless immutable, receives
+        ``given``. Returns the steps that end this node, and the shape of its result."""
+        index = len(steps)
+        steps.append(Step(self, list(after), None if self.immutable else given))
+        for before in after:
+            steps[before].next.append(index)
+        return [index], index
 
     # Celery's spellings with no taskforge equivalent: an error that names the way here.
 
@@ -170,6 +180,13 @@ class Chain:
         """``chain(a.s(), b.s()) | c.s()``: one flat chain, ``chain(a.s(), b.s(), c.s())``."""
         return _pipe(self, other)
 
+    def place(self, steps: list[Step], after: list[int], given: Shape | None) -> tuple[list[int], Shape]:
+        """Each item after the one before it, receiving its result (``Signature.place``)."""
+        ends, shape = self.items[0].place(steps, after, given)
+        for item in self.items[1:]:
+            ends, shape = item.place(steps, ends, shape)
+        return ends, shape
+
     def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise _not_callable("chain")
 
@@ -206,6 +223,16 @@ class Group:
     def __or__(self, other: Signature[Any] | Chain | Group | Chord) -> Chain:
         """``group(...) | b.s()``: ``chain(group(...), b.s())``, b gets the list of the members' results."""
         return _pipe(self, other)
+
+    def place(self, steps: list[Step], after: list[int], given: Shape | None) -> tuple[list[int], Shape]:
+        """Every member side by side; the result is the list of theirs (``Signature.place``)."""
+        ends_all: list[int] = []
+        shapes: list[Shape] = []
+        for member in self.members:
+            ends, shape = member.place(steps, after, given)
+            ends_all.extend(ends)
+            shapes.append(shape)
+        return ends_all, shapes
 
     def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise _not_callable("group")

@@ -13,9 +13,6 @@ delivers it again: a workflow may be delayed, never hung, never doubled.
 from __future__ import annotations
 
 import logging
-import threading
-import time
-from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +20,7 @@ from ..broker.record import NewJob, encode_headers
 from ..broker.workflows import StepReport
 from ..serialization import dumps_call, loads, loads_call
 from .plan import fill
+from .spec import StepSpec
 
 if TYPE_CHECKING:
     from ..broker.replies import StepToSend, WorkflowReply
@@ -31,12 +29,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("taskforge.workflows")
 
 ENDED = ("succeeded", "dead", "cancelled")
-# A busy child's courier waits this long, or for this many reports, before it
-# sends a batch: a few round trips then carry dozens of reports, and the next
-# steps of a busy worker start up to 20 ms later than they could (an idle
-# child's reports go at once). 5 ms made chains drain about 10% slower.
-LINGER_S = 0.02
-BATCH = 64
 
 
 def step_id(workflow: str, index: int) -> str:
@@ -54,28 +46,28 @@ def step_job(workflow: str, step: StepToSend, failed: dict[bytes, bytes] | None 
     ``failed``: the failed step's record, for an on_failure step built with
     ``.s()`` (``failed_record``), which gets that step's summary first.
     """
-    spec: dict[str, Any] = loads(step.spec)  # type: ignore[assignment]
-    payload: bytes = spec["call"]
-    if spec["input"] is not None:
+    spec = StepSpec.decode(step.spec)
+    payload = spec.call
+    if spec.input is not None:
         args, kwargs = loads_call(payload)
-        given = fill(spec["input"], iter(loads(value) for value in step.inputs))
+        given = fill(spec.input, iter(loads(value) for value in step.inputs))
         payload = dumps_call((given, *args), kwargs)
-    elif spec.get("summary"):
+    elif spec.summary:
         args, kwargs = loads_call(payload)
         payload = dumps_call((failure_summary(workflow, step, failed or {}), *args), kwargs)
     job = NewJob(
         id=step_id(workflow, step.step),
-        task=spec["task"],
+        task=spec.task,
         payload=payload,
-        priority=spec["priority"],
-        max_attempts=spec["max_attempts"],
-        timeout_ms=spec["timeout_ms"],
-        inherit=spec["inherit"],
-        limits=spec["limits"],
+        priority=spec.priority,
+        max_attempts=spec.max_attempts,
+        timeout_ms=spec.timeout_ms,
+        inherit=spec.inherit,
+        limits=spec.limits,
         workflow=workflow,
-        fields={"headers": encode_headers(headers)} if (headers := spec.get("headers")) else None,
+        fields={"headers": encode_headers(spec.headers)} if spec.headers else None,
     )
-    return spec["queue"], job
+    return spec.queue, job
 
 
 def failed_at(workflow: str, reply: WorkflowReply) -> tuple[str, str] | None:
@@ -219,91 +211,3 @@ def deliver_from_record(broker: BrokerRoles, queue: str, job_id: str, workflow: 
             return
         state, error = "dead", "WorkflowStepLost: the step's record expired before its outcome was delivered"
     deliver(broker, [report_of(queue, job_id, workflow, state, result, error)])
-
-
-class Courier:
-    """A worker child's reports, delivered by a thread of their own, in batches.
-
-    The lane that ran a step hands its report over and goes on to its next
-    job; while a batch is on its way, the next reports gather, so a busy
-    child pays a few round trips per batch rather than per step, and an idle
-    one delivers at once. A report lost with the process is still in the
-    outbox: the reconciler delivers it.
-    """
-
-    def __init__(self, broker: BrokerRoles) -> None:
-        self.broker = broker
-        self.waiting: deque[StepReport] = deque()
-        self.busy = 0  # reports taken from ``waiting`` and not yet delivered
-        self.linger = False  # the latest report's lane went straight on to another job
-        self.dropping: list[StepReport] = []  # delivered by their lane: only their drop is left
-        self.listing: list[str] = []  # workflows those reports made succeed: only their listing is left
-        self.cond = threading.Condition()
-        self.thread = threading.Thread(target=self.run, name="taskforge-courier", daemon=True)
-        self.thread.start()
-
-    def post(self, report: StepReport, busy: bool = False) -> None:
-        """Hand a report over; ``busy``: its lane already holds its next job, so a batch may
-        wait a moment for more (a lane going idle, or a failure, is delivered at once)."""
-        with self.cond:
-            self.waiting.append(report)
-            self.linger = busy
-            # A lingering courier wakes by itself when its moment is up: waking it for
-            # every report of a busy child would only trade the GIL back and forth.
-            if not busy or len(self.waiting) == 1 or len(self.waiting) >= BATCH:
-                self.cond.notify_all()
-
-    def drop(self, report: StepReport, succeeded: Sequence[str] = ()) -> None:
-        """A report its lane delivered itself: drop it from the outbox (and list the workflows it
-        made succeed) with the next batch."""
-        with self.cond:
-            self.dropping.append(report)
-            self.listing.extend(succeeded)
-            self.cond.notify_all()
-
-    def idle(self) -> bool:
-        with self.cond:
-            return not self.waiting and not self.busy and not self.dropping
-
-    def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until every report posted so far was delivered (or tried); True if it was."""
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while self.waiting or self.busy or self.dropping:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self.cond.wait(left)
-        return True
-
-    def run(self) -> None:
-        carried: list[StepReport] = []  # delivered, to drop with the next batch (same round trip)
-        listed: list[str] = []  # succeeded, to list with the next batch
-        while True:
-            with self.cond:
-                while not self.waiting and not self.dropping:
-                    self.cond.wait()
-                deadline = time.monotonic() + LINGER_S
-                while self.linger and len(self.waiting) < BATCH and (left := deadline - time.monotonic()) > 0:
-                    self.cond.wait(left)
-                batch = list(self.waiting)
-                self.waiting.clear()
-                drops, self.dropping = [*carried, *self.dropping], []
-                listed, self.listing = [*listed, *self.listing], []
-                self.busy = len(batch) + len(drops)
-            carried, listing, listed = [], listed, []
-            try:
-                succeeded = deliver(self.broker, batch, drop=False, dropped=drops, listed=listing)
-                with self.cond:
-                    more = bool(self.waiting)
-                if more:  # the next batch is already here: its first round trip does these
-                    carried, listed = batch, succeeded
-                else:
-                    self.broker.ledger.delivered(batch)
-                    self.broker.ledger.settle_workflows([(workflow, "succeeded") for workflow in succeeded])
-            except Exception as exc:  # the reconciler delivers what this could not
-                log.warning("%d workflow reports wait for the reconciler (%s)", len(batch), exc)
-            finally:
-                with self.cond:
-                    self.busy = len(carried)
-                    self.cond.notify_all()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, cast
 
 from .. import celery_names
-from ..broker.record import error_type_of, job_info
+from ..broker.record import Field, error_type_of, job_info
 from ..errors import TaskFailed, WorkflowNotFound
 from ..handle import JobHandle, async_access
 from ..job import FailureKind, JobInfo, JobState, Priority, ms_to_datetime
@@ -16,12 +16,15 @@ from ..serialization import loads
 from .aio_delivery import aact
 from .delivery import step_id, stop
 from .plan import fill, leaves
+from .record import StepField, WorkflowField
+from .spec import StepSpec
 
 if TYPE_CHECKING:
     from datetime import datetime
 
     from ..broker.replies import ResumeReply
     from ..protocols import BrokerAccess
+    from .plan import Shape
 
 R = TypeVar("R")
 WAIT_SLICE = 2.0  # as JobHandle.result: block on Redis in slices well under the socket timeout
@@ -82,12 +85,18 @@ class WorkflowInfo:
         }
 
 
-def _text(fields: dict[bytes, bytes], name: str) -> str | None:
-    value = fields.get(name.encode())
+def _text(fields: dict[bytes, bytes], name: WorkflowField) -> str | None:
+    value = fields.get(name.key)
     return value.decode(errors="replace") if value else None
 
 
-def _int(fields: dict[bytes, bytes], name: str) -> int | None:
+def _text_of(record: dict[bytes, bytes], name: Field) -> str | None:
+    """A field of a step's job record (``broker/record.py``), as text."""
+    value = record.get(name.key)
+    return value.decode(errors="replace") if value else None
+
+
+def _int(fields: dict[bytes, bytes], name: WorkflowField) -> int | None:
     value = _text(fields, name)
     return int(value) if value and value.isdigit() else None
 
@@ -120,7 +129,7 @@ class WorkflowHandle(Generic[R]):
         return fields
 
     def status(self) -> WorkflowState:
-        [state] = self.app.broker.ledger.workflow_fields(self.id, ["state"])
+        [state] = self.app.broker.ledger.workflow_fields(self.id, [WorkflowField.STATE.value])
         if state is None:
             self._record()  # raises WorkflowNotFound
         return WorkflowState((state or b"running").decode())
@@ -174,7 +183,7 @@ class WorkflowHandle(Generic[R]):
             if state.finished:
                 fields = self._record()
                 where = failed_step(self.id, fields)
-                return outcome(self.id, fields, (broker.jobs.read(*where) or {}) if where else {})  # type: ignore[no-any-return]
+                return cast(R, outcome(self.id, fields, (broker.jobs.read(*where) or {}) if where else {}))
             broker.ledger.wait_workflow(self.id, self._time_left(deadline, timeout, state))
 
     def get(self, timeout: float | None = None, **celery_options: NoReturn) -> R:
@@ -208,7 +217,7 @@ class WorkflowHandle(Generic[R]):
     async def astatus(self) -> WorkflowState:
         """``status()``, awaited."""
         broker = async_access(self.app).async_broker()
-        [state] = await broker.ledger.workflow_fields(self.id, ["state"])
+        [state] = await broker.ledger.workflow_fields(self.id, [WorkflowField.STATE.value])
         if state is None:
             await self._arecord()
         return WorkflowState((state or b"running").decode())
@@ -247,7 +256,7 @@ class WorkflowHandle(Generic[R]):
             if state.finished:
                 fields = await self._arecord()
                 where = failed_step(self.id, fields)
-                return outcome(self.id, fields, (await broker.jobs.read(*where) or {}) if where else {})  # type: ignore[no-any-return]
+                return cast(R, outcome(self.id, fields, (await broker.jobs.read(*where) or {}) if where else {}))
             await broker.ledger.wait_workflow(self.id, self._time_left(deadline, timeout, state))
 
     async def ainfo(self) -> WorkflowInfo:
@@ -259,83 +268,89 @@ class WorkflowHandle(Generic[R]):
 
 def failed_step(workflow: str, fields: dict[bytes, bytes]) -> tuple[str, str] | None:
     """(queue, job id) of the step that ended the workflow, when one did."""
-    failed = _int(fields, "failed_step")
-    if failed is None or WorkflowState(_text(fields, "state") or "running") is WorkflowState.SUCCEEDED:
+    failed = _int(fields, WorkflowField.FAILED_STEP)
+    if failed is None or _state(fields) is WorkflowState.SUCCEEDED:
         return None
-    spec: dict[str, Any] = loads(fields[f"spec:{failed}".encode()])  # type: ignore[assignment]
-    return spec["queue"], step_id(workflow, failed)
+    return spec_at(fields, failed).queue, step_id(workflow, failed)
+
+
+def spec_at(fields: dict[bytes, bytes], index: int) -> StepSpec:
+    """Step ``index``'s spec, from its workflow's record."""
+    return StepSpec.decode(fields[StepField.SPEC.key(index)])
+
+
+def _state(fields: dict[bytes, bytes]) -> WorkflowState:
+    return WorkflowState(_text(fields, WorkflowField.STATE) or "running")
 
 
 def outcome(workflow: str, fields: dict[bytes, bytes], record: dict[bytes, bytes]) -> Any:
     """An ended workflow's result, or its TaskFailed; ``record``: the failed step's job record, if any."""
-    state = WorkflowState(_text(fields, "state") or "running")
+    state = _state(fields)
     if state is WorkflowState.SUCCEEDED:
-        shape = loads(fields[b"shape"])
-        values = (loads(fields[f"result:{i}".encode()]) for i in leaves(shape))  # type: ignore[arg-type]
-        return fill(shape, values)  # type: ignore[arg-type]
-    failed = _int(fields, "failed_step")
-    error = _text(fields, "error")
+        shape = cast("Shape", loads(fields[WorkflowField.SHAPE.key]))
+        return fill(shape, (loads(fields[StepField.RESULT.key(i)]) for i in leaves(shape)))
+    failed = _int(fields, WorkflowField.FAILED_STEP)
+    error = _text(fields, WorkflowField.ERROR)
     if failed is None:
         raise TaskFailed(workflow, state.value, error, None, None, task="(workflow)")
     job = step_id(workflow, failed)
-    spec: dict[str, Any] = loads(fields[f"spec:{failed}".encode()])  # type: ignore[assignment]
-    kind = FailureKind.decode(_text(record, "failure"))
+    kind = FailureKind.decode(_text_of(record, Field.FAILURE))
     error_type = error_type_of(record, kind)  # Celery ports catch by it around a workflow's result too
-    raise TaskFailed(job, state.value, error, _text(record, "traceback"), kind, spec["task"], error_type)
+    task = spec_at(fields, failed).task
+    raise TaskFailed(job, state.value, error, _text_of(record, Field.TRACEBACK), kind, task, error_type)
 
 
 def _indices(fields: dict[bytes, bytes]) -> list[int]:
-    count = _int(fields, "steps") or 0
-    on_failure = _int(fields, "on_failure")
+    count = _int(fields, WorkflowField.STEPS) or 0
+    on_failure = _int(fields, WorkflowField.ON_FAILURE)
     return list(range(count)) + ([on_failure] if on_failure is not None else [])
 
 
 def steps_of(workflow: str, fields: dict[bytes, bytes]) -> list[tuple[str, str]]:
     """(queue, job id) of every step, on_failure last: the records ``info()`` reads."""
-    specs = [loads(fields[f"spec:{i}".encode()]) for i in _indices(fields)]
-    return [(s["queue"], step_id(workflow, i)) for s, i in zip(specs, _indices(fields), strict=True)]  # type: ignore[index]
+    return [(spec_at(fields, i).queue, step_id(workflow, i)) for i in _indices(fields)]
 
 
 def build_info(workflow: str, fields: dict[bytes, bytes], records: list[dict[bytes, bytes]]) -> WorkflowInfo:
     """A ``WorkflowInfo`` from the record and its steps' records (in ``steps_of`` order)."""
-    state = WorkflowState(_text(fields, "state") or "running")
-    on_failure = _int(fields, "on_failure")
+    state = _state(fields)
+    on_failure = _int(fields, WorkflowField.ON_FAILURE)
     steps = []
     for index, record in zip(_indices(fields), records, strict=True):
-        spec: dict[str, Any] = loads(fields[f"spec:{index}".encode()])  # type: ignore[assignment]
+        spec = spec_at(fields, index)
         job = step_id(workflow, index)
         if record:
-            steps.append(job_info(job, spec["queue"], record))
+            steps.append(job_info(job, spec.queue, record))
         elif index != on_failure:  # not sent (yet): listed all the same
             steps.append(unsent_step(job, spec, state))
-    failed = _int(fields, "failed_step")
+    failed = _int(fields, WorkflowField.FAILED_STEP)
     return WorkflowInfo(
         id=workflow,
         state=state,
-        created_at=ms_to_datetime(_int(fields, "created_at")),
-        finished_at=ms_to_datetime(_int(fields, "finished_at")),
-        error=_text(fields, "error"),
+        created_at=ms_to_datetime(_int(fields, WorkflowField.CREATED_AT)),
+        finished_at=ms_to_datetime(_int(fields, WorkflowField.FINISHED_AT)),
+        error=_text(fields, WorkflowField.ERROR),
         steps=steps,
         failed_step=None if failed is None else step_id(workflow, failed),
         on_failure=None if on_failure is None else step_id(workflow, on_failure),
     )
 
 
-def unsent_step(job_id: str, spec: dict[str, Any], state: WorkflowState) -> JobInfo:
+def unsent_step(job_id: str, spec: StepSpec, state: WorkflowState) -> JobInfo:
     """A step not stored yet: pending while the workflow runs, cancelled once it ended."""
     from ..serialization import loads_call
 
-    args, kwargs = loads_call(spec["call"])
+    args, kwargs = loads_call(spec.call)
     return JobInfo(
         id=job_id,
-        task=spec["task"],
-        queue=spec["queue"],
+        task=spec.task,
+        queue=spec.queue,
         args=args,
         kwargs=kwargs,
-        priority=Priority(spec["priority"]),
+        priority=Priority(spec.priority),
         state=JobState.PENDING if state is WorkflowState.RUNNING else JobState.CANCELLED,
         attempts=0,
-        max_attempts=spec["max_attempts"],
+        max_attempts=spec.max_attempts,
         created_at=None,
         scheduled_at=None,
         started_at=None,

@@ -17,19 +17,21 @@ from ..errors import ConfigurationError, SerializationError
 from ..handle import JobHandle
 from ..new_job import check_size
 from ..sending import Outgoing, around
-from ..serialization import dumps, dumps_call, loads
-from .canvas import Chain, Node, Signature
+from ..serialization import dumps, dumps_call
 from .delivery import send, step_id
 from .handle import WorkflowHandle
 from .plan import Plan, Shape, leaves, make_plan
+from .record import StepField, WorkflowField
+from .spec import StepSpec
 
 if TYPE_CHECKING:
     from ..protocols import Producer
     from ..task import Task
+    from .canvas import Node, Signature
 
 
-def step_spec(signature: Signature[Any], given: Shape | None, where: str, summary: bool = False) -> bytes:
-    """What the workflow record keeps to send a step later (msgpack; Lua never reads it).
+def step_spec(signature: Signature[Any], given: Shape | None, where: str, summary: bool = False) -> StepSpec:
+    """What the workflow record keeps to send a step later (``spec.py``).
 
     ``summary``: an on_failure step built with ``.s()``, which receives the
     failed step's summary before its own args (``delivery.failure_summary``).
@@ -53,38 +55,41 @@ def step_spec(signature: Signature[Any], given: Shape | None, where: str, summar
             f"{where} ({task.name}): job_id, expires and per-call retry filters are not for workflow steps "
             "(a step's id is fixed by its workflow, and a step that expired would hold its workflow up)"
         )
-    spec = {
-        "task": task.name,
-        "queue": opts.queue,
-        "priority": int(opts.priority),
-        "max_attempts": opts.max_attempts,
-        "timeout_ms": None if opts.timeout is None else int(opts.timeout * 1000),
-        "limits": opts.limits,
-        "inherit": not task.registered,
-        "call": payload,
-        "input": given,
-    }
-    if summary:
-        spec["summary"] = True
-    return dumps(spec)
+    return StepSpec(
+        task=task.name,
+        queue=opts.queue,
+        priority=int(opts.priority),
+        max_attempts=opts.max_attempts,
+        timeout_ms=None if opts.timeout is None else int(opts.timeout * 1000),
+        limits=opts.limits,
+        inherit=not task.registered,
+        call=payload,
+        input=given,
+        summary=summary,
+    )
 
 
 def record_fields(plan: Plan, on_failure: Signature[Any] | None) -> list[tuple[str, bytes | str]]:
-    fields: list[tuple[str, bytes | str]] = [("steps", str(len(plan.steps))), ("shape", dumps(plan.result))]
+    """The record ``workflow_create`` stores (``record.py``), every step checked first (``step_spec``)."""
+    fields: list[tuple[str, bytes | str]] = [
+        (WorkflowField.STEPS.value, str(len(plan.steps))),
+        (WorkflowField.SHAPE.value, dumps(plan.result)),
+    ]
     for index, step in enumerate(plan.steps):
-        fields.append((f"spec:{index}", step_spec(step.signature, step.input, f"step {index}")))
-        fields.append((f"queue:{index}", step.signature.task.queue))
+        fields.append((StepField.SPEC.at(index), step_spec(step.signature, step.input, f"step {index}").encode()))
+        fields.append((StepField.QUEUE.at(index), step.signature.task.queue))
         if step.next:
-            fields.append((f"next:{index}", ",".join(map(str, step.next))))
+            fields.append((StepField.NEXT.at(index), ",".join(map(str, step.next))))
         if step.after:
-            fields.append((f"after:{index}", ",".join(map(str, step.after))))
+            fields.append((StepField.AFTER.at(index), ",".join(map(str, step.after))))
         if step.input is not None:
-            fields.append((f"input:{index}", ",".join(map(str, leaves(step.input)))))
+            fields.append((StepField.INPUT.at(index), ",".join(map(str, leaves(step.input)))))
     if on_failure is not None:
         index = len(plan.steps)
-        fields.append((f"spec:{index}", step_spec(on_failure, None, "on_failure", not on_failure.immutable)))
-        fields.append((f"queue:{index}", on_failure.task.queue))
-        fields.append(("on_failure", str(index)))
+        spec = step_spec(on_failure, None, "on_failure", not on_failure.immutable)
+        fields.append((StepField.SPEC.at(index), spec.encode()))
+        fields.append((StepField.QUEUE.at(index), on_failure.task.queue))
+        fields.append((WorkflowField.ON_FAILURE.value, str(index)))
     return fields
 
 
@@ -93,13 +98,13 @@ def with_headers(fields: list[tuple[str, bytes | str]], headers: dict[str, str])
     step carries those its workflow was started with, whichever worker sends it."""
     if not headers:
         return fields
-    stamped: list[tuple[str, bytes | str]] = []
-    for name, value in fields:
-        if name.startswith("spec:") and isinstance(value, bytes):
-            spec: dict[str, Any] = loads(value)  # type: ignore[assignment]
-            value = dumps({**spec, "headers": headers})
-        stamped.append((name, value))
-    return stamped
+    spec = StepField.SPEC.value + ":"
+    return [
+        (name, StepSpec.decode(value).with_headers(headers).encode())
+        if name.startswith(spec) and isinstance(value, bytes)
+        else (name, value)
+        for name, value in fields
+    ]
 
 
 def outgoing(workflow: str, first: Task[Any, Any], plan: Plan) -> Outgoing:
@@ -107,15 +112,9 @@ def outgoing(workflow: str, first: Task[Any, Any], plan: Plan) -> Outgoing:
     return Outgoing("workflow", first.name, first.queue, tuple(step_id(workflow, i) for i in range(len(plan.steps))))
 
 
-def first_signature(node: Node) -> Signature[Any]:
-    if isinstance(node, Signature):
-        return node
-    return first_signature(node.items[0] if isinstance(node, Chain) else node.members[0])
-
-
 def launch(root: Node, on_failure: Signature[Any] | None) -> WorkflowHandle[Any]:
-    app: Producer = first_signature(root).task.app
     plan = make_plan(root)
+    app: Producer = plan.steps[0].signature.task.app  # the first step, depth-first
     fields = record_fields(plan, on_failure)
     brokers = {id(step.signature.task.app.broker) for step in plan.steps}
     if len(brokers) > 1:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from .canvas import Chain, Group, Node, Signature
+if TYPE_CHECKING:  # canvas imports this module: each of its nodes places its own steps
+    from .canvas import Node, Signature
 
 Shape: TypeAlias = "int | list[Shape]"
 
@@ -32,31 +33,9 @@ class Plan:
 
 
 def make_plan(root: Node) -> Plan:
+    """Number ``root``'s steps depth-first; each node places its own (``canvas.py``'s ``place``)."""
     steps: list[Step] = []
-
-    def place(node: Node, after: list[int], given: Shape | None) -> tuple[list[int], Shape]:
-        """Number ``node``'s steps; returns the steps that end it, and its result's shape."""
-        if isinstance(node, Signature):
-            index = len(steps)
-            steps.append(Step(node, list(after), None if node.immutable else given))
-            for before in after:
-                steps[before].next.append(index)
-            return [index], index
-        if isinstance(node, Chain):
-            ends, shape = place(node.items[0], after, given)
-            for item in node.items[1:]:
-                ends, shape = place(item, ends, shape)
-            return ends, shape
-        assert isinstance(node, Group)
-        ends_all: list[int] = []
-        shapes: list[Shape] = []
-        for member in node.members:
-            ends, shape = place(member, after, given)
-            ends_all.extend(ends)
-            shapes.append(shape)
-        return ends_all, shapes
-
-    _, result = place(root, [], None)
+    _, result = root.place(steps, [], None)
     return Plan(steps, result)
 
 

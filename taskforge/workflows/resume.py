@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from .aio_delivery import aact, asend
 from .delivery import send, step_id, step_index, stop
+from .record import WorkflowField
 
 if TYPE_CHECKING:
     from ..broker.aio_roles import AsyncBrokerRoles
@@ -34,6 +35,7 @@ log = logging.getLogger("taskforge.workflows")
 
 SETTLE_WAIT_S = 10.0  # a deliverer takes milliseconds between recording a death and settling it
 SETTLE_POLL_S = 0.02
+SETTLED_STATE = [WorkflowField.SETTLED.value, WorkflowField.STATE.value]
 
 
 def resume(broker: BrokerRoles, workflow: str, finish: bool = False) -> ResumeReply:
@@ -84,7 +86,7 @@ def settle_first(broker: BrokerRoles, workflow: str) -> None:
     """
     deadline = time.monotonic() + SETTLE_WAIT_S
     while time.monotonic() < deadline:
-        settled, state = broker.ledger.workflow_fields(workflow, ["settled", "state"])
+        settled, state = broker.ledger.workflow_fields(workflow, SETTLED_STATE)
         if settled or state != b"dead":
             return
         time.sleep(SETTLE_POLL_S)
@@ -99,7 +101,7 @@ async def asettle_first(broker: AsyncBrokerRoles, workflow: str) -> None:
     """``settle_first()``, awaited."""
     deadline = time.monotonic() + SETTLE_WAIT_S
     while time.monotonic() < deadline:
-        settled, state = await broker.ledger.workflow_fields(workflow, ["settled", "state"])
+        settled, state = await broker.ledger.workflow_fields(workflow, SETTLED_STATE)
         if settled or state != b"dead":
             return
         await asyncio.sleep(SETTLE_POLL_S)
@@ -161,7 +163,7 @@ def retry_dead(broker: BrokerRoles, queue: str, job_ids: Sequence[str]) -> list[
             workflows.setdefault(workflow, []).append(job_id)
     resumed: set[str] = set()
     for workflow, members in workflows.items():
-        [on_failure] = broker.ledger.workflow_fields(workflow, ["on_failure"])
+        [on_failure] = broker.ledger.workflow_fields(workflow, [WorkflowField.ON_FAILURE.value])
         own = [m for m in members if on_failure is None or step_index(m) != int(on_failure)]
         if own and resume(broker, workflow).before == "dead":
             resumed.update(own)

@@ -17,7 +17,9 @@ import redis
 
 from taskforge import TaskFailed, TaskForge
 from taskforge.broker.keys import WORKFLOW_LAUNCHING, WorkflowKeys, workflow_index
-from taskforge.serialization import loads, loads_call
+from taskforge.serialization import loads_call
+from taskforge.workflows.record import StepField
+from taskforge.workflows.spec import StepSpec
 
 from .analysis import PRE, Run, classify, parse_runs, restarts
 from .faults import Fault
@@ -134,10 +136,10 @@ def flow_of(workflow: str, record: dict[bytes, bytes], plan: FlowPlan | None) ->
     on_failure = int(record[b"on_failure"]) if b"on_failure" in record else None
     steps = []
     for index in [*range(count), *([on_failure] if on_failure is not None else [])]:
-        spec: dict[str, Any] = loads(record[f"spec:{index}".encode()])  # type: ignore[assignment]
-        args, _ = loads_call(spec["call"])
-        task = spec["task"].removeprefix(f"{APP_MODULE}.")
-        steps.append(Step(f"{workflow}.{index}", task, spec["queue"], designed_runs(task, tuple(args))))
+        spec = StepSpec.decode(record[StepField.SPEC.key(index)])
+        args, _ = loads_call(spec.call)
+        task = spec.task.removeprefix(f"{APP_MODULE}.")
+        steps.append(Step(f"{workflow}.{index}", task, spec.queue, designed_runs(task, tuple(args))))
     return Flow(workflow, record, steps, on_failure, plan)
 
 

@@ -16,7 +16,7 @@ import redis
 
 from taskforge import BrokerUnavailable, TaskForge, WorkflowNotFound, chain
 from taskforge.broker.keys import WORKFLOW_LAUNCHING
-from taskforge.workflows.reconcile import LAUNCH_GRACE_MS, Reconciler
+from taskforge.worker.reconcile import LAUNCH_GRACE_MS, Reconciler
 
 
 def test_a_workflow_never_stored_is_not_listed_running_once_the_reconciler_looked(

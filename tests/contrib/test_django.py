@@ -92,7 +92,7 @@ def test_delay_on_commit_queues_nothing_on_rollback_and_once_on_commit(project: 
     from django.db import transaction
     from mysite.queue import app, send_receipt
 
-    from taskforge.inspect import queue_status
+    from taskforge.status import queue_status
 
     def pending() -> int:
         return queue_status(app, "default").pending
@@ -246,7 +246,7 @@ def test_an_argument_that_is_not_json_raises_type_error_and_stores_nothing(proje
 
     from django.tasks import default_task_backend
 
-    from taskforge.inspect import queue_status
+    from taskforge.status import queue_status
     from tests.contrib.django_tasks import echo
 
     app = default_task_backend.app

@@ -32,9 +32,9 @@ from hypothesis import strategies as st
 
 from taskforge import CorruptQueue, JobHandle, JobNotFound, JobState, TaskForge, TaskforgeError
 from taskforge.broker.keys import QUEUES, QueueKeys
-from taskforge.inspect import status as queue_snapshot
 from taskforge.job import FailureKind
 from taskforge.serialization import loads_call
+from taskforge.status import status as queue_snapshot
 from taskforge.worker.runner import run_claim
 from tests.worker.conftest import wait_for
 

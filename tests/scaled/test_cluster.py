@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from taskforge import inspect
+from taskforge import status
 from taskforge.broker.keys import QueueKeys
 
 from .load import QUEUES, producer, results, spread, through_failover
@@ -35,10 +35,10 @@ def test_twenty_queues_over_every_master_run_by_three_workers(cluster, start_wor
     assert all("succeeded" in w.output() for w in workers), "every worker ran jobs"
 
     # Cross-queue views over all nodes, without multi-slot commands.
-    by_name = {q.name: q for q in inspect.status(app).queues}
+    by_name = {q.name: q for q in status.status(app).queues}
     assert set(QUEUES) <= set(by_name)
     assert (by_name["q07"].dead, by_name["q13"].scheduled, by_name["q00"].pending) == (1, 1, 0)
-    assert [info.id for info in inspect.dead_jobs(app)] == [dead.id]
+    assert [info.id for info in status.dead_jobs(app)] == [dead.id]
     env = {**os.environ, "TASKFORGE_BROKER_URL": cluster.url}
     for command in (["purge", "scaledapp:app", "--yes"], ["dead", "scaledapp:app", "purge", "--yes"]):
         done = subprocess.run(
@@ -79,7 +79,7 @@ def test_an_idle_wait_over_every_master_wakes_for_a_job_on_any_of_them(cluster) 
 def test_killed_master_fails_over_and_work_goes_on(cluster, start_worker) -> None:
     app, _, _ = producer(cluster.url)
     workers = [start_worker(cluster.url, "-c", "2", durability="replicated") for _ in range(2)]
-    wait_until(lambda: len(inspect.workers(app)) == 2, 30, "both workers in the registry")
+    wait_until(lambda: len(status.workers(app)) == 2, 30, "both workers in the registry")
     victim = cluster.master_of(QueueKeys(QUEUES[0]).pending)
 
     def recover() -> None:

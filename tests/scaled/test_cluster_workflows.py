@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from redis.crc import key_slot
 
-from taskforge import TaskForge, WorkflowHandle, chain, group, inspect
+from taskforge import TaskForge, WorkflowHandle, chain, group, status
 from taskforge.broker.keys import QueueKeys, WorkflowKeys
 from taskforge.workflows import launch
 from tests.worker.conftest import Worker, stop_workers
@@ -129,7 +129,7 @@ def flows(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         worker = Worker(home, cluster.url, args, home / "worker.log", "scaledapp:app")
     try:
         app, trail, gather = producer(cluster.url)
-        wait_until(lambda: len(inspect.workers(app)) == 1, 30, "the worker in the registry")
+        wait_until(lambda: len(status.workers(app)) == 1, 30, "the worker in the registry")
         yield Flows(cluster, app, queues, trail, gather, runs_file, worker)
     finally:
         stop_workers([worker], grace=20)

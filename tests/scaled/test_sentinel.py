@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from taskforge import inspect
+from taskforge import status
 
 from .load import producer, results, spread, through_failover
 from .servers import client, wait_until
@@ -19,13 +19,13 @@ def test_jobs_run_through_the_master_sentinel_names(sentinel, start_worker) -> N
     worker = start_worker(sentinel.url, "-c", "2", "--burst")
     assert worker.wait(60) == 0, worker.output()[-3000:]
     assert results(handles, timeout=30) == list(range(40))
-    assert sum(q.pending for q in inspect.status(app).queues) == 0
+    assert sum(q.pending for q in status.status(app).queues) == 0
 
 
 def test_killed_master_fails_over_and_work_goes_on(sentinel, start_worker) -> None:
     app, _, _ = producer(sentinel.url)
     workers = [start_worker(sentinel.url, "-c", "2", durability="replicated") for _ in range(2)]
-    wait_until(lambda: len(inspect.workers(app)) == 2, 30, "both workers in the registry")
+    wait_until(lambda: len(status.workers(app)) == 2, 30, "both workers in the registry")
     heir = sentinel.standby()
     victim = sentinel.current_master()
 

@@ -14,7 +14,7 @@ from taskforge import TaskForge, chain
 from taskforge.broker.keys import QueueKeys, workflow_index
 from taskforge.broker.workflows import StepReport
 from taskforge.serialization import dumps_result
-from taskforge.workflows import reconcile
+from taskforge.worker import reconcile
 from taskforge.workflows.delivery import step_id
 
 

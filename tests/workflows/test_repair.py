@@ -19,8 +19,8 @@ from taskforge import JobState, TaskFailed, TaskForge, WorkflowHandle, WorkflowS
 from taskforge.broker.keys import WORKFLOW_LAUNCHING
 from taskforge.broker.record import Claim
 from taskforge.serialization import dumps_result
+from taskforge.worker.reconcile import LAUNCH_GRACE_MS, Reconciler
 from taskforge.workflows.delivery import deliver, report_of
-from taskforge.workflows.reconcile import LAUNCH_GRACE_MS, Reconciler
 
 from ..worker.conftest import Worker, stop_workers
 from .conftest import APP_SPEC, REPO, RESULT_TIMEOUT, Gate, runs, text, wait_for

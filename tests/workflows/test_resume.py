@@ -19,8 +19,8 @@ import redis
 from taskforge import JobState, TaskFailed, TaskForge, WorkflowHandle, WorkflowState, chain, group
 from taskforge.broker.keys import WORKFLOW_RESUMING
 from taskforge.serialization import dumps_result
+from taskforge.worker.reconcile import LAUNCH_GRACE_MS, Reconciler
 from taskforge.workflows.delivery import deliver, report_of
-from taskforge.workflows.reconcile import LAUNCH_GRACE_MS, Reconciler
 
 from . import wfapp
 from .conftest import APP_SPEC, RESULT_TIMEOUT, Gate, runs, wait_for

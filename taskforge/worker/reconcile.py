@@ -1,4 +1,4 @@
-"""The reconciler: any worker, with its other housekeeping, finishes what a crash left half done.
+"""The reconciler: any worker, with its other housekeeping, finishes the workflow work a crash left half done.
 
 Three things can be left: a report in a queue's outbox (its worker died
 between the step's final transition and the delivery, or Redis went away),
@@ -17,9 +17,10 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..serialization import loads
-from .delivery import ENDED, deliver_from_record, send, step_id
-from .resume import resume
+from ..workflows.delivery import ENDED, deliver_from_record, send, step_id
+from ..workflows.record import StepField, WorkflowField
+from ..workflows.resume import resume
+from ..workflows.spec import StepSpec
 
 if TYPE_CHECKING:
     from ..broker.roles import BrokerRoles
@@ -98,15 +99,15 @@ class Reconciler:
             self.broker.ledger.settle_workflow(workflow, "gone")  # expired: off the running list
             return 0
         if flight.state != "running":  # ended, its settling lost: any step's report settles it
-            [failed] = self.broker.ledger.workflow_fields(workflow, ["failed_step"])
+            [failed] = self.broker.ledger.workflow_fields(workflow, [WorkflowField.FAILED_STEP.value])
             index = int(failed) if failed else 0
-            [queue] = self.broker.ledger.workflow_fields(workflow, [f"queue:{index}"])
+            [queue] = self.broker.ledger.workflow_fields(workflow, [StepField.QUEUE.at(index)])
             deliver_from_record(self.broker, queue.decode() if queue else "", step_id(workflow, index), workflow)
             self.broker.ledger.settle_workflow(
                 workflow, flight.state
             )  # listed under its final state, whoever settled it
             return 1
-        steps = [(spec_queue(entry.spec), step_id(workflow, entry.step)) for entry in flight.ready]
+        steps = [(StepSpec.decode(entry.spec).queue, step_id(workflow, entry.step)) for entry in flight.ready]
         records = self.broker.ledger.step_records(steps)
         unsent = [entry for entry, record in zip(flight.ready, records, strict=True) if not record]
         if unsent:
@@ -124,8 +125,3 @@ DONE = {state.encode() for state in ENDED}
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def spec_queue(spec: bytes) -> str:
-    queue: str = loads(spec)["queue"]  # type: ignore[index]
-    return queue
