@@ -32,7 +32,18 @@ def test_the_django_tests_pass_under_a_python_that_has_django() -> None:
     url = spare_redis_url(0)  # a database of its own: its workers never meet another test's jobs
     redis.Redis.from_url(url).flushdb()
     env = {**os.environ, "TASKFORGE_TEST_REDIS": url}
-    run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    # Its own session and no stdin: nothing the other pytest starts can signal this worker's process
+    # group or read the channel this xdist worker is driven through (its stdin).
+    run = subprocess.run(
+        command,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     assert run.returncode == 0, f"{run.stdout}\n{run.stderr}"
     summary = run.stdout.strip().splitlines()[-1]
     assert re.search(r"\b\d+ passed\b", summary) and "skipped" not in summary, summary
