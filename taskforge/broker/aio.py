@@ -48,7 +48,7 @@ from .record import NewJob
 from .replies import AbortOutcome, CancelOutcome, EnqueueRefused
 from .scaled import is_scaled
 from .scripts import REPLICA_WAIT_MS, SCRIPT_NAMES, denials, script_source
-from .slots import slot_moved
+from .slots import queue_calls, slot_moved
 
 T = TypeVar("T")
 log = logging.getLogger("taskforge.broker")
@@ -61,8 +61,7 @@ async def _then_wait(node: Any, script: Any, keys_: list[str], argv: list[Any]) 
     """
     for attempt in (1, 2):
         pipe = node.pipeline(transaction=False)
-        pipe.evalsha(script.sha, len(keys_), *keys_, *argv)
-        pipe.wait(1, REPLICA_WAIT_MS)
+        queue_calls(pipe, script, [(keys_, argv)], REPLICA_WAIT_MS)
         try:
             raw, acked = await pipe.execute()
             return raw, int(acked)

@@ -15,10 +15,11 @@ import redis
 
 from ..errors import BrokerUnavailable
 from . import calls
+from . import workflow_plans as plans
 from .aio_connection import wait_for_list
 from .calls import ScriptCall
 from .connection import broker_errors
-from .keys import WORKFLOW_LAUNCHING, WORKFLOW_RESUMING, WORKFLOW_STATES, QueueKeys, WorkflowKeys, workflow_index
+from .keys import WORKFLOW_LAUNCHING, WORKFLOW_RESUMING, QueueKeys, WorkflowKeys, workflow_index
 from .replies import ResumeReply, WorkflowReply
 from .workflows import replica_missed
 
@@ -47,11 +48,9 @@ class AsyncWorkflowStore:
 
     async def create_workflow(self, workflow: str, steps: int, fields: Sequence[tuple[str, bytes | str]]) -> None:
         """``WorkflowStore.create_workflow``: the launching mark first, then the record."""
-        now = _now_ms()
         with broker_errors(self.url):
             pipe = self.client.pipeline(transaction=False)
-            pipe.zadd(WORKFLOW_LAUNCHING, {workflow: now})
-            pipe.zadd(workflow_index("running"), {workflow: now})
+            plans.mark_launching(pipe, workflow, _now_ms())
             await pipe.execute()
             call = calls.workflow_create(WorkflowKeys(workflow), steps=steps, fields=fields)
             if self.replicated:
@@ -126,15 +125,9 @@ class AsyncWorkflowStore:
 
     async def settle_workflow(self, workflow: str, state: str) -> None:
         """``WorkflowStore.settle_workflow``: the index first, then the script that says it is settled."""
-        now = _now_ms()
         with broker_errors(self.url):
             pipe = self.client.pipeline(transaction=False)
-            pipe.zrem(workflow_index("running"), workflow)
-            pipe.zrem(WORKFLOW_LAUNCHING, workflow)
-            if state in WORKFLOW_STATES:
-                ended = workflow_index(state)
-                pipe.zadd(ended, {workflow: now}, nx=True)
-                pipe.zremrangebyscore(ended, "-inf", now - self.retention_ms)
+            plans.list_ended(pipe, [(workflow, state)], _now_ms(), self.retention_ms)
             await pipe.execute()
             await self.run(calls.workflow_settle(WorkflowKeys(workflow)))
 
@@ -165,10 +158,8 @@ class AsyncWorkflowStore:
             return []
         with broker_errors(self.url):
             pipe = self.client.pipeline(transaction=False)
-            for queue, job_id in steps:
-                pipe.hgetall(QueueKeys(queue).job(job_id))
-            replies = await pipe.execute(raise_on_error=False)
-        return [r if isinstance(r, dict) else {} for r in replies]
+            plans.read_steps(pipe, steps)
+            return plans.step_records(await pipe.execute(raise_on_error=False))
 
     async def delivered(self, queue: str, job_ids: Sequence[str]) -> None:
         """These steps' reports reached their workflows: drop them from the queue's outbox."""

@@ -126,13 +126,7 @@ def _pipelined(
     """
     for attempt in (1, 2):
         pipe = node.pipeline(transaction=False)
-        if before is not None:
-            before(pipe)
-        head = len(pipe.command_stack)
-        for keys, args in calls:
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
-        if wait_ms is not None:
-            pipe.wait(1, wait_ms)
+        head = queue_calls(pipe, script, calls, wait_ms, before)
         try:
             return pipe.execute()[head:]
         except NoScriptError:
@@ -140,6 +134,25 @@ def _pipelined(
                 raise
             node.script_load(script.script)
     raise AssertionError("unreachable")
+
+
+def queue_calls(
+    pipe: Any,
+    script: Any,
+    calls: list[tuple[list[str], list[Any]]],
+    wait_ms: int | None = None,
+    before: Callable[[Any], None] | None = None,
+) -> int:
+    """Queue ``script`` calls (after ``before``'s commands, and before a final ``WAIT 1``) on a sync
+    or async pipeline: queueing does no I/O on either. Returns where the calls' replies start."""
+    if before is not None:
+        before(pipe)
+    head = len(pipe.command_stack)
+    for keys, args in calls:
+        pipe.evalsha(script.sha, len(keys), *keys, *args)
+    if wait_ms is not None:
+        pipe.wait(1, wait_ms)
+    return head
 
 
 def script_after(

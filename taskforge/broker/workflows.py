@@ -17,6 +17,7 @@ import redis
 
 from ..errors import BrokerUnavailable
 from . import calls
+from . import workflow_plans as plans
 from .calls import ScriptCall
 from .compat import wait_for_list
 from .connection import broker_errors, redact
@@ -80,11 +81,9 @@ class WorkflowStore:
         The mark comes first (another slot): a producer that dies between the
         two leaves a mark the reconciler finds, never a workflow nobody starts.
         """
-        now = _now_ms()
         with broker_errors(self.url):
             pipe = self.client.pipeline(transaction=False)
-            pipe.zadd(WORKFLOW_LAUNCHING, {workflow: now})
-            pipe.zadd(workflow_index("running"), {workflow: now})
+            plans.mark_launching(pipe, workflow, _now_ms())
             pipe.execute()
             call = calls.workflow_create(WorkflowKeys(workflow), steps=steps, fields=fields)
             if self.scripts.replicated:
@@ -215,14 +214,7 @@ class WorkflowStore:
 
     def _list(self, pipe: Any, ended: Sequence[tuple[str, str]]) -> None:
         """Queue on ``pipe`` the index writes that list ended workflows under their final states."""
-        now = _now_ms()
-        for workflow, state in ended:
-            pipe.zrem(workflow_index("running"), workflow)
-            pipe.zrem(WORKFLOW_LAUNCHING, workflow)
-            if state in WORKFLOW_STATES:
-                pipe.zadd(workflow_index(state), {workflow: now}, nx=True)
-        for state in {state for _, state in ended if state in WORKFLOW_STATES and state != "running"}:
-            pipe.zremrangebyscore(workflow_index(state), "-inf", now - self.retention_ms)
+        plans.list_ended(pipe, ended, _now_ms(), self.retention_ms)
 
     def read_workflow(self, workflow: str) -> dict[bytes, bytes] | None:
         """The raw workflow record, or None when there is none (never was, or expired)."""
@@ -278,10 +270,8 @@ class WorkflowStore:
         """The raw records of (queue, job id) pairs, in one pipeline ({} for a step not stored)."""
         with broker_errors(self.url):
             pipe = self.client.pipeline(transaction=False)
-            for queue, job_id in steps:
-                pipe.hgetall(QueueKeys(queue).job(job_id))
-            replies = pipe.execute(raise_on_error=False)
-        return [r if isinstance(r, dict) else {} for r in replies]
+            plans.read_steps(pipe, steps)
+            return plans.step_records(pipe.execute(raise_on_error=False))
 
     # -- the index of all workflows ----------------------------------------
 
