@@ -15,6 +15,7 @@ import redis
 
 from taskforge import TaskFailed, TaskForge
 from taskforge.job import FailureKind
+from tests.worker.conftest import wait_for
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -86,6 +87,9 @@ def test_each_way_a_run_fails_is_recorded_with_its_kind(
         assert failed.error is not None and failed.error.startswith(error), (name, failed.error)
         info = handles[name].info()
         assert info.failure is kind and info.to_dict()["failure"] == kind.value
+    # A job_failed hook runs just after its failure is recorded: the last may still be on its way.
+    expected = sum(count for _, _, count in EXPECTED.values())
+    wait_for(lambda: side.llen("side:failed") >= expected, 30, f"{expected} job_failed events")
     events = [line.decode().split() for line in side.lrange("side:failed", 0, -1)]
     for name, (kind, _, count) in EXPECTED.items():
         seen = [rest for job_id, *rest in events if job_id == handles[name].id]
