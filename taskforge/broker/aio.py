@@ -41,7 +41,7 @@ from .aio_workflows import AsyncWorkflowStore
 from .calls import ScriptCall
 from .connection import broker_errors
 from .damage import expected_types, find_damage
-from .durability import FAILOVER_RETRY_S, FailoverRetries, unconfirmed_enqueue
+from .durability import FAILOVER_RETRY_S, FailoverRetries, confirmed_enqueue
 from .jobs import queue_full
 from .keys import QueueKeys
 from .record import NewJob
@@ -241,9 +241,7 @@ class AsyncJobs:
                 await self.client.sadd(keys.QUEUES, queue)
                 self._known_queues.add(queue)
             reply, acked = await self.write(call)
-        if not isinstance(reply, EnqueueRefused) and acked == 0:
-            raise unconfirmed_enqueue(self.url)
-        return reply
+        return confirmed_enqueue(reply, acked, self.url)
 
     async def _through_failover(self, call: Callable[[], Awaitable[T]], tries: int = 1) -> T:
         """``Durability.through_failover`` on the loop: retried while unavailable, sleeping without blocking."""

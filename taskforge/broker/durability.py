@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import BrokerUnavailable
 from . import keys
@@ -55,12 +55,28 @@ class FailoverRetries:
         return pause
 
 
+T = TypeVar("T")
+
+
 def unconfirmed_enqueue(url: str) -> BrokerUnavailable:
     """The error of an enqueue no replica confirmed (sync and async alike): retried like an outage."""
     return BrokerUnavailable(
         f"the enqueue was written to the master at {redact(url)} but no replica confirmed it "
         f"within {REPLICA_WAIT_MS} ms (durability='replicated'); it may be lost on failover"
     )
+
+
+def confirmed_enqueue(reply: T, acked: int | None, url: str) -> T:
+    """The enqueue script's reply once written, for the sync and the async enqueue alike.
+
+    ``acked`` 0: under ``durability="replicated"`` no replica confirmed the
+    write, which is an outage to retry (the retry finds the ids if they
+    stayed). A refusal (``EnqueueRefused``, the queue is full) wrote nothing
+    that a replica could confirm.
+    """
+    if not isinstance(reply, EnqueueRefused) and acked == 0:
+        raise unconfirmed_enqueue(url)
+    return reply
 
 
 class Durability:
@@ -88,9 +104,7 @@ class Durability:
                 self.client.sadd(keys.QUEUES, queue)
                 self._known_queues.add(queue)
             reply, acked = self.scripts.write(call)
-        if not isinstance(reply, EnqueueRefused) and acked == 0:
-            raise unconfirmed_enqueue(self.url)
-        return reply
+        return confirmed_enqueue(reply, acked, self.url)
 
     def through_failover(self, call: Callable[[], Any], tries: int = 1) -> Any:
         """``call()``, retried for up to ``failover_retry_s`` while the broker is unavailable,
