@@ -13,9 +13,9 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from ..building import check_size
 from ..errors import ConfigurationError, SerializationError
 from ..handle import JobHandle
-from ..new_job import check_size
 from ..sending import Outgoing, around
 from ..serialization import dumps, dumps_call
 from .delivery import send, step_id
