@@ -445,8 +445,12 @@ def explain(result: Result, job_id: str, runs: list[dict], proxies: dict) -> Non
     if len(runs) < 2:
         return
     result.duplicated += 1
+    # In the order of the claims (attempts), not of the starts: a run claimed just before its
+    # worker was cut off may start its body after the run that took the job over had started.
+    runs = sorted(runs, key=lambda r: (r["attempt"], r["at"]))
     for before, after in zip(runs, runs[1:], strict=False):
-        start, end = before["at"] / 1000 - 1, after["at"] / 1000
+        start = min(before["at"], after["at"]) / 1000 - 1
+        end = max(before["at"], after["at"]) / 1000
         proxy = proxies.get(before["worker"])
         if (proxy is None or proxy.faulted(start, end) is None) and proxies["*"].faulted(start, end) is None:
             result.problems.append(f"job {job_id}: ran again with no fault on {before['worker']}: {runs}")
