@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,27 @@ def spare_redis_url(index: int) -> str:
     if not count or position < count or parts.scheme not in ("redis", "rediss"):
         return REDIS_URL
     return urlunsplit(parts._replace(path=f"/{dbs[position]}"))
+
+
+def run_other_pytest(python: str, args: list[str], database: int, timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run a whole other pytest (the Django suites under another Python) on the ``database``-th spare.
+
+    A database of its own: its workers never meet another test's jobs. Its own
+    session and no stdin: nothing it starts can signal this xdist worker's
+    process group or read the channel the worker is driven through (its stdin).
+    """
+    url = spare_redis_url(database)
+    redis.Redis.from_url(url).flushdb()
+    return subprocess.run(
+        [python, "-m", "pytest", *args],
+        cwd=Path(__file__).resolve().parents[1],
+        env={**os.environ, "TASKFORGE_TEST_REDIS": url},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def skip_or_fail(reason: str) -> None:

@@ -9,17 +9,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-from pathlib import Path
 
 import pytest
-import redis
 
-from tests.conftest import skip_or_fail, spare_redis_url
+from tests.conftest import run_other_pytest, skip_or_fail
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_django_tests_pass_under_a_python_that_has_django() -> None:
@@ -28,21 +23,8 @@ def test_the_django_tests_pass_under_a_python_that_has_django() -> None:
         skip_or_fail(
             "TASKFORGE_DJANGO_PYTHON is not set: no Python 3.12+ with Django to run tests/contrib/test_django.py"
         )
-    command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/contrib/test_django.py"]
-    url = spare_redis_url(0)  # a database of its own: its workers never meet another test's jobs
-    redis.Redis.from_url(url).flushdb()
-    env = {**os.environ, "TASKFORGE_TEST_REDIS": url}
-    # Its own session and no stdin: nothing the other pytest starts can signal this worker's process
-    # group or read the channel this xdist worker is driven through (its stdin).
-    run = subprocess.run(
-        command,
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
+    run = run_other_pytest(
+        python, ["-q", "-p", "no:cacheprovider", "tests/contrib/test_django.py"], database=0, timeout=300
     )
     assert run.returncode == 0, f"{run.stdout}\n{run.stderr}"
     summary = run.stdout.strip().splitlines()[-1]

@@ -12,17 +12,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-from pathlib import Path
 
 import pytest
-import redis
 
-from tests.conftest import skip_or_fail, spare_redis_url
+from tests.conftest import run_other_pytest, skip_or_fail
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.timeout(900)
@@ -30,21 +25,8 @@ def test_the_ported_django_tests_pass_under_a_python_that_has_django() -> None:
     python = os.environ.get("TASKFORGE_DJANGO_PYTHON")
     if not python:
         skip_or_fail("TASKFORGE_DJANGO_PYTHON is not set: no Python 3.12+ with Django to run tests/contrib/django_port")
-    command = [python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "tests/contrib/django_port"]
-    url = spare_redis_url(1)  # a database of its own: its workers never meet another test's jobs
-    redis.Redis.from_url(url).flushdb()
-    env = {**os.environ, "TASKFORGE_TEST_REDIS": url}
-    # Its own session and no stdin: nothing the other pytest starts can signal this worker's process
-    # group or read the channel this xdist worker is driven through (its stdin).
-    run = subprocess.run(
-        command,
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=840,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
+    run = run_other_pytest(
+        python, ["-q", "-rs", "-p", "no:cacheprovider", "tests/contrib/django_port"], database=1, timeout=840
     )
     assert run.returncode == 0, f"{run.stdout}\n{run.stderr}"
     lines = run.stdout.strip().splitlines()
