@@ -22,6 +22,7 @@ module-scoped fixture of its own. The long groups are handed out first.
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import subprocess
@@ -177,6 +178,9 @@ def own_redis_url(tmp_path: Path) -> Iterator[str]:
         server.start(lambda: redis.Redis(port=server.port).ping())
         yield f"redis://127.0.0.1:{server.port}/0"
     finally:
+        # The test's apps often sit in reference cycles: collect them (their connections close)
+        # while the server still answers, not in some later test once it is gone.
+        gc.collect()
         table.close()
 
 
