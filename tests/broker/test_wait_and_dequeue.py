@@ -90,7 +90,10 @@ def test_scripts_flushed_by_redis_are_loaded_again(own_redis_url: str) -> None:
     def job():
         pass
 
-    handle = job.delay()
-    app.broker.client.script_flush()
-    claims, _ = app.broker.claims.wait_and_dequeue("default", 0.05, LEASE, new_token())
-    assert [c.id for c in claims] == [handle.id]
+    try:
+        handle = job.delay()
+        app.broker.client.script_flush()
+        claims, _ = app.broker.claims.wait_and_dequeue("default", 0.05, LEASE, new_token())
+        assert [c.id for c in claims] == [handle.id]
+    finally:
+        app.broker.client.close()  # before its server stops: a pool left to the collector warns of its socket
