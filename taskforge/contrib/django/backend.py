@@ -98,7 +98,8 @@ class TaskforgeBackend(BaseTaskBackend):  # type: ignore[misc]
         self.validate_task(task)
         runner = self.app.tasks[ARUN if inspect.iscoroutinefunction(task.func) else RUN]
         runner = runner.with_options(queue=task.queue_name, priority=priority_of(task.priority))
-        enqueued_at = now()
+        stamp = now()  # to the millisecond, as the job record's own times: never after the started_at Redis gives
+        enqueued_at = stamp.replace(microsecond=stamp.microsecond // 1000 * 1000)
         meta = {
             "priority": task.priority,
             "queue_name": task.queue_name,
