@@ -17,7 +17,7 @@ Each worker writes the groups it collected to a file the controller names;
 the scheduler (xdist's ``loadgroup``, reading that file instead of a suffix
 on each test id, which pytest 9 no longer lets a plugin add) hands out the
 groups and the other tests in the order collected here: the chaos group, the
-cluster group, the other groups and the slow tests, then the rest.
+tests marked ``long``, the cluster group, the other groups and the slow tests, then the rest.
 """
 
 from __future__ import annotations
@@ -106,11 +106,13 @@ def rank(item: pytest.Item, group: str | None) -> int:
     """Long work first, so that no worker starts a three-minute test while the others finish."""
     if group == CHAOS_GROUP:
         return 0
-    if group == CLUSTER_GROUP:
+    if item.get_closest_marker("long") is not None:  # the Django suites under another Python
         return 1
-    if group is not None or item.get_closest_marker("slow") is not None:
+    if group == CLUSTER_GROUP:
         return 2
-    return 3
+    if group is not None or item.get_closest_marker("slow") is not None:
+        return 3
+    return 4
 
 
 def group_and_order(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -19,6 +19,8 @@ from tests.worker.conftest import Worker, stop_workers
 
 from .test_producer import run
 
+pytestmark = [pytest.mark.redis, pytest.mark.slow]  # starts real workers
+
 HERE = Path(__file__).parent
 TICK = 0.01
 MAX_GAP = 0.1

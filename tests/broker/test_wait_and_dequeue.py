@@ -13,6 +13,8 @@ from taskforge import JobState, TaskForge
 from taskforge.broker.queue import new_token
 from taskforge.errors import BrokerUnavailable
 
+pytestmark = pytest.mark.redis
+
 LEASE = 30_000
 
 

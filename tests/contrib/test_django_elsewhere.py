@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import run_other_pytest, skip_or_fail
 
-pytestmark = [pytest.mark.redis, pytest.mark.slow]
+pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.long]
 
 
 def test_the_django_tests_pass_under_a_python_that_has_django() -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import run_other_pytest, skip_or_fail
 
-pytestmark = [pytest.mark.redis, pytest.mark.slow]
+pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.long]
 
 
 @pytest.mark.timeout(900)
