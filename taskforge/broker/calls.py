@@ -110,6 +110,27 @@ def succeed(
     return ScriptCall("succeed", q, args, replies.decode_succeed)
 
 
+def settle(
+    q: QueueKeys,
+    *,
+    retention_ms: int,
+    next_token: str = "",
+    lease_ms: int = 0,
+    promote_limit: int = 0,
+    count: int = 0,
+    promote: bool = True,
+    limited: bool = True,
+    retry: bool = False,
+    results: Sequence[tuple[str, str, bytes]],
+) -> ScriptCall[replies.SettleReply]:
+    """Record the results of several runs, (job id, token, result) each; with ``next_token``, also
+    claim up to ``count`` jobs (``SettleReply.next``)."""
+    args: list[Any] = [retention_ms, next_token, lease_ms, promote_limit, count, *_claim_flags(promote, limited, retry)]
+    for triple in results:
+        args += triple
+    return ScriptCall("settle", q, args, replies.decode_settle)
+
+
 def fail(
     q: QueueKeys,
     *,
@@ -243,6 +264,7 @@ CALLS: dict[str, Callable[..., ScriptCall[Any]]] = {
     "enqueue": enqueue,
     "dequeue": dequeue,
     "succeed": succeed,
+    "settle": settle,
     "fail": fail,
     "adopt": adopt,
     "peek": peek,

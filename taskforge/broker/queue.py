@@ -140,6 +140,47 @@ class Claims:
             self.tally.count_success(queue)
         return done, self.vetting.vetted(queue, next_token, claimed)
 
+    def settle(
+        self,
+        queue: str,
+        results: Sequence[tuple[str, str, bytes]],
+        lease_ms: int = 0,
+        next_token: str = "",
+        count: int = 1,
+    ) -> tuple[list[bool], ClaimBatch | None]:
+        """Record several successes, (job id, token, result) each, and with ``next_token`` claim up to
+        ``count`` jobs: a batch's outcomes and the next batch in one round trip.
+
+        Per result, as ``succeed``: False when the claim was no longer ours.
+        The claim follows ``dequeue``'s token contract.
+        """
+        q = QueueKeys(queue)
+        with self.guard(queue):
+            flags = self.hints.claim_flags(queue, next_token) if next_token else None
+            call = calls.settle(
+                q,
+                retention_ms=self.retention_ms,
+                next_token=next_token,
+                lease_ms=lease_ms,
+                promote_limit=PROMOTE_LIMIT,
+                count=count,
+                **(flags.kwargs() if flags is not None else {}),
+                results=results,
+            )
+            sent = resends()
+            (done, claimed), acked = self.scripts.write(call)
+            if flags is not None:
+                assert claimed is not None  # asked for with a next token
+                claimed = self.hints.recovered(q, next_token, lease_ms, count, flags, sent, claimed)
+        for (job_id, _, _), ok in zip(results, done, strict=True):
+            if ok:
+                self.durability.replicated_outcome(job_id, acked)
+                self.tally.count_success(queue)
+        if flags is None or claimed is None:
+            return done, None
+        self.hints.answered(next_token)
+        return done, self.vetting.vetted(queue, next_token, claimed)
+
     def fail(
         self,
         queue: str,

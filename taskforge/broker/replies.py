@@ -68,6 +68,16 @@ def decode_succeed(raw: Any) -> SucceedReply:
     return SucceedReply(bool(raw), None)
 
 
+class SettleReply(NamedTuple):
+    done: list[bool]  # per result sent, in order: False when fenced (nothing written)
+    next: ClaimReply | None  # the claim of the next jobs, when one was asked for
+
+
+def decode_settle(raw: Any) -> SettleReply:
+    oks = raw[0].decode() if isinstance(raw[0], bytes) else str(raw[0])
+    return SettleReply([ok == "1" for ok in oks], decode_claims(raw[1:]) if len(raw) > 1 else None)
+
+
 class FailOutcome(str, enum.Enum):
     """What a failed run became; compares equal to its value ('retrying' == FailOutcome.RETRYING)."""
 

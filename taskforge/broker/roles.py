@@ -82,6 +82,15 @@ class ClaimsRole(Protocol):
         self, queue: str, job_id: str, token: str, result: bytes, lease_ms: int, next_token: str
     ) -> tuple[bool, ClaimBatch]: ...
 
+    def settle(
+        self,
+        queue: str,
+        results: Sequence[tuple[str, str, bytes]],
+        lease_ms: int = 0,
+        next_token: str = "",
+        count: int = 1,
+    ) -> tuple[list[bool], ClaimBatch | None]: ...
+
     def fail(
         self,
         queue: str,

@@ -69,6 +69,8 @@ def sample(param: inspect.Parameter, index: int) -> Any:
         return [NewJob(id="j", task="t", payload=b"p", priority=1, max_attempts=1)]
     if param.name == "claims":
         return [("id-1", "token-1")]
+    if param.name == "results":
+        return [("id-1", "token-1", b"r")]
     if param.name == "job_ids":
         return ["a", "b"]
     if param.name == "fields":

@@ -129,6 +129,7 @@ def every_script(app: TaskForge, queue: str) -> None:
         return n
 
     plain.delay(1)
+    plain.delay_many([(5,), (6,)])  # for settle
     plain.apply_in(3600, 2)
     single.delay(1)
     single.delay(1)
@@ -153,7 +154,8 @@ def every_script(app: TaskForge, queue: str) -> None:
     claims = []
     for _ in range(5):
         claims += b.claims.dequeue(queue, 60_000, count=5)[0]
-    first, second, third, fourth, *_ = claims
+    first, second, third, fourth, fifth, sixth, *_ = claims
+    b.claims.settle(queue, [(fifth.id, fifth.token, dumps_result(5)), (sixth.id, sixth.token, dumps_result(6))])
     b.claims.adopt(queue, first.id, first.token, 3, 10.0)
     b.claims.progress(queue, first.id, first.token, 0.5, "halfway")
     b.claims.extend(queue, 60_000, [(c.id, c.token) for c in claims])

@@ -1,0 +1,47 @@
+-- settle: record the results of several runs of one queue; optionally claim the next jobs.
+-- KEYS[1] pending         the queue's pending set (routes the call to the queue's slot)
+-- ARGV[1] prefix          the queue's key prefix
+-- ARGV[2] retention_ms
+-- ARGV[3] next_token      ('' for no claim; else the token of a claim of up to `count` jobs)
+-- ARGV[4] lease_ms
+-- ARGV[5] promote_limit
+-- ARGV[6] count
+-- ARGV[7] promote         (the claim's flags, as dequeue.lua documents them)
+-- ARGV[8] limited
+-- ARGV[9] retry
+-- ARGV[10..] results      triples: job id, claim token, result (msgpack)
+-- Returns {oks, then what dequeue returns when a claim was asked}: oks is a
+-- string of one '1' or '0' per result, in order ('0': the claim was no
+-- longer ours, nothing written: fencing, as succeed.lua).
+-- What a worker's lane sends after a batch of runs: every success of the
+-- batch and the next batch's claim, one round trip, one script (succeed.lua
+-- is the same for one result). Each result is fenced on its own token.
+local now = now_ms()
+local oks = {}
+for i = 10, #ARGV, 3 do
+  local id, token = ARGV[i], ARGV[i + 1]
+  local jk = job_key(id)
+  local ours, f = claim_guard(jk, token, 'group', 'unique', 'waiting', 'workflow')
+  if ours then
+    leave_running(id, jk, f[3])
+    finish(id, jk, 'succeeded', now, tonumber(ARGV[2]), {'result', ARGV[i + 2], 'outcome_token', token},
+      {f[4], f[5], f[6]})
+    oks[#oks + 1] = '1'
+  else
+    oks[#oks + 1] = '0'
+  end
+end
+oks = table.concat(oks)
+if ARGV[3] == '' then
+  return {oks}
+end
+local claimed, out = pcall(claim_ready, ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), now,
+  claim_opts(ARGV[7], ARGV[8], ARGV[9]))
+if not claimed then
+  if not string.find(oks, '1', 1, true) then
+    error(out)
+  end
+  return {oks, 0, 0}
+end
+table.insert(out, 1, oks)
+return out
