@@ -91,6 +91,14 @@ def _celery_app_option(_ctx: click.Context, _param: click.Parameter, value: str 
     default=0,
     help="Replace a child after this many jobs (0: never), for memory hygiene.",
 )
+@click.option(
+    "--prefetch",
+    default="auto",
+    show_default=True,
+    callback=lambda ctx, param, value: parse_prefetch(value),
+    help="Jobs a lane claims at once, 1 to 256, their successes recorded with the next claim; auto: one "
+    "while the queue is shallow or runs are long, up to 16 while it is deep and runs are short.",
+)
 @click.option("--no-periodic", is_flag=True, help="Do not enqueue the app's periodic tasks from this worker.")
 @click.option(
     "--metrics-port",
@@ -115,6 +123,7 @@ def worker(
     grace: float,
     log_level: str,
     max_jobs_per_child: int,
+    prefetch: int,
     no_periodic: bool,
     metrics_port: int | None,
     metrics_host: str,
@@ -158,6 +167,7 @@ def worker(
         periodic=not no_periodic,
         threads=threads,
         async_slots=async_slots,
+        prefetch=prefetch,
     )
     with cli_errors():
         the_app.broker.ping()
@@ -168,6 +178,22 @@ def worker(
             if metrics is not None:
                 metrics.close()
     sys.exit(code)
+
+
+PREFETCH_MAX = 256
+
+
+def parse_prefetch(value: str) -> int:
+    """``--prefetch``: ``auto`` (0) or a whole number from 1 to PREFETCH_MAX."""
+    if value.strip().lower() == "auto":
+        return 0
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= PREFETCH_MAX:
+        raise click.BadParameter(f"{value!r}: give a whole number from 1 to {PREFETCH_MAX}, or auto")
+    return number
 
 
 def refuse_taskless(app: TaskForge, spec: str) -> None:

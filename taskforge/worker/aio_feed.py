@@ -31,6 +31,8 @@ class AsyncFeeder(Lane):
         super().__init__(child, FEEDER)
         self.side = side
         self.orphaned = False  # burst mode: every lane of the child ended, so no sync job can be handed on
+        self.batching = False  # one job per claim: it claims only while a slot of the loop is free
+        self.size.size = 1
 
     @property
     def stopping(self) -> bool:
@@ -49,7 +51,7 @@ class AsyncFeeder(Lane):
             self.side.feeder_claiming = False
         return claimed
 
-    def dispatch(self, claim: Claim) -> Claimed | None:
+    def dispatch(self, claim: Claim, batch: tuple[tuple[str, str], ...] = (), defer: bool = False) -> Claimed | None:
         try:
             if self.side.is_async(claim):
                 self.side.take(self, claim)

@@ -41,8 +41,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..broker.queue import Claim
 from .aio_run import ABORT, SOFT, TIMEOUT, Flight, arun_claim, guarded
-from .lane import LANE_WAIT, adopted, log_outcome
+from .joblog import log_outcome
+from .lane import LANE_WAIT
 from .messages import CancelJob, JobFinished, JobStarted, LaneIdle, LoopBlocked
+from .runner import adopted
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -67,6 +67,7 @@ class ChildConfig:
     threads: int = 1  # lanes: jobs this child runs at once, one per thread
     async_slots: int = 100  # async jobs at once on the child's event loop (if the app has async tasks)
     owner: str = ""  # prefix of this worker's claim tokens: finds its jobs if it is killed (``rescue.py``)
+    prefetch: int = 0  # jobs a lane claims at once: --prefetch N, or 0 for auto (``batches.py``)
 
 
 def die_with_parent(parent: int) -> None:

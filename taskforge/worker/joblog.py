@@ -11,6 +11,14 @@ separately: ``failed after 0.002 s (ValueError: ...); retrying in 1.7 s``.
 from __future__ import annotations
 
 import logging
+import signal
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..broker.queue import Claim
+    from .runner import Outcome
+
+log = logging.getLogger("taskforge.worker")
 
 ERROR_CHARS = 300  # the full error and traceback stay on the job record (`taskforge job ID`)
 
@@ -49,3 +57,25 @@ def outcome_line(
     if state == "fenced":
         return logging.WARNING, f"{head} {failure}; not recorded: another worker took the job over"
     return logging.WARNING, f"{head} {failure}; not recorded: its lease will expire and it will be reclaimed"
+
+
+def describe_exit(code: int | None) -> str:
+    """How a child process ended, in words for a log line or a job's error."""
+    if code is None:
+        return "did not exit"
+    if code < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def log_outcome(claim: Claim, outcome: Outcome) -> None:
+    """The one line per run (``outcome_line``), built only when someone will read it."""
+    if outcome.state != "succeeded" or log.isEnabledFor(logging.INFO):
+        attempt = f"{claim.attempts}/{claim.max_attempts}"
+        level, text = outcome_line(
+            claim.task, claim.id, attempt, outcome.state, outcome.duration, outcome.error, outcome.retry_in
+        )
+        log.log(level, "%s", text)

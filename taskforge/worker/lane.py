@@ -11,21 +11,21 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import redis
 
 from ..broker.queue import PRIORITY_BAND, Claim, new_token
 from ..errors import BrokerUnavailable, CorruptQueue
-from .joblog import outcome_line
-from .messages import JobFinished, JobStarted, LaneIdle
+from .batches import RELEASE_AFTER, BatchSize, Done, Outbox
+from .joblog import log_outcome
+from .lost_acks import recorded_success
+from .messages import JobFinished, JobStarted, LaneIdle, Released
 from .outage import OUTAGE_ERRORS
-from .runner import Chain, Outcome, RunContext, record, run_claim
+from .runner import Chain, adopted, record, run_claim
 
 if TYPE_CHECKING:
     from .child import Child
-    from .outage import Outage
 
 log = logging.getLogger("taskforge.worker")
 
@@ -48,28 +48,6 @@ EXIT_RECYCLE = 3  # "replace me": max jobs reached; distinct from 0, "no work le
 Claimed = tuple[list[Claim], float | None]
 
 
-def adopted(context: RunContext, claim: Claim, outage: Outage) -> Claim:
-    """A job sent by name takes max_attempts and timeout from this worker's task."""
-    task = context.tasks.get(claim.task)
-    if not claim.inherit or task is None:
-        return claim
-    opts = task.options
-    record(
-        context.broker.claims.adopt, claim.queue, claim.id, claim.token, opts.max_attempts, opts.timeout, outage=outage
-    )
-    return replace(claim, max_attempts=opts.max_attempts, timeout=opts.timeout, inherit=False)
-
-
-def log_outcome(claim: Claim, outcome: Outcome) -> None:
-    """The one line per run (see ``joblog.py``), built only when someone will read it."""
-    if outcome.state != "succeeded" or log.isEnabledFor(logging.INFO):
-        attempt = f"{claim.attempts}/{claim.max_attempts}"
-        level, text = outcome_line(
-            claim.task, claim.id, attempt, outcome.state, outcome.duration, outcome.error, outcome.retry_in
-        )
-        log.log(level, "%s", text)
-
-
 class Lane:
     """One job at a time: claim, run, record, tell the supervisor. A child has one lane per thread."""
 
@@ -86,6 +64,11 @@ class Lane:
         # told there may be more) once that job has started, so they never delay it.
         self.woke_with_job = False
         self.handed_back_seen = 0  # burst mode: the loop's claimer's give-backs this lane has looked past
+        # Batches (``batches.py``): how many jobs to claim next, and the successes recorded with the next claim.
+        self.size = BatchSize(self.config.prefetch)
+        self.batching = self.config.prefetch != 1
+        release_after = RELEASE_AFTER if self.config.prefetch == 0 else None
+        self.outbox = Outbox(self.record_done, self.release, release_after, f"taskforge-outbox-{index}")
 
     @property
     def stopping(self) -> bool:
@@ -102,7 +85,7 @@ class Lane:
         retried with the same token and gets back the job it claimed.
         """
         token = self.tokens.setdefault(queue, self.new_token())
-        claims, wait = self.claims.dequeue(queue, self.config.lease_ms, token=token)
+        claims, wait = self.claims.dequeue(queue, self.config.lease_ms, self.size.next(), token=token)
         self.tokens[queue] = self.new_token()
         return claims, wait
 
@@ -237,20 +220,99 @@ class Lane:
             if not claims:
                 if self.config.burst and wait != 0:
                     if self.burst_over():
+                        self.outbox.close()
                         return 0
                     continue
                 following = self.idle(wait)
                 continue
-            if not chained:
-                self.child.hand_on()
-            for claim in claims:
-                following = self.dispatch(claim)
+            following = self.work(claims, chained)
+        self.outbox.close()
         if following is not None:
             self.give_back(following[0])
             # The job whose start the supervisor saw last has been recorded:
             # without this it would take our exit for a crash during that job.
             self.child.send(LaneIdle(self.index))
         return EXIT_RECYCLE if self.child.recycling else 0
+
+    def work(self, claims: list[Claim], chained: bool) -> Claimed | None:
+        """Run what a claim returned: a batch, or (``--prefetch 1``) each job with the next one's claim."""
+        if not chained:
+            self.child.hand_on()
+        if self.batching:
+            return self.run_batch(claims)
+        following = None
+        for claim in claims:
+            following = self.dispatch(claim)
+        return following
+
+    def run_batch(self, claims: list[Claim]) -> Claimed | None:
+        """Run the jobs of one claim in turn, then record their successes with the next claim.
+
+        The first job's start tells the supervisor of the others (renewed with
+        it, given back unrun if the child dies); a stop or a recycle gives
+        back those not started yet, without using their attempts.
+        """
+        asked = self.size.next()
+        began = time.monotonic()
+        rest = tuple((c.id, c.task) for c in claims[1:])
+        self.outbox.start_batch(claims)
+        ran = 0
+        while (claim := self.outbox.next_claim()) is not None:
+            if ran and self.stopping:
+                self.give_back([claim, *self.outbox.unstarted()])
+                break
+            self.dispatch(claim, rest if ran == 0 else (), defer=True)
+            ran += 1
+        self.size.observe(asked, ran if ran < len(claims) else len(claims), time.monotonic() - began)
+        following = self.settle_and_claim()
+        if following is None or not following[0]:
+            self.child.send(LaneIdle(self.index))
+            self.child.last_alive = time.monotonic()
+        return following
+
+    def release(self, claims: list[Claim]) -> None:
+        """Give back the batch's jobs not started, held behind a run that turned out long (the outbox's
+        thread): another lane or worker runs them now. The supervisor is told it no longer holds them."""
+        self.give_back(claims)
+        self.child.send(Released(self.index, tuple(c.id for c in claims)))
+
+    def settle_and_claim(self) -> Claimed | None:
+        """Record the batch's successes and, with one queue, claim the next batch in the same call."""
+        items = self.outbox.take()
+        if not items or len(self.queues) != 1 or self.stopping:
+            self.outbox.record(items)
+            return None
+        queue = self.queues[0]
+        token = self.tokens.setdefault(queue, self.new_token())
+        triples = [(d.claim.id, d.claim.token, d.result) for d in items]
+        lease = self.config.lease_ms
+        answer: tuple[list[bool], Claimed | None] | None = record(
+            self.claims.settle, queue, triples, lease, token, self.size.next(), outage=self.child.outage
+        )
+        if answer is None:
+            return None  # given up: the leases expire and the jobs run again
+        oks, following = answer
+        self.tokens[queue] = self.new_token()
+        self.fenced(items, oks)
+        return following
+
+    def record_done(self, queue: str, items: list[Done]) -> None:
+        """Record successes with no claim (the outbox's thread, or before the lane waits or exits)."""
+        triples = [(d.claim.id, d.claim.token, d.result) for d in items]
+        answer = record(self.claims.settle, queue, triples, outage=self.child.outage)
+        if answer is not None:
+            self.fenced(items, answer[0])
+
+    def fenced(self, items: list[Done], oks: list[bool]) -> None:
+        """Say which successes were not recorded: their claim was taken over (or an earlier try landed)."""
+        for item, ok in zip(items, oks, strict=True):
+            if not ok and not recorded_success(self.claims, item.claim):
+                log.warning(
+                    "%s %s: its success was not recorded: this worker no longer held its claim "
+                    "(the lease expired and the job was reclaimed)",
+                    item.claim.task,
+                    item.claim.id,
+                )
 
     def burst_over(self) -> bool:
         """Burst mode found no job: True to end, False when work may yet appear here."""
@@ -268,17 +330,20 @@ class Lane:
         for claim in claims:
             record(self.claims.requeue, claim.queue, claim.id, claim.token, outage=self.child.outage)
 
-    def dispatch(self, claim: Claim) -> Claimed | None:
+    def dispatch(self, claim: Claim, batch: tuple[tuple[str, str], ...] = (), defer: bool = False) -> Claimed | None:
         """Run a claimed job in this lane, or hand it to the child's event loop if its task is async."""
         aio = self.child.aio
         if aio is not None and aio.is_async(claim):
             aio.take(self, claim)
             return None
         last = self.child.count_job()
-        return self.execute(claim, chain=not last)
+        return self.execute(claim, chain=not last and not defer, batch=batch, defer=defer)
 
-    def execute(self, claim: Claim, chain: bool) -> tuple[list[Claim], float | None] | None:
-        """Run one job; with ``chain``, also claim this child's next job in the same call."""
+    def execute(
+        self, claim: Claim, chain: bool, batch: tuple[tuple[str, str], ...] = (), defer: bool = False
+    ) -> tuple[list[Claim], float | None] | None:
+        """Run one job; with ``chain``, also claim this child's next job in the same call; with
+        ``defer``, leave its success to the lane's outbox (a batch: ``run_batch``)."""
         try:
             claim = self.adopt(claim)
             # JobStarted also tells the supervisor the previous job is over: one message per job.
@@ -293,6 +358,7 @@ class Lane:
                     claim.timeout,
                     claim.max_attempts,
                     self.child.soft_timeout(claim.task),
+                    batch,
                 )
             )
         finally:
@@ -305,13 +371,15 @@ class Lane:
                 return None
             return Chain(self.config.lease_ms, self.tokens.get(claim.queue) or self.new_token())
 
-        outcome = run_claim(self.context, claim, link, self.child.outage)
+        outcome = run_claim(self.context, claim, link, self.child.outage, defer=self.outbox.add if defer else None)
         if self.config.report_outcomes:
             self.child.send(JobFinished(self.index, outcome.state, outcome.duration))
         if outcome.next is not None:
             self.tokens[claim.queue] = self.new_token()
 
         log_outcome(claim, outcome)
+        if defer:
+            return None  # the batch's end tells the supervisor the lane is idle (``run_batch``)
         if outcome.next is None or not outcome.next[0]:
             self.child.send(LaneIdle(self.index))
             self.child.last_alive = time.monotonic()

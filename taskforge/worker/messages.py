@@ -58,6 +58,9 @@ class JobStarted(Message):
     timeout: float | None
     max_attempts: int = 0  # for the supervisor's log line when it records the run (0: not said)
     soft_timeout: float | None = None  # the worker's task definition's: the supervisor warns the task then
+    # The first job of a batch (``batches.py``): the others claimed with it, (job id, task), not started
+    # yet. The supervisor renews their leases and, if the child dies, gives them back unrun.
+    batch: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +99,14 @@ class LoopBlocked(Message):
 
 
 @dataclass(frozen=True, slots=True)
+class Released(Message):
+    """A lane gave back jobs of its batch it had not started (a run of the batch turned out long)."""
+
+    lane: int
+    job_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class CancelJob(Message):
     """Supervisor to child: cancel this async job (``reason``: ``timeout`` or ``abort``), or, with
     ``soft``, warn any job past its soft timeout (``SoftTimeout`` in a lane, cancellation on the loop).
@@ -109,7 +120,16 @@ class CancelJob(Message):
 
 
 # New kinds go at the end: a kind's number is its place here.
-KINDS: tuple[type[Message], ...] = (Heartbeat, JobStarted, JobFinished, LaneIdle, Recycling, LoopBlocked, CancelJob)
+KINDS: tuple[type[Message], ...] = (
+    Heartbeat,
+    JobStarted,
+    JobFinished,
+    LaneIdle,
+    Recycling,
+    LoopBlocked,
+    CancelJob,
+    Released,
+)
 KIND_NUMBER = {kind: number for number, kind in enumerate(KINDS)}
 
 

@@ -21,6 +21,7 @@ class WorkerOptions:
     periodic: bool = True
     threads: int = 1
     async_slots: int = 100  # --async: jobs of async tasks each child runs at once on its event loop
+    prefetch: int = 0  # --prefetch: jobs a lane claims at once; 0 is auto (``batches.py``)
 
     def is_async_slot(self, lane: int) -> bool:
         """A child's lanes are numbered from 0; its event loop's slots come after them."""

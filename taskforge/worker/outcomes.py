@@ -22,8 +22,8 @@ from ..errors import BrokerUnavailable, CorruptQueue, TaskforgeError
 from ..finals import FinalTransition
 from ..handle import JobHandle
 from ..job import FailureKind
-from .joblog import outcome_line
-from .pool import Died, Running, describe_exit
+from .joblog import describe_exit, outcome_line
+from .pool import Died, Running
 from .runner import notify_failure, retry_delay
 
 if TYPE_CHECKING:

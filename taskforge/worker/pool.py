@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from .aio_run import ABORT, SOFT, TIMEOUT
 from .child import ChildConfig, child_main
+from .joblog import describe_exit
 from .lane import EXIT_RECYCLE
 from .messages import (
     CancelJob,
@@ -42,6 +43,7 @@ from .messages import (
     LoopBlocked,
     Message,
     Recycling,
+    Released,
     from_wire,
 )
 from .options import WorkerOptions
@@ -101,6 +103,7 @@ class ChildSlot:
     started: float = field(default_factory=time.monotonic)
     last_seen: float = field(default_factory=time.monotonic)
     lanes: dict[int, Running] = field(default_factory=dict)  # lane -> the job it runs (one lane per thread)
+    held: dict[int, dict[str, Running]] = field(default_factory=dict)  # lane -> jobs of its batch not started
     killed: bool = False
     recycling: bool = False  # the child said it reached --max-jobs-per-child
     kill_target: str | None = None  # the job a timeout or abort kill was meant for
@@ -116,15 +119,17 @@ class ChildSlot:
 Died = tuple[Running, int | None]  # a job whose child ended, and the child's exit code
 
 
-def describe_exit(code: int | None) -> str:
-    if code is None:
-        return "did not exit"
-    if code < 0:
-        try:
-            return f"was killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with code {code}"
+def hold(slot: ChildSlot, started: JobStarted) -> None:
+    """Keep the jobs claimed with ``started`` and not started yet (given back unrun if the child dies)."""
+    for batch in slot.held.values():
+        batch.pop(started.job_id, None)
+    if started.batch:
+        slot.held[started.lane] = {
+            job_id: Running(
+                JobStarted(started.lane, job_id, started.token, started.queue, task, 0, None), give_back=True
+            )
+            for job_id, task in started.batch
+        }
 
 
 def signal_child(slot: ChildSlot, signum: int) -> None:
@@ -167,6 +172,12 @@ class Pool:
         for slot in self.children.values():
             yield from slot.lanes.values()
 
+    def unstarted(self) -> Iterator[Running]:
+        """Jobs the children claimed in a batch and have not started yet: their leases too are renewed."""
+        for slot in self.children.values():
+            for batch in slot.held.values():
+                yield from batch.values()
+
     def start(self) -> None:
         for index in range(self.options.concurrency):
             self.spawn(index)
@@ -188,6 +199,7 @@ class Pool:
             threads=options.threads,
             async_slots=options.async_slots,
             owner=self.owner,
+            prefetch=options.prefetch,
         )
         process = self.ctx.Process(
             target=child_main, args=(config, writer, control_reader), name=f"taskforge-child-{index}"
@@ -234,14 +246,20 @@ class Pool:
             case JobStarted(lane=lane):
                 self.lane_done(slot, lane)
                 running = slot.lanes[lane] = Running(message)
+                hold(slot, message)
                 if self.metrics is not None:
                     self.metrics.started(running.job.queue, running.job.task)
             case LaneIdle(lane=lane):
                 self.lane_done(slot, lane)
+                slot.held.pop(lane, None)  # the rest of its batch was given back or run
             case JobFinished(lane=lane, state=state, duration=duration):
                 done = slot.lanes.get(lane)
                 if self.metrics is not None and done is not None:
                     self.metrics.finished(done.job.queue, done.job.task, state, duration)
+            case Released(lane=lane, job_ids=job_ids):
+                batch = slot.held.get(lane, {})
+                for job_id in job_ids:
+                    batch.pop(job_id, None)
             case Recycling():
                 slot.recycling = True
             case LoopBlocked(queue=queue, task=task):
@@ -273,8 +291,9 @@ class Pool:
                 # Killed for another job's timeout or abort (another lane's, or the job
                 # before this one, just as it started): not its fault.
                 running.give_back = True
+        unstarted = [running for batch in slot.held.values() for running in batch.values()]
         self.plan_respawn(slot, code, bool(held))
-        return [(running, code) for running in held]
+        return [(running, code) for running in held + unstarted]
 
     def plan_respawn(self, slot: ChildSlot, code: int | None, held: bool) -> None:
         finished_cleanly = code == 0 and not held

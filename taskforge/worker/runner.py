@@ -96,6 +96,9 @@ class Outcome:
     next: tuple[list[Claim], float | None] | None = None
 
 
+Defer = Callable[[Claim, bytes], None]  # takes a success (the claim, its result) to record later
+
+
 @dataclass(frozen=True)
 class Chain:
     """Ask run_claim to claim the next job in the same call that records success."""
@@ -179,9 +182,11 @@ def run_claim(
     outage: Outage | None = None,
     *,
     reraise_interrupts: bool = False,
+    defer: Defer | None = None,
 ) -> Outcome:
     """Run ``claim`` and record its outcome; ``chain()``, asked once the task has returned, may claim
-    the next job in the same call (unless a shutdown began meanwhile). ``outage``: the process's, if any."""
+    the next job in the same call (unless a shutdown began meanwhile). ``outage``: the process's, if any.
+    ``defer``: a success nobody listens for is handed to it, to be recorded with others (a lane's batch)."""
     started = time.monotonic()
     outage = outage or Outage(context.broker.url)
     info = claim_info(claim)
@@ -206,7 +211,7 @@ def run_claim(
         return outcome
     finally:
         leave(current)
-    return record_outcome(context, claim, info, started, outage, value=value, chain=chain)
+    return record_outcome(context, claim, info, started, outage, value=value, chain=chain, defer=defer)
 
 
 def record_outcome(
@@ -219,6 +224,7 @@ def record_outcome(
     value: Any = None,
     error: BaseException | None = None,
     chain: Callable[[], Chain | None] | None = None,
+    defer: Defer | None = None,
 ) -> Outcome:
     """Record what the task did (returned ``value`` or raised ``error``), then tell the hooks.
 
@@ -253,6 +259,9 @@ def record_outcome(
         return failed(
             context, claim, info, (f"SerializationError: {exc}", "", None), started, outage, FailureKind.SERIALIZATION
         )
+    if defer is not None and not (claim.workflow or context.finals.every or hooks.handlers["job_succeeded"]):
+        defer(claim, result)  # recorded with the lane's next claim, or within FLUSH_AFTER (batches.py)
+        return Outcome("succeeded", duration)
     outcome = succeeded(context, claim, result, duration, chain, outage)
     if (claim.workflow or context.finals.every) and outcome.state == "succeeded":  # a plain job: this check only
         tell_finals(context, claim, "succeeded", result, busy=bool(outcome.next and outcome.next[0]))
@@ -359,3 +368,15 @@ def notify_failure(
     context.hooks.emit("job_failed", after, error=error)
     if state == "dead":
         context.hooks.emit("job_dead", after, error=error)
+
+
+def adopted(context: RunContext, claim: Claim, outage: Outage) -> Claim:
+    """A job sent by name takes max_attempts and timeout from this worker's task."""
+    task = context.tasks.get(claim.task)
+    if not claim.inherit or task is None:
+        return claim
+    opts = task.options
+    record(
+        context.broker.claims.adopt, claim.queue, claim.id, claim.token, opts.max_attempts, opts.timeout, outage=outage
+    )
+    return replace(claim, max_attempts=opts.max_attempts, timeout=opts.timeout, inherit=False)

@@ -116,8 +116,9 @@ class Supervisor:
     # -- duties: what the housekeeping runs, wired to the parts that know ----
 
     def held(self) -> list[Running]:
-        """Every claim this worker must keep alive: running jobs and outcomes not yet recorded."""
-        return [*self.pool.running(), *self.outcomes.held()]
+        """Every claim this worker must keep alive: running jobs, jobs of a batch not started yet,
+        and outcomes not yet recorded."""
+        return [*self.pool.running(), *self.pool.unstarted(), *self.outcomes.held()]
 
     def idle(self) -> bool:
         """No job held and none finished since the last heartbeat: the housekeeping may slow down."""

@@ -21,11 +21,12 @@ from .procs import RedisServer, WorkerProcess, cmdline, group_pids, kill_group, 
 
 KINDS = ("child_kill", "worker_kill", "worker_term", "redis_restart", "redis_pause")
 WORKER_ARGS = ["-c", "2", "--visibility-timeout", "3", "--grace", "2", "--log-level", "info"]
+EXTRA_ARGS = os.environ.get("CHAOS_WORKER_ARGS", "").split()  # e.g. "--prefetch 1": the one-job path
 
 
 def worker_args(number: int) -> list[str]:
     """Every other worker runs two lanes (threads) per child, so faults hit threaded children too."""
-    return WORKER_ARGS + (["-t", "2"] if number % 2 else [])
+    return WORKER_ARGS + (["-t", "2"] if number % 2 else []) + EXTRA_ARGS
 
 
 GRACE = 2.0

@@ -24,6 +24,7 @@ Size and replay, by environment variable::
     CHAOS_SIDE_REDIS=redis://127.0.0.1:6379/10   where tasks record their runs
     CHAOS_DRAIN_TIMEOUT=180 seconds the workers get to finish once the faults stop
     CHAOS_KEEP=1            keep the artifacts directory (logs, AOF, report) even on success
+    CHAOS_WORKER_ARGS="--prefetch 1"   more options for every worker (default: none, batches on auto)
 """
 
 from __future__ import annotations

@@ -14,9 +14,12 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
+
+from taskforge import JobState, TaskForge
 
 HERE = Path(__file__).parent
 USER_APPS = ("userapp.py", "featureapp.py", "logapp.py")
@@ -165,3 +168,16 @@ def stop(worker: Worker, timeout: float = 15) -> list[int]:
     leftovers = group_pids(worker.pgid)
     worker.kill_group()
     return leftovers
+
+
+@pytest.fixture
+def producer(redis_url: str) -> TaskForge:
+    """An app that sends jobs by name, as a web process would: it has none of the worker's tasks."""
+    return TaskForge("producer", broker=redis_url)
+
+
+def final(handle: Any, timeout: float = 30) -> JobState:
+    """The state a job ends in, waited for."""
+    return wait_for(
+        lambda: handle.status() if handle.status().finished else None, timeout, f"job {handle.id} to finish"
+    )

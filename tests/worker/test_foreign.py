@@ -46,11 +46,6 @@ def hold(key, seconds):
 
 
 @pytest.fixture
-def producer(redis_url: str) -> TaskForge:
-    return TaskForge("producer", broker=redis_url)
-
-
-@pytest.fixture
 def other_app(workdir: Path) -> str:
     (workdir / "otherapp.py").write_text(OTHER_APP)
     return "otherapp:app"

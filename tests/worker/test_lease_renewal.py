@@ -17,7 +17,7 @@ LOST = "no longer holds its claim"
 
 def supervisor_holding(app: TaskForge, running: Running) -> Supervisor:
     sup = Supervisor(app, "tests:app", WorkerOptions(concurrency=1, queues=("default",)))
-    sup.pool.children = {0: SimpleNamespace(lanes={0: running})}  # type: ignore[dict-item]
+    sup.pool.children = {0: SimpleNamespace(lanes={0: running}, held={})}  # type: ignore[dict-item]
     return sup
 
 

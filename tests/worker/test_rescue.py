@@ -26,11 +26,6 @@ pytestmark = [pytest.mark.redis, pytest.mark.slow]
 RERUN_WITHIN = 15.0  # seconds: far under the 60 s lease, with room for a loaded machine
 
 
-@pytest.fixture
-def producer(redis_url: str) -> TaskForge:
-    return TaskForge("producer", broker=redis_url)
-
-
 def listed(producer: TaskForge, worker: Worker, children: int = 1) -> dict[str, Any]:
     """The worker's listing once its heartbeat names its children (what proves them gone later)."""
 

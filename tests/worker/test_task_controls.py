@@ -86,11 +86,6 @@ def side(redis_url: str) -> redis.Redis:
 
 
 @pytest.fixture
-def producer(redis_url: str) -> TaskForge:
-    return TaskForge("producer", broker=redis_url)
-
-
-@pytest.fixture
 def start_worker(tmp_path: Path, redis_url: str) -> Iterator[Callable[..., Worker]]:
     (tmp_path / "controls.py").write_text(APP)
     started: list[Worker] = []

@@ -13,22 +13,11 @@ import signal
 
 import pytest
 
-from taskforge import JobState, TaskForge
+from taskforge import JobState
 
-from .conftest import wait_for
+from .conftest import final, wait_for
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
-
-
-@pytest.fixture
-def producer(redis_url: str) -> TaskForge:
-    return TaskForge("producer", broker=redis_url)
-
-
-def final(handle, timeout: float = 30) -> JobState:
-    return wait_for(
-        lambda: handle.status() if handle.status().finished else None, timeout, f"job {handle.id} to finish"
-    )
 
 
 def test_the_lanes_of_one_child_run_jobs_side_by_side(start_worker, producer, side) -> None:

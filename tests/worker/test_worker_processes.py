@@ -13,20 +13,9 @@ import redis
 
 from taskforge import JobState, TaskForge
 
-from .conftest import free_port, wait_for
+from .conftest import final, free_port, wait_for
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
-
-
-@pytest.fixture
-def producer(redis_url: str) -> TaskForge:
-    return TaskForge("producer", broker=redis_url)
-
-
-def final(handle, timeout: float = 20) -> JobState:
-    return wait_for(
-        lambda: handle.status() if handle.status().finished else None, timeout, f"job {handle.id} to finish"
-    )
 
 
 def test_child_killed_mid_job_is_rerun(start_worker, producer, side) -> None:

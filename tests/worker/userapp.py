@@ -101,3 +101,25 @@ def urgent(key):
 @app.task
 def stamp(key):
     side.rpush(f"side:{key}", repr(time.time()))
+
+
+@app.task
+def queued(name, seconds=0.0):
+    """Says when it starts, in one list for every job: the order the worker started them."""
+    side.rpush("side:order", name)
+    time.sleep(seconds)
+    side.rpush("side:ended", name)
+    return name
+
+
+@app.task(max_attempts=1)
+def waits_for(key):
+    """Runs until ``opens(key)`` has run: a job that needs another job of its batch to run meanwhile."""
+    if side.blpop([f"side:{key}:open"], timeout=4) is None:  # under the side client's socket timeout
+        raise TimeoutError(f"{key} never opened")
+    return "opened"
+
+
+@app.task
+def opens(key):
+    side.rpush(f"side:{key}:open", 1)

@@ -1,0 +1,181 @@
+"""A lane's batches: how many jobs it claims at once, and the successes it records together.
+
+SPEC, "Throughput: the worker's batches". A lane claims up to N ready jobs
+of one queue in one call and records their successes together with its
+next claim (``settle.lua``): one round trip and one script per batch
+instead of one per job. ``--prefetch 1`` keeps the one-job path (each
+success recorded with the next job's claim, ``succeed.lua``).
+
+``BatchSize`` picks N: fixed by ``--prefetch N``, or, by default, adapted
+to the queue and the runs: one job while the queue is shallow (a claim got
+fewer than it asked for) or runs are long, doubling up to ``AUTO_MAX``
+while the queue is deep and a batch's runs fit in ``BATCH_BUDGET``, so a
+job of a higher priority arriving meanwhile waits at most that long for the
+lane's next claim, which takes it first.
+
+``Outbox`` holds the successes not yet recorded and the batch's jobs not
+started yet. A lane sends the successes with its next claim; those left
+waiting past ``FLUSH_AFTER`` (a longer run started after them) are sent by
+the outbox's own thread, so every outcome is recorded at most about 5 ms
+after its run ended. With ``auto``, that thread also gives back the jobs
+not started yet once a run of the batch outlasts ``RELEASE_AFTER``: a run
+that turns out long must not hold jobs that another lane or worker could
+run now (or that the long run itself waits for).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+from ..broker.queue import Claim
+
+AUTO_MAX = 16  # the most a lane claims at once by default
+BATCH_BUDGET = 0.005  # by default, a batch's runs (their recent average) fit in this many seconds
+FLUSH_AFTER = 0.004  # a waiting success older than this is sent on its own (the promise: 5 ms)
+RUN_WEIGHT = 0.2  # the weight of the newest batch in the average run time
+RELEASE_AFTER = 0.01  # auto: a run of a batch this long gives the batch's jobs not started yet back
+
+
+class BatchSize:
+    """How many jobs a lane claims next: ``--prefetch N`` (``prefetch``), or adapted when 0 (auto)."""
+
+    def __init__(self, prefetch: int) -> None:
+        self.fixed = prefetch
+        self.size = prefetch or 1
+        self.run_avg: float | None = None
+
+    def next(self) -> int:
+        return self.size
+
+    def observe(self, asked: int, got: int, ran: float) -> None:
+        """A batch of ``got`` jobs (of ``asked``) ran in ``ran`` seconds in all: the next size."""
+        if self.fixed or got == 0:
+            return
+        per_job = ran / got
+        self.run_avg = per_job if self.run_avg is None else self.run_avg + RUN_WEIGHT * (per_job - self.run_avg)
+        if got < asked:  # the queue held no more: take what there is, and grow again once it is deep
+            self.size = got
+            return
+        fits = int(BATCH_BUDGET / self.run_avg) if self.run_avg > 0 else AUTO_MAX
+        self.size = max(1, min(AUTO_MAX, self.size * 2, fits))
+
+
+class Done(NamedTuple):
+    """A success waiting to be recorded."""
+
+    claim: Claim
+    result: bytes
+    ended: float  # time.monotonic() when its run ended
+
+
+Send = Callable[[str, list[Done]], None]  # records the successes of one queue (the lane's ``record_done``)
+Release = Callable[[list[Claim]], None]  # gives back jobs of a batch not started (the lane's ``release``)
+
+
+class Outbox:
+    """A lane's recorded-later successes and unstarted batch jobs, and the thread that watches both."""
+
+    def __init__(self, send: Send, release: Release, release_after: float | None, name: str) -> None:
+        self.send = send
+        self.release = release
+        self.release_after = release_after
+        self.name = name
+        self.changed = threading.Condition()
+        self.items: list[Done] = []
+        self.pending: list[Claim] = []  # the batch's jobs not started yet, in order
+        self.run_began = 0.0  # time.monotonic() when the batch's latest run started
+        self.closed = False
+        self.thread: threading.Thread | None = None
+
+    def _wake(self) -> None:
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._watch, name=self.name, daemon=True)
+            self.thread.start()
+        self.changed.notify()
+
+    def add(self, claim: Claim, result: bytes) -> None:
+        with self.changed:
+            self.items.append(Done(claim, result, time.monotonic()))
+            if len(self.items) == 1:
+                self._wake()
+
+    def start_batch(self, claims: list[Claim]) -> None:
+        with self.changed:
+            self.pending = list(claims)
+            if len(claims) > 1 and self.release_after is not None:
+                self._wake()
+
+    def next_claim(self) -> Claim | None:
+        """The batch's next job, now starting; None when none is left (run, or given back)."""
+        with self.changed:
+            if not self.pending:
+                return None
+            self.run_began = time.monotonic()
+            return self.pending.pop(0)
+
+    def unstarted(self) -> list[Claim]:
+        """Take the batch's jobs not started yet (a stop gives them back)."""
+        with self.changed:
+            pending, self.pending = self.pending, []
+            return pending
+
+    def take(self) -> list[Done]:
+        with self.changed:
+            items, self.items = self.items, []
+            return items
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def flush(self) -> None:
+        """Send every waiting success now (before the lane waits for work, or exits)."""
+        self.record(self.take())
+
+    def record(self, items: list[Done]) -> None:
+        by_queue: dict[str, list[Done]] = {}
+        for item in items:
+            by_queue.setdefault(item.claim.queue, []).append(item)
+        for queue, done in by_queue.items():
+            self.send(queue, done)
+
+    def close(self) -> None:
+        with self.changed:
+            self.closed = True
+            self.changed.notify()
+        self.flush()
+
+    def _due(self, now: float) -> tuple[list[Done], list[Claim], float | None]:
+        """What is due now (successes to send, jobs to give back), else how long until something is."""
+        deadlines = []
+        if self.items:
+            deadlines.append(self.items[0].ended + FLUSH_AFTER)
+        if self.pending and self.release_after is not None:
+            deadlines.append(self.run_began + self.release_after)
+        if not deadlines:
+            return [], [], None
+        if min(deadlines) > now:
+            return [], [], min(deadlines) - now
+        items: list[Done] = []
+        released: list[Claim] = []
+        if self.items and self.items[0].ended + FLUSH_AFTER <= now:
+            items, self.items = self.items, []
+        if self.pending and self.release_after is not None and self.run_began + self.release_after <= now:
+            released, self.pending = self.pending, []
+        return items, released, 0.0
+
+    def _watch(self) -> None:
+        """Send what waits past FLUSH_AFTER, give back what a long run holds past RELEASE_AFTER."""
+        while True:
+            with self.changed:
+                if self.closed:
+                    return
+                items, released, wait = self._due(time.monotonic())
+                if wait is None or wait > 0:
+                    self.changed.wait(wait)
+                    continue
+            if released:
+                self.release(released)
+            self.record(items)
