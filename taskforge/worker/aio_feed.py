@@ -51,7 +51,7 @@ class AsyncFeeder(Lane):
             self.side.feeder_claiming = False
         return claimed
 
-    def dispatch(self, claim: Claim, batch: tuple[tuple[str, str], ...] = (), defer: bool = False) -> Claimed | None:
+    def dispatch(self, claim: Claim) -> Claimed | None:
         try:
             if self.side.is_async(claim):
                 self.side.take(self, claim)

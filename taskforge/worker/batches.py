@@ -25,18 +25,25 @@ run now (or that the long run itself waits for).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..broker.queue import Claim
+from .lost_acks import recorded_success
+
+if TYPE_CHECKING:
+    from ..broker.roles import ClaimsRole
+
+log = logging.getLogger("taskforge.worker")
 
 AUTO_MAX = 16  # the most a lane claims at once by default
 BATCH_BUDGET = 0.005  # by default, a batch's runs (their recent average) fit in this many seconds
 FLUSH_AFTER = 0.004  # a waiting success older than this is sent on its own (the promise: 5 ms)
 RUN_WEIGHT = 0.2  # the weight of the newest batch in the average run time
-RELEASE_AFTER = 0.01  # auto: a run of a batch this long gives the batch's jobs not started yet back
+RELEASE_AFTER = 0.1  # auto: a run of a batch this long gives the batch's jobs not started yet back
 
 
 class BatchSize:
@@ -105,6 +112,7 @@ class Outbox:
     def start_batch(self, claims: list[Claim]) -> None:
         with self.changed:
             self.pending = list(claims)
+            self.run_began = time.monotonic()  # not the last batch's: its run would count as this one's
             if len(claims) > 1 and self.release_after is not None:
                 self._wake()
 
@@ -179,3 +187,15 @@ class Outbox:
             if released:
                 self.release(released)
             self.record(items)
+
+
+def not_recorded(claims: ClaimsRole, items: list[Done], oks: list[bool]) -> None:
+    """Say which successes were not recorded: their claim was taken over (or an earlier try landed)."""
+    for item, ok in zip(items, oks, strict=True):
+        if not ok and not recorded_success(claims, item.claim):
+            log.warning(
+                "%s %s: its success was not recorded: this worker no longer held its claim "
+                "(the lease expired and the job was reclaimed)",
+                item.claim.task,
+                item.claim.id,
+            )

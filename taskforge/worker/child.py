@@ -28,7 +28,7 @@ import time
 import traceback
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..broker.stats import FLUSH_EVERY_S
 from ..logs import configure_logging
@@ -37,6 +37,7 @@ from . import soft
 from .aio_feed import AsyncFeeder
 from .aio_loop import AsyncSide, is_async_task
 from .aio_run import SOFT
+from .board import Board
 from .courier import Courier, CourierReports
 from .foreign import Elsewhere
 from .lane import EXIT_RECYCLE, IDLE_BLOCK, LANE_WAIT, Lane
@@ -116,12 +117,15 @@ def keep_counts_written(tally: Tally, stop: threading.Event) -> threading.Thread
 class Child:
     """What a child's lanes share: the run context, its broker, the pipe, the stop flag and the job count."""
 
-    def __init__(self, config: ChildConfig, pipe: Connection, control: Connection | None = None) -> None:
+    def __init__(
+        self, config: ChildConfig, pipe: Connection, control: Connection | None = None, board: Board | None = None
+    ) -> None:
         from ..loader import import_included, load_app
 
         self.config = config
         self.pipe = pipe
         self.control = control
+        self.board = board
         self.stopping = False
         self.recycling = False  # max_jobs reached: lanes finish their job and stop claiming
         # The app is read once: the lanes need only what running a job needs.
@@ -291,12 +295,13 @@ class Child:
         return EXIT_RECYCLE if EXIT_RECYCLE in codes else 0
 
 
-def child_main(config: ChildConfig, pipe: Connection, control: Connection | None = None) -> None:
-    """Entry point of a spawned child process; ``control`` carries the supervisor's ``CancelJob``."""
+def child_main(config: ChildConfig, pipe: Connection, control: Connection | None = None, board: Any = None) -> None:
+    """Entry point of a spawned child process; ``control`` carries the supervisor's ``CancelJob``,
+    ``board`` is the shared array where lanes say which job of a batch they run (``board.py``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the supervisor decides
     die_with_parent(config.supervisor_pid or os.getppid())
     configure_logging(config.log_level, f"child {config.index} pid {os.getpid()}")
-    child = Child(config, pipe, control)
+    child = Child(config, pipe, control, None if board is None else Board(board))
     signal.signal(signal.SIGTERM, child.request_stop)
     soft.install()
     code = child.run()

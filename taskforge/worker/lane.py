@@ -17,9 +17,8 @@ import redis
 
 from ..broker.queue import PRIORITY_BAND, Claim, new_token
 from ..errors import BrokerUnavailable, CorruptQueue
-from .batches import RELEASE_AFTER, BatchSize, Done, Outbox
+from .batches import RELEASE_AFTER, BatchSize, Done, Outbox, not_recorded
 from .joblog import log_outcome
-from .lost_acks import recorded_success
 from .messages import JobFinished, JobStarted, LaneIdle, Released
 from .outage import OUTAGE_ERRORS
 from .runner import Chain, adopted, record, run_claim
@@ -46,6 +45,7 @@ BURST_RECHECK = 0.05  # burst mode: how soon a lane looks again for a job the lo
 EXIT_RECYCLE = 3  # "replace me": max jobs reached; distinct from 0, "no work left" in burst mode
 
 Claimed = tuple[list[Claim], float | None]
+Announced = tuple[tuple[str, str, int, float | None, int, float | None], ...]  # JobStarted.batch
 
 
 class Lane:
@@ -66,6 +66,7 @@ class Lane:
         self.handed_back_seen = 0  # burst mode: the loop's claimer's give-backs this lane has looked past
         # Batches (``batches.py``): how many jobs to claim next, and the successes recorded with the next claim.
         self.size = BatchSize(self.config.prefetch)
+        self.batch_no = 0  # batches run so far: the number the child's board rows carry (``board.py``)
         self.batching = self.config.prefetch != 1
         release_after = RELEASE_AFTER if self.config.prefetch == 0 else None
         self.outbox = Outbox(self.record_done, self.release, release_after, f"taskforge-outbox-{index}")
@@ -254,14 +255,25 @@ class Lane:
         """
         asked = self.size.next()
         began = time.monotonic()
-        rest = tuple((c.id, c.task) for c in claims[1:])
+        aio = self.child.aio
+        claims = [c if aio is not None and aio.is_async(c) else self.adopt(c) for c in claims]
+        mine = [c for c in claims if aio is None or not aio.is_async(c)]  # the loop's jobs: it reports them
+        rest = tuple(
+            (c.id, c.task, c.attempts, c.timeout, c.max_attempts, self.child.soft_timeout(c.task)) for c in mine[1:]
+        )
+        self.batch_no += 1
         self.outbox.start_batch(claims)
-        ran = 0
+        ran = place = 0
         while (claim := self.outbox.next_claim()) is not None:
             if ran and self.stopping:
                 self.give_back([claim, *self.outbox.unstarted()])
                 break
-            self.dispatch(claim, rest if ran == 0 else (), defer=True)
+            if aio is not None and aio.is_async(claim):
+                self.dispatch(claim)
+            else:
+                self.child.count_job()  # the last one allowed sets recycling: the rest go back above
+                self.execute(claim, chain=False, batch=rest if place == 0 else (), defer=True, place=place)
+                place += 1
             ran += 1
         self.size.observe(asked, ran if ran < len(claims) else len(claims), time.monotonic() - began)
         following = self.settle_and_claim()
@@ -293,7 +305,7 @@ class Lane:
             return None  # given up: the leases expire and the jobs run again
         oks, following = answer
         self.tokens[queue] = self.new_token()
-        self.fenced(items, oks)
+        not_recorded(self.claims, items, oks)
         return following
 
     def record_done(self, queue: str, items: list[Done]) -> None:
@@ -301,18 +313,7 @@ class Lane:
         triples = [(d.claim.id, d.claim.token, d.result) for d in items]
         answer = record(self.claims.settle, queue, triples, outage=self.child.outage)
         if answer is not None:
-            self.fenced(items, answer[0])
-
-    def fenced(self, items: list[Done], oks: list[bool]) -> None:
-        """Say which successes were not recorded: their claim was taken over (or an earlier try landed)."""
-        for item, ok in zip(items, oks, strict=True):
-            if not ok and not recorded_success(self.claims, item.claim):
-                log.warning(
-                    "%s %s: its success was not recorded: this worker no longer held its claim "
-                    "(the lease expired and the job was reclaimed)",
-                    item.claim.task,
-                    item.claim.id,
-                )
+            not_recorded(self.claims, items, answer[0])
 
     def burst_over(self) -> bool:
         """Burst mode found no job: True to end, False when work may yet appear here."""
@@ -330,37 +331,43 @@ class Lane:
         for claim in claims:
             record(self.claims.requeue, claim.queue, claim.id, claim.token, outage=self.child.outage)
 
-    def dispatch(self, claim: Claim, batch: tuple[tuple[str, str], ...] = (), defer: bool = False) -> Claimed | None:
+    def dispatch(self, claim: Claim) -> Claimed | None:
         """Run a claimed job in this lane, or hand it to the child's event loop if its task is async."""
         aio = self.child.aio
         if aio is not None and aio.is_async(claim):
             aio.take(self, claim)
             return None
         last = self.child.count_job()
-        return self.execute(claim, chain=not last and not defer, batch=batch, defer=defer)
+        return self.execute(claim, chain=not last)
 
     def execute(
-        self, claim: Claim, chain: bool, batch: tuple[tuple[str, str], ...] = (), defer: bool = False
+        self, claim: Claim, chain: bool, batch: Announced = (), defer: bool = False, place: int = 0
     ) -> tuple[list[Claim], float | None] | None:
         """Run one job; with ``chain``, also claim this child's next job in the same call; with
-        ``defer``, leave its success to the lane's outbox (a batch: ``run_batch``)."""
+        ``defer``, leave its success to the lane's outbox (a batch: ``run_batch``, where ``place``
+        is the job's place among the lane's jobs of the batch)."""
         try:
             claim = self.adopt(claim)
-            # JobStarted also tells the supervisor the previous job is over: one message per job.
-            self.child.send(
-                JobStarted(
-                    self.index,
-                    claim.id,
-                    claim.token,
-                    claim.queue,
-                    claim.task,
-                    claim.attempts,
-                    claim.timeout,
-                    claim.max_attempts,
-                    self.child.soft_timeout(claim.task),
-                    batch,
+            board = self.child.board
+            if place and board is not None and not self.config.report_outcomes:
+                board.write(self.index, self.batch_no, place)  # announced with the batch: no message
+            else:
+                # JobStarted also tells the supervisor the previous job is over.
+                self.child.send(
+                    JobStarted(
+                        self.index,
+                        claim.id,
+                        claim.token,
+                        claim.queue,
+                        claim.task,
+                        claim.attempts,
+                        claim.timeout,
+                        claim.max_attempts,
+                        self.child.soft_timeout(claim.task),
+                        batch,
+                        self.batch_no,
+                    )
                 )
-            )
         finally:
             self.hand_on_after_start()
             if self.child.aio is not None:

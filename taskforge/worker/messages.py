@@ -58,9 +58,11 @@ class JobStarted(Message):
     timeout: float | None
     max_attempts: int = 0  # for the supervisor's log line when it records the run (0: not said)
     soft_timeout: float | None = None  # the worker's task definition's: the supervisor warns the task then
-    # The first job of a batch (``batches.py``): the others claimed with it, (job id, task), not started
-    # yet. The supervisor renews their leases and, if the child dies, gives them back unrun.
-    batch: tuple[tuple[str, str], ...] = ()
+    # The first job of a batch (``batches.py``): the others claimed with it, not started yet, each as
+    # (job id, task, attempts, timeout, max_attempts, soft_timeout). The supervisor renews their leases,
+    # gives them back unrun if the child dies, and learns which runs from the child's board (``board.py``).
+    batch: tuple[tuple[str, str, int, float | None, int, float | None], ...] = ()
+    batch_no: int = 0  # the lane's count of batches: the number its board rows carry
 
 
 @dataclass(frozen=True, slots=True)

@@ -85,6 +85,9 @@ class PendingOutcomes:
             broker.claims.requeue(running.job.queue, running.job.job_id, running.job.token)
             log.info("%s %s went back to its queue unrun", running.job.task, running.job.job_id)
             return
+        if running.outcome_unknown:
+            self.lost_with_child(running, code)
+            return
         if running.aborted:
             broker.claims.abandon(running.job.queue, running.job.job_id, running.job.token)
             log.info("%s %s aborted: its child was stopped", running.job.task, running.job.job_id)
@@ -97,6 +100,14 @@ class PendingOutcomes:
             error = f"WorkerCrashed: the child process running this job {describe_exit(code)}"
             kind = FailureKind.CRASHED
         self.fail(running, error, kind)
+
+    def lost_with_child(self, running: Running, code: int | None) -> None:
+        """A job of a batch run before its child died: recorded already (fenced here, said nowhere), or
+        its success died with the child: then it runs again now, as its lease ending would have had it."""
+        job = running.job
+        error = f"WorkerCrashed: the child process {describe_exit(code)} before this run's success was recorded"
+        if self.app.broker.claims.job_fields(job.queue, job.job_id, ["token"]) == [job.token]:
+            self.fail(running, error, FailureKind.CRASHED)
 
     def fail(self, running: Running, error: str, kind: FailureKind) -> None:
         """The attempt counts: retry or dead, then the same metrics and hooks as a failure in the child."""

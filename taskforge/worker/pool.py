@@ -31,6 +31,7 @@ from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
 from .aio_run import ABORT, SOFT, TIMEOUT
+from .board import Board, LaneBatches
 from .child import ChildConfig, child_main
 from .joblog import describe_exit
 from .lane import EXIT_RECYCLE
@@ -80,6 +81,7 @@ class Running:
     started: float = field(default_factory=time.monotonic)
     timed_out: bool = False
     give_back: bool = False
+    outcome_unknown: bool = False  # ran and passed in a batch whose child died: its success may be unrecorded
     aborted: bool = False
     cancel_sent: float | None = None  # when the child was asked to cancel this async job
     soft_sent: bool = False  # the child was told this job ran past its soft timeout
@@ -103,7 +105,7 @@ class ChildSlot:
     started: float = field(default_factory=time.monotonic)
     last_seen: float = field(default_factory=time.monotonic)
     lanes: dict[int, Running] = field(default_factory=dict)  # lane -> the job it runs (one lane per thread)
-    held: dict[int, dict[str, Running]] = field(default_factory=dict)  # lane -> jobs of its batch not started
+    batches: LaneBatches = field(default_factory=lambda: LaneBatches(None))  # the lanes' batches (``board.py``)
     killed: bool = False
     recycling: bool = False  # the child said it reached --max-jobs-per-child
     kill_target: str | None = None  # the job a timeout or abort kill was meant for
@@ -117,19 +119,6 @@ class ChildSlot:
 
 
 Died = tuple[Running, int | None]  # a job whose child ended, and the child's exit code
-
-
-def hold(slot: ChildSlot, started: JobStarted) -> None:
-    """Keep the jobs claimed with ``started`` and not started yet (given back unrun if the child dies)."""
-    for batch in slot.held.values():
-        batch.pop(started.job_id, None)
-    if started.batch:
-        slot.held[started.lane] = {
-            job_id: Running(
-                JobStarted(started.lane, job_id, started.token, started.queue, task, 0, None), give_back=True
-            )
-            for job_id, task in started.batch
-        }
 
 
 def signal_child(slot: ChildSlot, signum: int) -> None:
@@ -175,8 +164,7 @@ class Pool:
     def unstarted(self) -> Iterator[Running]:
         """Jobs the children claimed in a batch and have not started yet: their leases too are renewed."""
         for slot in self.children.values():
-            for batch in slot.held.values():
-                yield from batch.values()
+            yield from (Running(job) for job in slot.batches.unstarted())
 
     def start(self) -> None:
         for index in range(self.options.concurrency):
@@ -201,13 +189,16 @@ class Pool:
             owner=self.owner,
             prefetch=options.prefetch,
         )
+        board = Board.new(self.ctx, options.threads)
         process = self.ctx.Process(
-            target=child_main, args=(config, writer, control_reader), name=f"taskforge-child-{index}"
+            target=child_main, args=(config, writer, control_reader, board.shared), name=f"taskforge-child-{index}"
         )
         process.start()
         writer.close()
         control_reader.close()
-        slot = self.children[index] = ChildSlot(index, process, reader, control=control_writer)
+        slot = self.children[index] = ChildSlot(
+            index, process, reader, control=control_writer, batches=LaneBatches(board)
+        )
         if self.stopping:
             # A SIGTERM handled while this child was being started found no slot for
             # it to signal (and one that reached the child before its exec is lost):
@@ -234,32 +225,42 @@ class Pool:
         return died
 
     def read_messages(self, slot: ChildSlot) -> None:
+        """The child's messages, then its board: the jobs its lanes started within their batches."""
         try:
             while slot.pipe.poll():
                 self.on_message(slot, from_wire(slot.pipe.recv()))
         except (EOFError, OSError):
             pass
+        self.follow(slot)
+
+    def follow(self, slot: ChildSlot) -> None:
+        """The jobs the child's lanes started within their batches, as its board says (``board.py``)."""
+        for job, started in slot.batches.advanced():
+            self.lane_done(slot, job.lane)
+            slot.lanes[job.lane] = Running(job, started=started)
+            if self.metrics is not None:
+                self.metrics.started(job.queue, job.task)
 
     def on_message(self, slot: ChildSlot, message: Message | object) -> None:
         slot.last_seen = time.monotonic()  # any message, a Heartbeat included, feeds the watchdog
         match message:
             case JobStarted(lane=lane):
+                self.follow(slot)  # what the board says happened before this message
                 self.lane_done(slot, lane)
                 running = slot.lanes[lane] = Running(message)
-                hold(slot, message)
+                slot.batches.announced(message)
                 if self.metrics is not None:
                     self.metrics.started(running.job.queue, running.job.task)
             case LaneIdle(lane=lane):
+                self.follow(slot)
                 self.lane_done(slot, lane)
-                slot.held.pop(lane, None)  # the rest of its batch was given back or run
+                slot.batches.idle(lane)  # the rest of its batch was given back or run
             case JobFinished(lane=lane, state=state, duration=duration):
                 done = slot.lanes.get(lane)
                 if self.metrics is not None and done is not None:
                     self.metrics.finished(done.job.queue, done.job.task, state, duration)
             case Released(lane=lane, job_ids=job_ids):
-                batch = slot.held.get(lane, {})
-                for job_id in job_ids:
-                    batch.pop(job_id, None)
+                slot.batches.released(lane, job_ids)
             case Recycling():
                 slot.recycling = True
             case LoopBlocked(queue=queue, task=task):
@@ -291,7 +292,8 @@ class Pool:
                 # Killed for another job's timeout or abort (another lane's, or the job
                 # before this one, just as it started): not its fault.
                 running.give_back = True
-        unstarted = [running for batch in slot.held.values() for running in batch.values()]
+        unstarted = [Running(job, give_back=True) for job in slot.batches.unstarted()]
+        unstarted += [Running(job, outcome_unknown=True) for job in slot.batches.passed()]
         self.plan_respawn(slot, code, bool(held))
         return [(running, code) for running in held + unstarted]
 

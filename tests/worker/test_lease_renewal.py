@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from taskforge import TaskForge
+from taskforge.worker.board import LaneBatches
 from taskforge.worker.messages import JobStarted
 from taskforge.worker.supervisor import Running, Supervisor, WorkerOptions
 
@@ -17,7 +18,7 @@ LOST = "no longer holds its claim"
 
 def supervisor_holding(app: TaskForge, running: Running) -> Supervisor:
     sup = Supervisor(app, "tests:app", WorkerOptions(concurrency=1, queues=("default",)))
-    sup.pool.children = {0: SimpleNamespace(lanes={0: running}, held={})}  # type: ignore[dict-item]
+    sup.pool.children = {0: SimpleNamespace(lanes={0: running}, batches=LaneBatches(None))}  # type: ignore[dict-item]
     return sup
 
 

@@ -46,6 +46,9 @@ def test_a_stop_during_a_spawn_signals_the_new_child(monkeypatch) -> None:
         def Process(self, **_: Any) -> FakeProcess:  # noqa: N802
             return FakeProcess(pool.stop)  # the SIGTERM handler runs as the process starts
 
+        def RawArray(self, kind: str, size: int) -> list[float]:  # noqa: N802
+            return [0.0] * size
+
     monkeypatch.setattr(pool, "ctx", Context())
     monkeypatch.setattr(pool_module, "signal_child", lambda slot, signum: sent.append((slot.index, signum)))
     pool.spawn(0)
@@ -62,6 +65,9 @@ def test_a_spawn_outside_a_stop_signals_nothing(monkeypatch) -> None:
 
         def Process(self, **_: Any) -> FakeProcess:  # noqa: N802
             return FakeProcess(lambda: None)
+
+        def RawArray(self, kind: str, size: int) -> list[float]:  # noqa: N802
+            return [0.0] * size
 
     monkeypatch.setattr(pool, "ctx", Context())
     monkeypatch.setattr(pool_module, "signal_child", lambda slot, signum: sent.append((slot.index, signum)))
