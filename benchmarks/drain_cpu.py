@@ -13,6 +13,10 @@ interleaved, and the ratios are printed: the machine's load drifts, so only
 ratios within one run mean anything.
 
     python benchmarks/drain_cpu.py --jobs 30000 --rounds 3 --base /path/to/old
+
+With ``--huey PYTHON`` (an interpreter whose environment has Huey), each round
+also drains the same number of no-op jobs with ``huey_consumer -k process -w
+N`` on the same private Redis, and the ratio to Huey is printed.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import argparse
 import os
 import resource
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -109,6 +114,48 @@ def drain(tree: str | None, url: str, jobs: int, concurrency: int) -> Drain:
     return Drain(tree or "this tree", jobs, wall, children_cpu() - cpu_before, redis_cpu(client) - redis_before)
 
 
+HUEY_APP = """
+import os
+from huey import RedisHuey
+
+huey = RedisHuey("cpu", url=os.environ["CPU_REDIS"])
+
+
+@huey.task()
+def noop(n):
+    return None
+"""
+
+
+def drain_huey(python: str, url: str, jobs: int, concurrency: int, workdir: str) -> Drain:
+    """The same drain by ``huey_consumer -k process -w N``, from the venv of ``python``.
+
+    Huey has no burst mode: the consumer is stopped (SIGINT, which lets it
+    finish what runs) once its queue is empty, the time to notice included.
+    """
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    Path(workdir, "huey_cpu_app.py").write_text(HUEY_APP)
+    env = {**os.environ, "CPU_REDIS": url, "PYTHONPATH": workdir}
+    code = f"from huey_cpu_app import noop\nfor i in range({jobs}):\n    noop(i)"
+    subprocess.run([python, "-c", code], env=env, cwd=workdir, check=True)
+    queue = "huey.redis.cpu"
+    consumer = str(Path(python).parent / "huey_consumer")
+    cpu_before, redis_before = children_cpu(), redis_cpu(client)
+    began = time.monotonic()
+    proc = subprocess.Popen(
+        [consumer, "huey_cpu_app.huey", "-k", "process", "-w", str(concurrency), "-q", "-d", "0.01"],
+        env=env,
+        cwd=workdir,
+    )
+    while client.llen(queue):
+        time.sleep(0.005)
+    wall = time.monotonic() - began
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    return Drain("huey", jobs, wall, children_cpu() - cpu_before, redis_cpu(client) - redis_before)
+
+
 def summary(name: str, runs: list[Drain]) -> str:
     total = statistics.median(r.total_us for r in runs)
     worker = statistics.median(r.worker_cpu_s / r.jobs * 1e6 for r in runs)
@@ -127,9 +174,11 @@ def main() -> None:
     parser.add_argument("-c", "--concurrency", type=int, default=2)
     parser.add_argument("--base", help="directory holding the taskforge package to compare with")
     parser.add_argument("--redis-server", default=shutil.which("redis-server") or "redis-server")
+    parser.add_argument("--huey", metavar="PYTHON", help="also drain with Huey, from the venv of this interpreter")
     opts = parser.parse_args()
     trees: list[str | None] = [None] + ([str(Path(opts.base).resolve())] if opts.base else [])
     results: dict[str | None, list[Drain]] = {tree: [] for tree in trees}
+    huey: list[Drain] = []
     with tempfile.TemporaryDirectory() as workdir:
         server, url = start_redis(opts.redis_server, workdir)
         try:
@@ -139,6 +188,10 @@ def main() -> None:
                     results[tree].append(run)
                     line = f"round {round_ + 1} {run.tree}: {run.total_us:.1f} µs CPU/job, {run.wall_s:.1f} s"
                     print(line, flush=True)
+                if opts.huey:
+                    run = drain_huey(opts.huey, url, opts.jobs, opts.concurrency, workdir)
+                    huey.append(run)
+                    print(f"round {round_ + 1} huey: {run.total_us:.1f} µs CPU/job, {run.wall_s:.1f} s", flush=True)
         finally:
             server.terminate()
             server.wait(timeout=10)
@@ -147,6 +200,10 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for tree, runs in results.items():
         print(summary(tree or "this tree", runs))
+    if huey:
+        print(summary("huey (`huey_consumer -k process`)", huey))
+        mine = statistics.median(r.total_us for r in results[None])
+        print(f"\nthis tree / Huey, CPU per job: {mine / statistics.median(r.total_us for r in huey):.3f}")
     if opts.base:
         mine = statistics.median(r.total_us for r in results[None])
         base = statistics.median(r.total_us for r in results[trees[1]])

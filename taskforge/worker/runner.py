@@ -189,8 +189,9 @@ def run_claim(
     ``defer``: a success nobody listens for is handed to it, to be recorded with others (a lane's batch)."""
     started = time.monotonic()
     outage = outage or Outage(context.broker.url)
-    info = claim_info(claim)
     hooks = context.hooks
+    # Built only for someone who reads it (middleware, hooks; a failure builds its own): a few µs a job.
+    info = claim_info(claim) if hooks.middleware or hooks.handlers["job_started"] else None
     task = context.tasks.get(claim.task)
     if task is None:
         elsewhere: Elsewhere | None = getattr(context, "elsewhere", None)
@@ -199,11 +200,15 @@ def run_claim(
             return Outcome(passed[0], time.monotonic() - started, passed[1], passed[2])
         error = f"UnknownTask: {UnknownTask.named(claim.task, context.name, context.tasks)}"
         return failed(context, claim, info, (error, "", None), started, outage, FailureKind.UNKNOWN_TASK)
-    hooks.emit("job_started", info)
+    if info is not None:
+        hooks.emit("job_started", info)
     current = enter(claim, context.broker.claims)
     try:
         with soft.running(claim.id, task.options.soft_timeout):
-            value = hooks.run(info, lambda: task.func(*claim.args, **claim.kwargs))
+            if info is None:
+                value = task.func(*claim.args, **claim.kwargs)
+            else:
+                value = hooks.run(info, lambda: task.func(*claim.args, **claim.kwargs))
     except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the job's failure, not the child's end
         outcome = record_outcome(context, claim, info, started, outage, error=exc)
         if reraise_interrupts and not isinstance(exc, Exception):
@@ -217,7 +222,7 @@ def run_claim(
 def record_outcome(
     context: RunContext,
     claim: Claim,
-    info: JobInfo,
+    info: JobInfo | None,
     started: float,
     outage: Outage,
     *,
@@ -266,7 +271,8 @@ def record_outcome(
     if (claim.workflow or context.finals.every) and outcome.state == "succeeded":  # a plain job: this check only
         tell_finals(context, claim, "succeeded", result, busy=bool(outcome.next and outcome.next[0]))
     if outcome.state == "succeeded" and hooks.handlers["job_succeeded"]:  # no JobInfo copy for nobody
-        hooks.emit("job_succeeded", replace(info, state=JobState.SUCCEEDED, result=value), result=value)
+        done = replace(info or claim_info(claim), state=JobState.SUCCEEDED, result=value)
+        hooks.emit("job_succeeded", done, result=value)
     return outcome
 
 
@@ -322,7 +328,7 @@ Failure = tuple[str, str, float | None]  # error, traceback, seconds before a re
 def failed(
     context: RunContext,
     claim: Claim,
-    info: JobInfo,
+    info: JobInfo | None,
     failure: Failure,
     started: float,
     outage: Outage,
@@ -343,7 +349,7 @@ def failed(
         state = own_outcome(context.broker.claims, claim) or state
     if (claim.workflow or context.finals.every) and state == "dead":
         tell_finals(context, claim, "dead", error=error)
-    notify_failure(context, info, state, error, tb, kind, error_type)
+    notify_failure(context, info or claim_info(claim), state, error, tb, kind, error_type)
     return Outcome(state, duration, error, retry_in)
 
 
