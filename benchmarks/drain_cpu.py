@@ -93,12 +93,12 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def drain(tree: str | None, url: str, jobs: int, concurrency: int) -> Drain:
+def drain(tree: str | None, url: str, jobs: int, concurrency: int, extra: list[str] | None = None) -> Drain:
     client = redis.Redis.from_url(url)
     client.flushdb()
     code = f"from worker_costs_app import noop\nnoop.delay_many([(i,) for i in range({jobs})])"
     subprocess.run([sys.executable, "-c", code], env=env_for(tree, url), cwd=HERE, check=True)
-    command = [sys.executable, "-m", "taskforge", "worker", APP, "--log-level", "warning"]
+    command = [sys.executable, "-m", "taskforge", "worker", APP, "--log-level", "warning", *(extra or [])]
     cpu_before, redis_before = children_cpu(), redis_cpu(client)
     began = time.monotonic()
     proc = subprocess.Popen([*command, "--burst", "-c", str(concurrency)], env=env_for(tree, url), cwd=HERE)
@@ -174,6 +174,7 @@ def main() -> None:
     parser.add_argument("-c", "--concurrency", type=int, default=2)
     parser.add_argument("--base", help="directory holding the taskforge package to compare with")
     parser.add_argument("--redis-server", default=shutil.which("redis-server") or "redis-server")
+    parser.add_argument("--this-args", default="", help='more worker options for this tree only, e.g. "--prefetch 1"')
     parser.add_argument("--huey", metavar="PYTHON", help="also drain with Huey, from the venv of this interpreter")
     opts = parser.parse_args()
     trees: list[str | None] = [None] + ([str(Path(opts.base).resolve())] if opts.base else [])
@@ -184,7 +185,8 @@ def main() -> None:
         try:
             for round_ in range(opts.rounds):
                 for tree in trees if round_ % 2 == 0 else reversed(trees):
-                    run = drain(tree, url, opts.jobs, opts.concurrency)
+                    extra = opts.this_args.split() if tree is None else []
+                    run = drain(tree, url, opts.jobs, opts.concurrency, extra)
                     results[tree].append(run)
                     line = f"round {round_ + 1} {run.tree}: {run.total_us:.1f} µs CPU/job, {run.wall_s:.1f} s"
                     print(line, flush=True)
