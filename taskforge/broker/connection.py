@@ -37,6 +37,16 @@ def resends() -> int:
     return int(getattr(_resends, "count", 0))
 
 
+def count_resend() -> None:
+    """A command of this thread goes again after a connection error (``direct.py``, as redis-py's retry)."""
+    _resends.count = resends() + 1
+
+
+def sending_once() -> bool:
+    """Inside ``sent_once()``: a failed command is raised, not sent again."""
+    return bool(getattr(_resends, "once", False))
+
+
 @contextmanager
 def sent_once() -> Iterator[None]:
     """Commands on this thread are sent at most once: a connection error is raised, not retried.

@@ -23,6 +23,7 @@ from redis.cluster import RedisCluster
 from .calls import CALLS, ScriptCall
 from .compat import describe_script_denial
 from .connection import OnError
+from .direct import Direct
 from .record import lua_definitions
 from .slots import is_cluster, on_master, script_per_node, write_then_wait
 
@@ -106,6 +107,8 @@ class Scripts:
         self._cluster = is_cluster(client)
         self.replicated = replicated
         self._scripts = {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
+        # A plain or Sentinel client: the hot calls skip redis-py's per-call machinery (``direct.py``).
+        self._direct = None if self._cluster else Direct(client)  # type: ignore[arg-type]
 
     def run(self, call: ScriptCall[T]) -> T:
         """Run one call and decode its reply.
@@ -153,9 +156,9 @@ class Scripts:
         script = self._scripts[call.name]
         keys, argv = call.keys, call.argv
         with OnError(denials, call.name):
-            if self._cluster:
+            if self._direct is None:  # a cluster
                 return on_master(self._client, keys[0], lambda node: script(keys=keys, args=argv, client=node))
-            return script(keys=keys, args=argv)
+            return self._direct(script, keys, argv)
 
     def script(self, name: str) -> Any:
         """The redis-py ``Script`` object of ``name`` (its ``sha`` and source)."""
