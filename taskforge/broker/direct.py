@@ -26,6 +26,7 @@ import redis
 
 from .connection import count_resend, sending_once
 
+UNCAPPED = 2**31  # redis-py's default max_connections: no cap
 # What a lost connection raises; anything else (an error reply) leaves the connection usable.
 LOST = (redis.ConnectionError, redis.TimeoutError, OSError)
 
@@ -33,7 +34,7 @@ LOST = (redis.ConnectionError, redis.TimeoutError, OSError)
 class Direct:
     """``EVALSHA`` of a registered redis-py ``Script`` on a connection of ``client``'s pool.
 
-    Each thread keeps the connection it took (and the pool counts it as in
+    A thread keeps the connection it took (and the pool counts it as in
     use): taking one from the pool and giving it back costs a system call per
     call, to check that no stale reply waits on it, which cannot happen here:
     every reply is read whole, or the connection is closed.
@@ -42,16 +43,42 @@ class Direct:
     def __init__(self, client: redis.Redis) -> None:
         self.pool = client.connection_pool
         self.mine = threading.local()
+        # Threads keep at most half the pool's cap (max_connections: taskforge's default is 100);
+        # the others take one and give it back per call, as redis-py does, so that threads
+        # holding one never exhaust the pool for other commands.
+        self.room = max(1, getattr(self.pool, "max_connections", UNCAPPED) // 2)
+        self.holders = 0
+        self.lock = threading.Lock()
 
     def connection(self) -> Any:
+        """This thread's own connection, or None when the threads keep as many as they may."""
         held = getattr(self.mine, "held", None)
         if held is not None and held.pid == os.getpid():
             return held.connection
-        held = self.mine.held = Held(self.pool)  # a fresh process (forked) never uses its parent's
+        with self.lock:
+            if self.holders >= self.room:
+                return None
+            self.holders += 1
+        held = self.mine.held = Held(self.pool, self.gone)  # a fresh process (forked) never uses its parent's
         return held.connection
+
+    def gone(self, connection: Any) -> None:
+        """A thread that kept a connection ended: it goes back to the pool."""
+        self.pool.release(connection)
+        with self.lock:
+            self.holders -= 1
 
     def __call__(self, script: Any, keys: list[str], argv: list[Any]) -> Any:
         connection = self.connection()
+        if connection is not None:
+            return self.send(connection, script, keys, argv)
+        connection = self.pool.get_connection()
+        try:
+            return self.send(connection, script, keys, argv)
+        finally:
+            self.pool.release(connection)
+
+    def send(self, connection: Any, script: Any, keys: list[str], argv: list[Any]) -> Any:
         try:
             connection.send_packed_command(
                 connection.pack_command("EVALSHA", script.sha, len(keys), *keys, *argv), check_health=False
@@ -77,7 +104,7 @@ class Held:
 
     __slots__ = ("pid", "connection", "__weakref__")
 
-    def __init__(self, pool: Any) -> None:
+    def __init__(self, pool: Any, gone: Any) -> None:
         self.pid = os.getpid()
         self.connection = pool.get_connection()
-        weakref.finalize(self, pool.release, self.connection)
+        weakref.finalize(self, gone, self.connection)

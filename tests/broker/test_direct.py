@@ -59,3 +59,31 @@ def test_a_call_whose_connection_was_closed_goes_again_as_redis_py_would(app: Ta
     [claim] = app.broker.claims.dequeue("default", 60_000)[0]
     assert claim.id == second.id
     admin.close()
+
+
+def test_threads_keep_at_most_half_the_pools_connections(redis_url: str) -> None:
+    app = TaskForge("direct", broker=f"{redis_url}?max_connections=2")
+
+    @app.task
+    def noop():
+        pass
+
+    pool = app.broker.client.connection_pool
+    assert pool.max_connections == 2
+    noop.delay()  # this thread keeps one: half of two
+    assert len(pool._in_use_connections) == 1  # noqa: SLF001
+    sent, done = threading.Event(), threading.Event()
+
+    def send_and_stay() -> None:
+        noop.delay()  # takes one for the call and gives it back
+        sent.set()
+        done.wait(10)
+
+    thread = threading.Thread(target=send_and_stay)
+    thread.start()
+    assert sent.wait(10)
+    assert len(pool._in_use_connections) == 1  # noqa: SLF001 - the other thread, still alive, keeps none
+    done.set()
+    thread.join()
+    assert [c.task for c in app.broker.claims.dequeue("default", 60_000, 5)[0]] == [noop.name] * 2
+    pool.disconnect()
