@@ -40,6 +40,13 @@ def test_a_thread_gives_its_connection_back_when_it_ends(app: TaskForge) -> None
     assert pool._available_connections  # noqa: SLF001
 
 
+def close_this_threads_connection(app: TaskForge, admin: redis.Redis) -> None:
+    """Have the server close the connection this thread keeps (and no other test's)."""
+    connection = app.broker.scripts._direct.connection()  # noqa: SLF001
+    connection.send_command("CLIENT", "ID")
+    admin.client_kill_filter(_id=connection.read_response())
+
+
 def test_a_call_whose_connection_was_closed_goes_again_as_redis_py_would(app: TaskForge, redis_url: str) -> None:
     admin = redis.Redis.from_url(redis_url)
 
@@ -48,11 +55,11 @@ def test_a_call_whose_connection_was_closed_goes_again_as_redis_py_would(app: Ta
         pass
 
     first = noop.delay()  # this thread now holds a connection
-    admin.client_kill_filter(_type="normal", skipme=True)  # the server closes it
+    close_this_threads_connection(app, admin)
     before = resends()
     [claim] = app.broker.claims.dequeue("default", 60_000)[0]  # found closed: sent again, counted
     assert claim.id == first.id and resends() == before + 1
-    admin.client_kill_filter(_type="normal", skipme=True)
+    close_this_threads_connection(app, admin)
     # An enqueue is sent once (its caller re-sends it, marked as a re-send): stored once all the same.
     second = noop.delay()
     assert app.broker.inspection.counts("default")["pending"] == 1
