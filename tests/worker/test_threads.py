@@ -72,5 +72,7 @@ def test_a_threaded_child_is_recycled_after_max_jobs(start_worker, producer, sid
     handles = [producer.send("userapp.record_pid", "r") for _ in range(8)]
     assert [final(h) for h in handles] == [JobState.SUCCEEDED] * 8
     pids = side.lrange("side:r", 0, -1)
-    assert len(set(pids)) >= 3  # 8 jobs, at most 3 (plus a lane's last) per child
+    # At most 3 per child, plus the job the other lane had already started when the third was counted.
+    assert max(pids.count(pid) for pid in set(pids)) <= 4, pids
+    assert len(set(pids)) >= 2
     assert worker.proc.poll() is None
