@@ -43,6 +43,7 @@ AUTO_MAX = 16  # the most a lane claims at once by default
 BATCH_BUDGET = 0.005  # by default, a batch's runs (their recent average) fit in this many seconds
 FLUSH_AFTER = 0.004  # a waiting success older than this is sent on its own (the promise: 5 ms)
 RUN_WEIGHT = 0.2  # the weight of the newest batch in the average run time
+CLOSE_WAIT = 30.0  # at most this long a closing lane waits for its outbox's thread to finish sending
 RELEASE_AFTER = 0.1  # auto: a run of a batch this long gives the batch's jobs not started yet back
 
 
@@ -150,10 +151,15 @@ class Outbox:
             self.send(queue, done)
 
     def close(self) -> None:
+        """Send what waits, and wait for what the thread is sending: the child may exit next."""
         with self.changed:
             self.closed = True
             self.changed.notify()
         self.flush()
+        if self.thread is not None and self.thread is not threading.current_thread():
+            # A daemon thread dies with its process: a success it was sending would be lost
+            # (a --burst worker exited with its last job still running in Redis).
+            self.thread.join(CLOSE_WAIT)
 
     def _due(self, now: float) -> tuple[list[Done], list[Claim], float | None]:
         """What is due now (successes to send, jobs to give back), else how long until something is."""
