@@ -51,6 +51,7 @@ from .support import (
     difference,
     finished,
     fresh_queue,
+    readme_differences,
     run_burst,
     tasks_setting,
     worker_command,
@@ -716,16 +717,10 @@ NOT_APPLICABLE = {
 }
 
 
-def _readme_differences() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = text.index("#### Differences from Django's contract")
-    return text[start : text.index("\n## ", start)]
-
-
 @pytest.mark.parametrize("original", sorted(NOT_APPLICABLE))
 def test_not_applicable_is_a_documented_difference(original: str) -> None:
     """Each original test not ported is named in the README's table of differences, as not applicable."""
     case, name = original.split(".")
-    rows = [row for row in _readme_differences().splitlines() if f"`{name}`" in row or f"`{case}` (" in row]
+    rows = [row for row in readme_differences().splitlines() if f"`{name}`" in row or f"`{case}` (" in row]
     assert rows, f"{original} ({NOT_APPLICABLE[original]}) is not in the README's differences from Django"
     assert all("Not applicable" in row for row in rows), rows
