@@ -20,11 +20,18 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import redis
 
 from .connection import count_resend, sending_once
+
+hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
+try:  # packs a whole command in C, as redis-py's own packer does after encoding each argument in Python
+    from hiredis import pack_command as hiredis_pack
+except ImportError:  # pragma: no cover - hiredis is in the "fast" extra
+    hiredis_pack = None
 
 UNCAPPED = 2**31  # redis-py's default max_connections: no cap
 # What a lost connection raises; anything else (an error reply) leaves the connection usable.
@@ -49,6 +56,10 @@ class Direct:
         self.room = max(1, getattr(self.pool, "max_connections", UNCAPPED) // 2)
         self.holders = 0
         self.lock = threading.Lock()
+        # hiredis encodes str as UTF-8 and numbers as redis-py does; another encoding goes through redis-py.
+        kwargs = self.pool.connection_kwargs
+        plain = kwargs.get("encoding", "utf-8") == "utf-8" and kwargs.get("encoding_errors", "strict") == "strict"
+        self.pack = hiredis_pack if plain and hiredis_pack is not None else None
 
     def connection(self) -> Any:
         """This thread's own connection, or None when the threads keep as many as they may."""
@@ -80,9 +91,9 @@ class Direct:
 
     def send(self, connection: Any, script: Any, keys: list[str], argv: list[Any]) -> Any:
         try:
-            connection.send_packed_command(
-                connection.pack_command("EVALSHA", script.sha, len(keys), *keys, *argv), check_health=False
-            )
+            command = ("EVALSHA", script.sha, len(keys), *keys, *argv)
+            packed = connection.pack_command(*command) if self.pack is None else [self.pack(command)]
+            connection.send_packed_command(packed, check_health=False)
             return connection.read_response()
         except redis.exceptions.NoScriptError:
             return script(keys=keys, args=argv)  # redis-py loads it and sends it again

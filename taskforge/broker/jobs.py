@@ -63,12 +63,13 @@ class Jobs:
         # sent once only; every later one, after an error, is a re-send that checks. A
         # cluster client re-sends on its own, so there every try checks.
         first = self.cluster or resend
-        plain, checked = (calls.enqueue(q, max_size=max_size, resend=r, jobs=jobs) for r in (first, True))
-        tries = iter([plain])
+        tries = iter([calls.enqueue(q, max_size=max_size, resend=first, jobs=jobs)])
 
         def attempt() -> list[str] | EnqueueRefused:
+            # The checked call is built only when a try failed (the hot path sends one call).
+            call = next(tries, None) or calls.enqueue(q, max_size=max_size, resend=True, jobs=jobs)
             with sent_once():  # a failed try comes back here, to be re-sent as a checked one
-                return self.durability.enqueue_once(next(tries, checked))
+                return self.durability.enqueue_once(call)
 
         # Three tries at least, as redis-py's own retry of a command used to give.
         reply: list[str] | EnqueueRefused = self.durability.through_failover(attempt, tries=3)

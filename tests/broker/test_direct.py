@@ -10,6 +10,7 @@ import redis
 
 from taskforge import TaskForge
 from taskforge.broker.connection import resends
+from taskforge.broker.direct import Direct
 
 pytestmark = pytest.mark.redis
 
@@ -94,3 +95,18 @@ def test_threads_keep_at_most_half_the_pools_connections(redis_url: str) -> None
     thread.join()
     assert [c.task for c in app.broker.claims.dequeue("default", 60_000, 5)[0]] == [noop.name] * 2
     pool.disconnect()
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "latin-1"])
+def test_a_call_carries_text_as_the_clients_encoding_says(redis_url: str, encoding: str) -> None:
+    # UTF-8 is packed by hiredis in one call; another encoding goes through redis-py's packer.
+    client = redis.Redis.from_url(redis_url, encoding=encoding)
+    try:
+        direct = Direct(client)
+        assert (direct.pack is None) == (encoding != "utf-8")
+        script = client.register_script("redis.call('SET', KEYS[1], ARGV[1]) return ARGV[2]")
+        assert direct(script, ["{direct}:text"], ["tâche.é", 7]) == b"7"
+        assert client.get("{direct}:text") == "tâche.é".encode(encoding)
+    finally:
+        client.delete("{direct}:text")
+        client.connection_pool.disconnect()

@@ -148,8 +148,7 @@ end
 -- Every way out of `running` passes here, so a concurrency slot is released
 -- by success, failure, timeout, crash reclaim and abort alike.  `group` is the
 -- job's group field when the caller already read it (false: none), else nil.
-local function leave_running(id, jk, group)
-  redis.call('ZREM', RUNNING, id)
+local function release_slot(id, jk, group)
   if group == nil then
     group = redis.call('HGET', jk, 'group')
   end
@@ -159,6 +158,11 @@ local function leave_running(id, jk, group)
       wake(1)
     end
   end
+end
+
+local function leave_running(id, jk, group)
+  redis.call('ZREM', RUNNING, id)
+  release_slot(id, jk, group)
 end
 
 -- A unique job's lock goes when the job finishes (or dies); its TTL covers
@@ -428,29 +432,39 @@ local function next_attempt(raw)
   return n + 1
 end
 
--- The claim of one popped job (score: its pending score, to put it back): the
--- lease first, so a damaged running set fails the claim before anything is
--- written; then the job's state, and for a limited task its concurrency slot
--- and rate window.  `attempts` nil: the field holds junk, left as evidence
--- (a reclaim dead-letters such a job too).
-local function take(id, jk, attempts, token, now, lease, group, key, score)
-  local ok = redis.pcall('ZADD', RUNNING, now + lease, id)
+-- The claim of the jobs popped together from `key` (rows: {id, jk, attempts,
+-- score}; score: the pending score, to put it back): their leases first, in
+-- one ZADD, so a damaged running set fails the claim before anything is
+-- written; then each job's state, and for a limited task its concurrency
+-- slot and rate window.  `attempts` nil: the field holds junk, left as
+-- evidence (a reclaim dead-letters such a job too).
+local function take(rows, token, now, lease, group, key)
+  local leases = {}
+  for i, row in ipairs(rows) do
+    leases[2 * i - 1], leases[2 * i] = now + lease, row[1]
+  end
+  local ok = redis.pcall('ZADD', RUNNING, unpack(leases))
   if type(ok) ~= 'number' then
-    redis.call('ZADD', key, score, id)
+    for _, row in ipairs(rows) do
+      redis.call('ZADD', key, row[4], row[1])
+    end
     error('taskforge: ' .. RUNNING .. ' cannot hold claims')
   end
-  if attempts then
-    redis.call('HSET', jk, 'state', 'running', 'started_at', now, 'token', token, 'attempts', attempts)
-  else
-    redis.call('HSET', jk, 'state', 'running', 'started_at', now, 'token', token)
-  end
-  if group then
-    redis.call('SADD', PREFIX .. 'active:' .. group, id)
-    local spec = limit_spec(group)
-    if spec.rate > 0 then
-      local rk = PREFIX .. 'rate:' .. group
-      redis.call('ZADD', rk, now, id .. ':' .. attempts)
-      redis.call('PEXPIRE', rk, spec.period)
+  for _, row in ipairs(rows) do
+    local id, jk, attempts = row[1], row[2], row[3]
+    if attempts then
+      redis.call('HSET', jk, 'state', 'running', 'started_at', now, 'token', token, 'attempts', attempts)
+    else
+      redis.call('HSET', jk, 'state', 'running', 'started_at', now, 'token', token)
+    end
+    if group then
+      redis.call('SADD', PREFIX .. 'active:' .. group, id)
+      local spec = limit_spec(group)
+      if spec.rate > 0 then
+        local rk = PREFIX .. 'rate:' .. group
+        redis.call('ZADD', rk, now, id .. ':' .. attempts)
+        redis.call('PEXPIRE', rk, spec.period)
+      end
     end
   end
 end
@@ -515,35 +529,50 @@ local function claim_ready(token, lease, limit, count, now, opts)
   local blocked_wait = -1
   local expired = 0
   while #ids < count and expired < EXPIRE_LIMIT do
-    local key, group = PENDING, nil
+    -- Without limited tasks the whole batch comes off the main set in one
+    -- ZPOPMIN (every redis.call costs a few microseconds); with them, one job
+    -- at a time from whichever set holds the best job a limit allows.
+    local key, group, want = PENDING, nil, count - #ids
     if #groups > 0 then
       key, group, blocked_wait = best_ready(now, groups)
       if not key then
         break
       end
+      want = 1
     end
-    local popped = redis.call('ZPOPMIN', key, 1)
+    local popped = redis.call('ZPOPMIN', key, want)
     if #popped == 0 then
       break
     end
-    local id = popped[1]
-    local jk = job_key(id)
-    local f = read_claim_fields(jk)
-    local state = f and f[1]
-    if f and f[5] and state == 'pending' and is_expired(f[5], now) then
-      end_expired(id, jk, now)
-      expired = expired + 1
-    elseif f and state ~= 'running' and state ~= 'succeeded' and state ~= 'dead' and state ~= 'cancelled' then
-      -- Pending, or a record with junk in its state or attempts: claimed
-      -- alike, and the client dead-letters a damaged one with the reason
-      -- (claim_row says which); a lease keeps it safe meanwhile.
-      local attempts = next_attempt(f[2])
-      take(id, jk, attempts, token, now, lease, group, key, popped[2])
-      claim_row(out, id, f, attempts)
-      ids[#ids + 1] = id
-    else
-      -- An id whose record expired or was deleted by hand: it can never run.
-      dropped = dropped + 1
+    local rows, fields = {}, {}
+    for p = 1, #popped, 2 do
+      local id = popped[p]
+      local jk = job_key(id)
+      local f = read_claim_fields(jk)
+      local state = f and f[1]
+      if f and f[5] and state == 'pending' and is_expired(f[5], now) then
+        end_expired(id, jk, now)
+        expired = expired + 1
+      elseif f and state ~= 'running' and state ~= 'succeeded' and state ~= 'dead' and state ~= 'cancelled' then
+        -- Pending, or a record with junk in its state or attempts: claimed
+        -- alike, and the client dead-letters a damaged one with the reason
+        -- (claim_row says which); a lease keeps it safe meanwhile.
+        rows[#rows + 1] = {id, jk, next_attempt(f[2]), popped[p + 1]}
+        fields[#rows] = f
+      else
+        -- An id whose record expired or was deleted by hand: it can never run.
+        dropped = dropped + 1
+      end
+    end
+    if #rows > 0 then
+      take(rows, token, now, lease, group, key)
+      for i, row in ipairs(rows) do
+        claim_row(out, row[1], fields[i], row[3])
+        ids[#ids + 1] = row[1]
+      end
+    end
+    if #popped < 2 * want then
+      break  -- the set is empty now
     end
   end
   if #ids == 0 and expired >= EXPIRE_LIMIT then

@@ -17,19 +17,31 @@
 -- batch and the next batch's claim, one round trip, one script (succeed.lua
 -- is the same for one result). Each result is fenced on its own token.
 local now = now_ms()
-local oks = {}
+local oks, mine, fields = {}, {}, {}
 for i = 10, #ARGV, 3 do
-  local id, token = ARGV[i], ARGV[i + 1]
-  local jk = job_key(id)
-  local ours, f = claim_guard(jk, token, 'group', 'unique', 'waiting', 'workflow')
+  local ours, f = claim_guard(job_key(ARGV[i]), ARGV[i + 1], 'group', 'unique', 'waiting', 'workflow')
   if ours then
-    leave_running(id, jk, f[3])
-    finish(id, jk, 'succeeded', now, tonumber(ARGV[2]), {'result', ARGV[i + 2], 'outcome_token', token},
-      {f[4], f[5], f[6]})
+    mine[#mine + 1] = i
+    fields[#mine] = f
     oks[#oks + 1] = '1'
   else
     oks[#oks + 1] = '0'
   end
+end
+-- Out of the running set together (one ZREM for the batch), then each recorded.
+if #mine > 0 then
+  local ids = {}
+  for n, i in ipairs(mine) do
+    ids[n] = ARGV[i]
+  end
+  redis.call('ZREM', RUNNING, unpack(ids))
+end
+for n, i in ipairs(mine) do
+  local id, token, f = ARGV[i], ARGV[i + 1], fields[n]
+  local jk = job_key(id)
+  release_slot(id, jk, f[3])
+  finish(id, jk, 'succeeded', now, tonumber(ARGV[2]), {'result', ARGV[i + 2], 'outcome_token', token},
+    {f[4], f[5], f[6]})
 end
 oks = table.concat(oks)
 if ARGV[3] == '' then
