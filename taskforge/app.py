@@ -11,11 +11,12 @@ from .broker import Broker
 from .broker.aio_loops import LoopBrokers
 from .broker.connection import connect, redact, resolve_url
 from .celery_names import reject_options
-from .errors import ConfigurationError, JobNotFound
+from .errors import ConfigurationError
 from .finals import Finals
 from .handle import JobHandle
 from .hooks import Event, Hooks, Middleware
 from .job import BackoffPolicy, JobInfo, Priority
+from .pausing import Pausing
 from .periodic import Schedule
 from .sending import SendHook, check_hook
 from .task import Task, TaskOptions
@@ -40,7 +41,7 @@ def _seconds(name: str, value: timedelta | float) -> float:
     return float(seconds)
 
 
-class TaskForge:
+class TaskForge(Pausing):
     """A task application: owns its broker connection, its tasks and its settings.
 
     Nothing is global: two apps in one process never share state. The
@@ -122,11 +123,6 @@ class TaskForge:
     async def aclose(self) -> None:
         """Close the running loop's connections now (they are closed at the loop's end anyway)."""
         await self._async_brokers.aclose()
-
-    def reset_connection(self) -> None:
-        """Drop the connection, e.g. in a child process that must not share its parent's socket."""
-        self._broker = None
-        self._async_brokers.clear()
 
     def use_broker(self, broker: Broker | None) -> Broker | None:
         """Talk through ``broker`` from now on (None: connect to the URL again on next use).
@@ -345,28 +341,10 @@ class TaskForge:
     def queues(self) -> list[str]:
         """The queues a worker of this app serves by default: its tasks' queues, then ``default``.
 
-        ``default`` is always included because ``app.send`` of a task the
-        producer does not know puts the job there; a worker must see it, if
-        only to dead-letter it as an unknown task.
+        ``default`` always: ``app.send`` of a task the producer does not know puts the
+        job there, and a worker must see it, if only to dead-letter it as unknown.
         """
         return list(dict.fromkeys([*(t.queue for t in self.tasks.values()), "default"]))
-
-    def find_queue(self, job_id: str) -> str:
-        """Which queue holds ``job_id``: the app's queues first, then every known queue."""
-        queues = list(dict.fromkeys([*self.queues(), *self.broker.jobs.queues()]))
-        for queue in queues:
-            if self.broker.jobs.read(queue, job_id) is not None:
-                return queue
-        raise _no_queue_holds(job_id, queues)
-
-    async def afind_queue(self, job_id: str) -> str:
-        """``find_queue()``, awaited."""
-        broker = self.async_broker()
-        queues = list(dict.fromkeys([*self.queues(), *await broker.jobs.queues()]))
-        for queue in queues:
-            if await broker.jobs.read(queue, job_id) is not None:
-                return queue
-        raise _no_queue_holds(job_id, queues)
 
     def workflow(self, workflow_id: str) -> WorkflowHandle[Any]:
         """A handle for a workflow id received from elsewhere (``WorkflowHandle.id``)."""
@@ -387,13 +365,6 @@ class TaskForge:
         def __getattr__(self, name: str) -> Any:
             """Only for names not found: Celery's (``AsyncResult``, ``send_task``...) name the taskforge way."""
             raise celery_names.attribute_error("TaskForge", name, celery_names.APP)
-
-
-def _no_queue_holds(job_id: str, queues: list[str]) -> JobNotFound:
-    return JobNotFound(
-        f"no job {job_id} in any queue ({', '.join(queues)}): it never existed, or it "
-        "finished longer ago than the app's retention"
-    )
 
 
 def _unregistered(*args: Any, **kwargs: Any) -> Any:

@@ -25,18 +25,44 @@ FINAL = (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED)
 
 
 class AsyncAccess(Protocol):
-    """What the ``a``-methods need besides ``BrokerAccess``: this loop's broker, and the async ``find_queue``."""
+    """What the ``a``-methods need besides ``BrokerAccess``: this loop's broker."""
 
     def async_broker(self) -> AsyncBrokerRoles: ...
 
-    async def afind_queue(self, job_id: str) -> str: ...
+    def queues(self) -> list[str]: ...
 
 
 def async_access(app: object) -> AsyncAccess:
     """``app`` as an ``AsyncAccess``; a producer without an async side (a test double) is told so plainly."""
-    if not hasattr(app, "afind_queue"):  # hasattr, not a runtime protocol check: this is on every a-call
+    if not hasattr(app, "async_broker"):  # hasattr, not a runtime protocol check: this is on every a-call
         raise ConfigurationError(f"{app!r} has no async broker: the a-methods need a TaskForge app")
     return cast(AsyncAccess, app)
+
+
+def find_queue(app: BrokerAccess, job_id: str) -> str:
+    """Which queue holds ``job_id``: the app's own queues first, then every known queue."""
+    queues = list(dict.fromkeys([*app.queues(), *app.broker.jobs.queues()]))
+    for queue in queues:
+        if app.broker.jobs.read(queue, job_id) is not None:
+            return queue
+    raise _no_queue_holds(job_id, queues)
+
+
+async def afind_queue(app: AsyncAccess, job_id: str) -> str:
+    """``find_queue()``, awaited."""
+    broker = app.async_broker()
+    queues = list(dict.fromkeys([*app.queues(), *await broker.jobs.queues()]))
+    for queue in queues:
+        if await broker.jobs.read(queue, job_id) is not None:
+            return queue
+    raise _no_queue_holds(job_id, queues)
+
+
+def _no_queue_holds(job_id: str, queues: list[str]) -> JobNotFound:
+    return JobNotFound(
+        f"no job {job_id} in any queue ({', '.join(queues)}): it never existed, or it "
+        "finished longer ago than the app's retention"
+    )
 
 
 def state_of(fields: dict[bytes, bytes]) -> JobState:
@@ -60,7 +86,7 @@ class JobHandle(Generic[R]):
     """A reference to one job by id; cheap, holds no state but the id and its queue.
 
     ``app`` is what the handle reads through: a ``TaskForge``, or anything with
-    its broker and ``find_queue`` (the ``BrokerAccess`` protocol).
+    its broker and its queues (the ``BrokerAccess`` protocol).
     """
 
     def __init__(self, app: BrokerAccess, job_id: str, queue: str | None = None) -> None:
@@ -81,7 +107,7 @@ class JobHandle(Generic[R]):
     def queue(self) -> str:
         """The job's queue, looked up once for handles made from a bare id."""
         if self._queue is None:
-            self._queue = self.app.find_queue(self.id)
+            self._queue = find_queue(self.app, self.id)
         return self._queue
 
     def _fields(self) -> dict[bytes, bytes]:
@@ -185,7 +211,7 @@ class JobHandle(Generic[R]):
 
     async def _aqueue(self) -> str:
         if self._queue is None:
-            self._queue = await async_access(self.app).afind_queue(self.id)
+            self._queue = await afind_queue(async_access(self.app), self.id)
         return self._queue
 
     async def _afields(self) -> dict[bytes, bytes]:

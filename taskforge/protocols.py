@@ -29,7 +29,9 @@ class BrokerAccess(Protocol):
     @property
     def finals(self) -> Finals: ...
 
-    def find_queue(self, job_id: str) -> str: ...
+    def queues(self) -> list[str]:
+        """Where a job known only by its id is looked for first (then every queue Redis knows)."""
+        ...
 
 
 class Producer(BrokerAccess, Protocol):

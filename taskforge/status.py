@@ -84,6 +84,7 @@ class QueueStatus:
     next_due: datetime | None
     estimated: bool = False  # scheduled/retrying split estimated from a sample
     expired_last_hour: int = 0  # jobs that reached their ``expires`` time unrun, in the last 60 minutes
+    paused: bool = False  # app.pause(): workers start none of its jobs
 
     @property
     def pending(self) -> int:
@@ -101,6 +102,7 @@ class QueueStatus:
             "estimated": self.estimated,
             "next_due": iso(self.next_due),
             "expired_last_hour": self.expired_last_hour,
+            "paused": self.paused,
         }
 
 
@@ -179,7 +181,8 @@ def all_queues(app: TaskForge) -> list[str]:
     return list(dict.fromkeys([*app.queues(), *app.broker.jobs.queues()]))
 
 
-def queue_status(app: TaskForge, name: str, sample: int = SAMPLE) -> QueueStatus:
+def queue_status(app: TaskForge, name: str, sample: int = SAMPLE, paused: bool | None = None) -> QueueStatus:
+    """One queue's counts (``paused``: already read, for a page of queues; None: ask now)."""
     inspection = app.broker.inspection
     counts = inspection.counts(name)
     by_priority = inspection.pending_by_priority(name)
@@ -199,6 +202,7 @@ def queue_status(app: TaskForge, name: str, sample: int = SAMPLE) -> QueueStatus
         next_due=ms_to_datetime(due),
         estimated=estimated,
         expired_last_hour=inspection.expired_last_hour(name),
+        paused=bool(app.broker.flow.paused([name])) if paused is None else paused,
     )
 
 
@@ -236,9 +240,10 @@ def status(app: TaskForge, queues: Sequence[str] | None = None) -> Status:
     """A snapshot of ``queues`` (default: ``all_queues``) and of the live workers."""
     names = list(queues) if queues is not None else all_queues(app)
     now = now_utc()
+    paused = app.broker.flow.paused(names)
     return Status(
         broker=redact(app.url),
-        queues=[queue_status(app, name) for name in names],
+        queues=[queue_status(app, name, paused=name in paused) for name in names],
         workers=workers(app),
         periodic=[
             PeriodicStatus(s.task.name, s.task.queue, s.describe(), s.following(now).astimezone(timezone.utc))

@@ -122,8 +122,8 @@ class Outbox:
         self.send_hooks: list[Any] = []
         self.finals = Finals()  # no listener: a job it cancels tells nobody
 
-    def find_queue(self, job_id: str) -> str:
-        return "default"
+    def queues(self) -> list[str]:
+        return ["default"]
 
     def enqueued(self, handle: JobHandle[Any]) -> None:
         self.stored.append(handle.id)

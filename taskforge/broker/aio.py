@@ -36,12 +36,13 @@ from .aio_connection import (
     sent_once,
     wait_for_list,
 )
-from .aio_roles import AsyncJobsRole, AsyncLedgerRole
+from .aio_roles import AsyncFlowRole, AsyncJobsRole, AsyncLedgerRole
 from .aio_workflows import AsyncWorkflowStore
 from .calls import ScriptCall
 from .connection import broker_errors
 from .damage import expected_types, find_damage
 from .durability import FAILOVER_RETRY_S, FailoverRetries, confirmed_enqueue
+from .flow import AsyncFlow
 from .jobs import queue_full
 from .keys import QueueKeys
 from .record import NewJob
@@ -297,6 +298,7 @@ class AsyncBroker:
         # Typed as their protocols: mypy checks each role against its protocol here.
         self.jobs: AsyncJobsRole = AsyncJobs(link)
         self.ledger: AsyncLedgerRole = AsyncWorkflowStore(link)
+        self.flow: AsyncFlowRole = AsyncFlow(link)
 
     @classmethod
     def open(cls, url: str, memory: Any, retention_ms: int, dead_retention_ms: int, durability: str) -> AsyncBroker:

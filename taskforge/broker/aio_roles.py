@@ -37,6 +37,16 @@ class AsyncJobsRole(Protocol):
     async def wait_done(self, queue: str, job_id: str, timeout: float) -> bool: ...
 
 
+class AsyncFlowRole(Protocol):
+    """``FlowRole``, awaited (``flow.AsyncFlow``)."""
+
+    async def pause(self, queue: str) -> bool: ...
+
+    async def resume(self, queue: str) -> bool: ...
+
+    async def paused(self, queues: Sequence[str]) -> set[str]: ...
+
+
 class AsyncWorkflowRole(Protocol):
     """``WorkflowRole``, awaited."""
 

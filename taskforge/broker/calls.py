@@ -158,6 +158,11 @@ def peek(q: QueueKeys, *, promote_limit: int) -> ScriptCall[replies.QueueHead]:
     return ScriptCall("peek", q, [promote_limit], replies.decode_peek)
 
 
+def pause(q: QueueKeys, *, on: bool) -> ScriptCall[bool]:
+    """Pause (``on``) or resume the queue's starts: True when its state changed."""
+    return ScriptCall("pause", q, [_flag(on)], bool)
+
+
 def progress(
     q: QueueKeys, *, job_id: str, token: str, fraction: float, message: str | None, meta: bytes
 ) -> ScriptCall[bool]:
@@ -268,6 +273,7 @@ CALLS: dict[str, Callable[..., ScriptCall[Any]]] = {
     "fail": fail,
     "adopt": adopt,
     "peek": peek,
+    "pause": pause,
     "progress": progress,
     "fast_forward": fast_forward,
     "extend": extend,

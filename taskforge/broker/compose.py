@@ -2,9 +2,9 @@
 
 Each caller takes the role it needs (``roles.py`` has their protocols):
 a producer ``jobs``, a worker ``claims``, the workflow machinery ``ledger``,
-the operators' tools ``inspection`` and ``cleanup``. ``client``, ``url``
-and ``scripts`` are the link's, for the tools and tests that speak to
-Redis directly.
+the operators' tools ``inspection``, ``cleanup`` and ``flow`` (pause and
+resume). ``client``, ``url`` and ``scripts`` are the link's, for the tools
+and tests that speak to Redis directly.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ import redis
 
 from .cleanup import Cleanup
 from .connection import broker_errors
+from .flow import Flow
 from .inspection import Inspection
 from .jobs import Jobs
 from .link import Link
 from .queue import Claims
-from .roles import ClaimsRole, CleanupRole, InspectionRole, JobsRole, LedgerRole
+from .roles import ClaimsRole, CleanupRole, FlowRole, InspectionRole, JobsRole, LedgerRole
 from .workflows import WorkflowStore
 
 
@@ -42,6 +43,7 @@ class Broker:
         self.ledger: LedgerRole = WorkflowStore(link)
         self.inspection: InspectionRole = Inspection(link)
         self.cleanup: CleanupRole = Cleanup(link)
+        self.flow: FlowRole = Flow(link)
 
     def ping(self) -> None:
         """Raise BrokerUnavailable now rather than at the first job."""

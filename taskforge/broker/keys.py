@@ -102,6 +102,11 @@ class QueueKeys:
         return self.prefix + "wake"
 
     @property
+    def paused(self) -> str:
+        """Present while the queue is paused (``app.pause``): its value, when, in ms."""
+        return self.prefix + "paused"
+
+    @property
     def outbox(self) -> str:
         """Reports of workflow steps that ended here, not yet delivered: job id -> workflow id."""
         return self.prefix + "outbox"

@@ -235,6 +235,16 @@ class CleanupRole(Protocol):
     def clear(self, queue: str) -> int: ...
 
 
+class FlowRole(Protocol):
+    """Whole queues held or let go: pause and resume (``flow.Flow``)."""
+
+    def pause(self, queue: str) -> bool: ...
+
+    def resume(self, queue: str) -> bool: ...
+
+    def paused(self, queues: Sequence[str]) -> set[str]: ...
+
+
 class BrokerRoles(Protocol):
     """Every role of one app's broker (``compose.Broker``), for callers that use several."""
 
@@ -258,3 +268,6 @@ class BrokerRoles(Protocol):
 
     @property
     def cleanup(self) -> CleanupRole: ...
+
+    @property
+    def flow(self) -> FlowRole: ...

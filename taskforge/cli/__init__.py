@@ -38,7 +38,9 @@ COMMANDS = (
     "demo",
     "enqueue",
     "job",
+    "pause",
     "purge",
+    "resume",
     "status",
     "worker",
     "workflow",
@@ -66,6 +68,10 @@ def load(name: str) -> click.Command | None:  # noqa: C901  (one case per comman
             from .stop import abort as command
         case "purge":
             from .purge import purge as command
+        case "pause":
+            from .pause import pause as command
+        case "resume":
+            from .pause import resume as command
         case "broker":
             from .broker import broker as command
         case "demo":

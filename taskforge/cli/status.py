@@ -38,7 +38,8 @@ strings or null, counts are integers):
   queues          [{name, pending, pending_by_priority: {critical, high,
                   normal, low}, scheduled, retrying, running, dead,
                   estimated (true: scheduled/retrying split sampled),
-                  next_due, expired_last_hour}]
+                  next_due, expired_last_hour, paused (true: `taskforge
+                  pause` holds its starts)}]
   workers         [{id, host, pid, queues: [name], concurrency, jobs_done,
                   current: [{id, task, queue, started_at}], started_at,
                   heartbeat, clock_offset_ms (its wall clock minus
@@ -117,7 +118,7 @@ def queue_table(snapshot: tf_status.Status) -> str:
         mark = "~" if q.estimated else ""
         rows.append(
             [
-                cell(q.name, bold=True),
+                Cell(f"{q.name} (paused)", bold=True, fg="yellow") if q.paused else cell(q.name, bold=True),
                 count(q.pending, "cyan"),
                 cell(by["critical"]),
                 cell(by["high"]),

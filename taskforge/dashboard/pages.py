@@ -177,6 +177,19 @@ async def retry_workflow(request: Request) -> Response:
     return RedirectResponse(f"/workflows/{quote(handle.id, safe='')}", status_code=303)
 
 
+async def flow(request: Request) -> Response:
+    """Pause or resume a queue (``app.pause`` / ``app.resume``): a POST from the overview, with the CSRF token."""
+    form = await read_form(request)
+    problem = csrf_problem(request, form)
+    if problem:
+        return render(request, "error.html", status_code=403, message=problem)
+    queue = data.queue_name(request.path_params["queue"])
+    flow = app_of(request).broker.flow
+    change = flow.pause if request.url.path.endswith("/pause") else flow.resume
+    await run_in_threadpool(change, queue)
+    return RedirectResponse("/", status_code=303)
+
+
 async def purge_dead(request: Request) -> Response:
     """GET asks for confirmation; POST (token and ``confirm=yes``) deletes the queue's dead jobs."""
     app = app_of(request)

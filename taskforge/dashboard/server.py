@@ -51,6 +51,8 @@ def create_app(app: TaskForge, auth: tuple[str, str] | None = None) -> Starlette
         Route("/scheduled", pages.scheduled),
         # Queue names may contain '/': the purge route goes first, as the list's would swallow it.
         Route("/queues/{queue:path}/purge-dead", pages.purge_dead, methods=["GET", "POST"]),
+        Route("/queues/{queue:path}/pause", pages.flow, methods=["POST"]),
+        Route("/queues/{queue:path}/resume", pages.flow, methods=["POST"]),
         Route("/queues/{queue:path}", pages.queue_jobs),
         Route("/jobs/{job_id}", pages.job),
         Route("/jobs/{job_id}/{action:str}", pages.act, methods=["POST"]),

@@ -48,7 +48,7 @@ NOT_FIELDS = {
     "hash", "none", "zset",  # TYPE replies
     "number", "table",  # Lua type() names
     "ok",  # the status field of a TYPE reply
-    "limits", "wake",  # key suffixes (the seq key shares its name with the seq field)
+    "limits", "wake", "paused",  # key suffixes (the seq key shares its name with the seq field)
     "failed",  # with "succeeded": the fields of a per-minute stats hash
     "string",  # Lua type() name
     "outbox", "open", "done",  # key suffixes: an outbox, a workflow's set and done list (and set 'waiting')

@@ -151,6 +151,8 @@ def every_script(app: TaskForge, queue: str) -> None:
     )
     b.jobs.await_state(queue, "tick-1")
     b.claims.peek([queue, "another-queue"])
+    b.flow.pause(queue)
+    b.flow.resume(queue)
     claims = []
     for _ in range(5):
         claims += b.claims.dequeue(queue, 60_000, count=5)[0]

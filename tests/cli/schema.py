@@ -53,6 +53,7 @@ STATUS_SCHEMA = {
             "estimated": bool,
             "next_due": NULLABLE_ISO,
             "expired_last_hour": int,
+            "paused": bool,
         }
     ],
     "workers": [

@@ -51,6 +51,7 @@ def test_json_counts_every_state_and_priority(cli_app: TaskForge, invoke) -> Non
         "estimated": False,
         "next_due": queues["default"]["next_due"],
         "expired_last_hour": 0,
+        "paused": False,
     }
     assert queues["mail"]["pending"] == 0 and queues["mail"]["next_due"] is None
     # The soonest due is a retry (600 s) or the scheduled job (30 s): the latter.

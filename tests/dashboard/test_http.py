@@ -174,3 +174,25 @@ def test_a_taken_port_is_a_clear_error(start_dashboard, workdir, redis_url: str)
     out = run_cli(workdir, redis_url, "dashboard", "dashapp:app", "--port", str(board.port))
     assert out.returncode == 1 and "choose another --port" in out.stderr
     assert f"cannot serve the dashboard on 127.0.0.1:{board.port}" in out.stderr
+
+
+def test_the_overview_pauses_and_resumes_a_queue_with_the_token(start_dashboard, producer: TaskForge) -> None:
+    producer.send("dashapp.add", 1, 2)
+    board = start_dashboard()
+    status, body, headers = http(board.base + "/")
+    assert status == 200 and 'action="/queues/default/pause"' in body and ">paused<" not in body
+    cookie = re.search(r"taskforge_csrf=(\w+)", headers["set-cookie"])[1]
+    jar = {"Cookie": f"taskforge_csrf={cookie}", "Origin": board.base}
+    url = f"{board.base}/queues/default/pause"
+    assert http(url, b"", jar)[0] == 403  # no token
+    assert producer.paused() == set()
+    status, _, headers = http(url, urlencode({"csrf": cookie}).encode(), jar)
+    assert status == 303 and headers["location"] == "/"
+    assert producer.paused() == {"default"}
+    body = http(board.base + "/")[1]
+    assert ">paused<" in body and 'action="/queues/default/resume"' in body
+    assert json.loads(http(board.base + "/api/status")[1])["queues"][0]["paused"] is True
+    status, _, _ = http(f"{board.base}/queues/default/resume", urlencode({"csrf": cookie}).encode(), jar)
+    assert status == 303 and producer.paused() == set()
+    bad = http(f"{board.base}/queues/a%7Bb/pause", urlencode({"csrf": cookie}).encode(), jar)
+    assert bad[0] == 400 and producer.paused() == set()

@@ -94,6 +94,10 @@ end
 -- never blocks the other tasks of its queue: the claim looks past it.
 local LIMITS = PREFIX .. 'limits'
 
+-- A paused queue (app.pause) starts no job: every claim and peek reads this
+-- key first.  A plain key with no TTL, so a pause outlives every worker.
+local PAUSED = PREFIX .. 'paused'
+
 local function group_pending(group)
   return PREFIX .. 'pending:' .. group
 end
@@ -511,6 +515,7 @@ end
 --   retry    the previous call with this token may have claimed jobs whose reply was lost
 --   promote  move due scheduled jobs first (the client asks at a bounded interval)
 --   limited  the queue has limited tasks: look at their pending sets too
+--   unpaused this very call read the pause already (the second look below)
 -- A lean call that finds nothing ready looks again with promote and limited
 -- before it answers "idle", so no job ever waits on a stale client flag for
 -- longer than the client's refresh interval while other jobs are ready.
@@ -521,6 +526,9 @@ local function claim_ready(token, lease, limit, count, now, opts)
     if #previous > 2 then
       return previous
     end
+  end
+  if not opts.unpaused and redis.call('EXISTS', PAUSED) == 1 then
+    return {0, -1}  -- idle until resume, which wakes the waiters
   end
   local groups = opts.limited and redis.call('HKEYS', LIMITS) or {}
   local dropped = opts.promote and promote_due(now, limit) or 0
@@ -581,7 +589,7 @@ local function claim_ready(token, lease, limit, count, now, opts)
     return out
   end
   if #ids == 0 and not (opts.promote and opts.limited) then
-    out = claim_ready(token, lease, limit, count, now, {promote = true, limited = true})
+    out = claim_ready(token, lease, limit, count, now, {promote = true, limited = true, unpaused = true})
     out[1] = out[1] + dropped
     return out
   end

@@ -1,0 +1,51 @@
+"""A paused queue, with real workers: every worker stops starting its jobs within a second, a restart
+keeps the pause, and resume wakes idle workers at once (SPEC, "Fairness and flow control")."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from taskforge import JobState
+
+from .conftest import final, wait_for
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+
+def test_a_pause_reaches_every_worker_within_a_second_and_resume_lets_them_go(start_worker, producer, side) -> None:
+    handles = [producer.send("userapp.queued", f"j{n}", 0.05) for n in range(400)]
+    start_worker("-c", "1")
+    start_worker("-c", "1")
+    wait_for(lambda: side.llen("side:order") >= 10, 20, "both workers to be running jobs")
+    producer.pause("default")
+    time.sleep(1.0)
+    started = side.llen("side:order")
+    time.sleep(1.5)
+    assert side.llen("side:order") == started  # nothing started more than a second after the pause
+    assert started < len(handles)
+    assert sum(h.status() is JobState.PENDING for h in handles) == len(handles) - started
+    producer.resume("default")
+    wait_for(lambda: side.llen("side:order") > started, 1.0, "a start within a second of resume")
+    assert all(final(h, 60) is JobState.SUCCEEDED for h in handles)
+
+
+def test_a_pause_outlives_a_worker_restart_and_resume_wakes_an_idle_worker_at_once(
+    start_worker, producer, side
+) -> None:
+    producer.pause("default")
+    first = start_worker("-c", "1")
+    first.wait_children(1)
+    first.signal(15)
+    assert first.wait(20) == 0
+    handle = producer.send("userapp.stamp", "late")
+    start_worker("-c", "1").wait_children(1)
+    time.sleep(1.5)
+    assert handle.status() is JobState.PENDING and side.llen("side:late") == 0
+    resumed = time.time()
+    producer.resume("default")
+    # The idle worker waits on its wake list for up to 5 s: resume wakes it.
+    started = float(wait_for(lambda: side.lrange("side:late", 0, -1), 2.0, "the job to start")[0])  # type: ignore[index]
+    assert started - resumed < 1.0
+    assert final(handle) is JobState.SUCCEEDED and handle.info().attempts == 1
