@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from . import celery_names
 from .broker import Broker
@@ -20,7 +20,7 @@ from .pausing import Pausing
 from .periodic import Schedule
 from .sending import SendHook, check_hook
 from .task import Task, TaskOptions
-from .task_options import module_name, module_names
+from .task_options import OPTION_NAMES, module_name, module_names
 from .workflows.reports import install as listen_for_steps
 
 if TYPE_CHECKING:
@@ -182,52 +182,24 @@ class TaskForge(Pausing):
         dont_retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
         soft_timeout: float | None = None,
         expires: float | timedelta | datetime | None = None,
+        key: str | Callable[..., str] | None = None,
+        debounce: float | None = None,
+        debounce_max_wait: float | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
-        self,
-        func: Callable[P, R] | None = None,
-        /,
-        *,
-        name: str | None = None,
-        queue: str = "default",
-        priority: Priority | str | int = Priority.NORMAL,
-        max_attempts: int = 3,
-        timeout: float | None = None,
-        backoff: float | BackoffPolicy = 1.0,
-        unique: bool = False,
-        unique_for: float | None = None,
-        unique_key: Callable[..., Any] | None = None,
-        rate_limit: str | None = None,
-        concurrency: int | None = None,
-        retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
-        dont_retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
-        soft_timeout: float | None = None,
-        expires: float | timedelta | datetime | None = None,
-        **celery_options: NoReturn,
+        self, func: Callable[P, R] | None = None, /, **given: Any
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function as a task: ``@app.task`` or ``@app.task(priority="high", ...)``.
 
         Every option is checked here, so a typo fails at import time rather
         than in a worker at 3 a.m.; Celery's options (``bind=True``...) raise
-        ``TypeError`` naming the taskforge way.
+        ``TypeError`` naming the taskforge way. (The options and their types
+        are the second overload's; ``TaskOptions.build`` checks their values.)
         """
-        reject_options("@app.task", celery_options)
-        options = TaskOptions.build(
-            queue=queue,
-            priority=priority,
-            max_attempts=max_attempts,
-            timeout=timeout,
-            unique=unique,
-            unique_for=unique_for,
-            unique_key=unique_key,
-            rate_limit=rate_limit,
-            concurrency=concurrency,
-            retry_on=retry_on,
-            dont_retry_on=dont_retry_on,
-            soft_timeout=soft_timeout,
-            expires=expires,
-        )
+        name, backoff = given.pop("name", None), given.pop("backoff", 1.0)
+        reject_options("@app.task", {k: v for k, v in given.items() if k not in OPTION_NAMES})
+        options = TaskOptions.build(**given)
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise ConfigurationError(f"task name {name!r}: use a non-empty string")
 

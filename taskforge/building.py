@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .broker.record import NewJob
-from .errors import SerializationError
+from .errors import ConfigurationError, SerializationError
 from .serialization import dumps_call
 
 if TYPE_CHECKING:
@@ -49,7 +49,12 @@ def build_job(
             expires_in_ms = max(1, int(opts.expires * 1000))
         # An expired job ends cancelled inside the claim script, which has no app to ask.
         fields["keep_ms"] = str(int(getattr(task.app, "retention", 86400) * 1000))
-    check_size(task, payload, unique_digest, fields)
+    key = job_key(task, args, kwargs)
+    debounce = ""
+    if opts.debounce is not None:  # the debounce's delay, on Redis's clock (enqueue.lua: `debounced`)
+        due_ms, delay_ms = None, max(1, int(opts.debounce * 1000))
+        debounce = f"{delay_ms}:{int((opts.debounce_max_wait or 0) * 1000)}"
+    check_size(task, payload, unique_digest, {**fields, "key": key})
     return NewJob(
         id=opts.job_id or uuid.uuid4().hex,
         task=task.name,
@@ -66,7 +71,39 @@ def build_job(
         expires_at_ms=expires_at_ms,
         expires_in_ms=expires_in_ms,
         fields=fields or None,
+        key=key,
+        debounce=debounce,
     )
+
+
+def job_key(task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """The job's key ('' for none): ``with_options(key=)``, else the task's ``key=`` option applied to the call.
+
+    A parameter's name gives that argument's value as text (its default when
+    the call leaves it out); a callable gets the call's arguments and must
+    return a non-empty str. Anything else is an error here: nothing is stored.
+    """
+    opts = task.options
+    if opts.call_key is not None:
+        return opts.call_key
+    if opts.key is None:
+        return ""
+    if callable(opts.key):
+        try:
+            value = opts.key(*args, **kwargs)
+        except Exception as exc:
+            raise ConfigurationError(
+                f"{task.name}: its key= callable raised {type(exc).__name__}: {exc}; nothing was stored"
+            ) from exc
+        if not isinstance(value, str) or not value:
+            raise ConfigurationError(
+                f"{task.name}: its key= callable returned {value!r}; return a non-empty str (nothing was stored)"
+            )
+        return value
+    bound = task.bound_call(args, kwargs)
+    if bound is None or opts.key not in bound:
+        raise ConfigurationError(f"{task.name}: the call gives no {opts.key!r} for key=; nothing was stored")
+    return str(bound[opts.key])
 
 
 def check_size(task: Task[Any, Any], payload: bytes, unique_digest: str, fields: dict[str, str] | None = None) -> None:

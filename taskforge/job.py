@@ -158,6 +158,7 @@ class JobInfo:
     headers: dict[str, str] = field(default_factory=dict)  # set at enqueue by producer hooks (trace context)
     error_type: str | None = None  # "builtins.ValueError": the class path of the latest failure's error
     progress_meta: Any = None  # set_progress(..., meta=): any small msgpack-able value
+    key: str | None = None  # the job's key (the task's key= option), None for a job without one
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form with the field names of ``JobInfo`` (``job --json``)."""

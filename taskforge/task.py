@@ -21,11 +21,13 @@ from .job import BackoffPolicy, Priority, backoff_policy
 from .sending import Outgoing, sending
 from .task_options import (
     TaskOptions,
+    check_key_parameter,
     delay_ms,
     due_ms,
     is_real_number,
     parse_expires,
     parse_rate_limit,
+    validate_call_key,
     validate_job_id,
 )
 
@@ -72,6 +74,9 @@ class Task(Generic[P, R]):
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
         self._signature = _signature_of(func)
+        params = self._signature.parameters.values() if self._signature else ()
+        self._var_keyword = next((p.name for p in params if p.kind is inspect.Parameter.VAR_KEYWORD), None)
+        check_key_parameter(name, options.key, self._signature)
 
     def __repr__(self) -> str:
         return f"<Task {self.name} queue={self.options.queue} priority={self.options.priority.name.lower()}>"
@@ -96,6 +101,14 @@ class Task(Generic[P, R]):
             self._signature.bind(*args, **kwargs)
         except TypeError as exc:
             raise TypeError(f"{self.name}: {exc}; the job was not queued") from None
+
+    def bound_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        """The call's arguments by parameter name, defaults filled in (None: no signature to bind to)."""
+        if self._signature is None:
+            return None
+        bound = self._signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return {**bound.arguments, **bound.arguments.get(self._var_keyword or "", {})}
 
     def s(self, *args: Any, **kwargs: Any) -> Signature[R]:
         """A call of this task not yet sent, for ``chain()`` and ``group()``; in a chain the
@@ -176,6 +189,7 @@ class Task(Generic[P, R]):
         dont_retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
         expires: float | timedelta | datetime | None = None,
         job_id: str | None = None,
+        key: str | None = None,
     ) -> Task[P, R]:
         """A copy of this task whose jobs use other options; the registry is unchanged.
 
@@ -190,6 +204,7 @@ class Task(Generic[P, R]):
             queue=current.queue if queue is None else validate_queue_name(queue),
             priority=current.priority if priority is None else Priority.parse(priority),
             job_id=current.job_id if job_id is None else validate_job_id(job_id),
+            call_key=current.call_key if key is None else validate_call_key(key),
         )
         if retry_on is not None or dont_retry_on is not None:
             filters = TaskOptions.build(retry_on=retry_on, dont_retry_on=dont_retry_on)

@@ -7,6 +7,7 @@ Kept apart from ``task.py`` (calling a task) so both stay small; every
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import os
@@ -64,6 +65,10 @@ class TaskOptions:
     soft_timeout: float | None = None  # SoftTimeout raised inside the task; timeout still kills
     expires: float | datetime | None = None  # seconds after the enqueue, or an aware datetime
     job_id: str | None = None  # with_options only: the caller's id for the next job
+    key: str | Callable[..., Any] | None = None  # a parameter's name, or a callable of the call's arguments
+    call_key: str | None = None  # with_options(key=...): this key for the copy's jobs, as it is
+    debounce: float | None = None  # seconds: a burst of calls per key runs once, with the last arguments
+    debounce_max_wait: float | None = None  # seconds after the burst's first call at the latest (None: no cap)
     retry_set_per_call: bool = False  # with_options chose the retry filters: the job record carries them
 
     @property
@@ -90,6 +95,9 @@ class TaskOptions:
         dont_retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
         soft_timeout: float | None = None,
         expires: float | timedelta | datetime | None = None,
+        key: str | Callable[..., Any] | None = None,
+        debounce: float | None = None,
+        debounce_max_wait: float | None = None,
     ) -> TaskOptions:
         if retry_on is not None and dont_retry_on is not None:
             raise ConfigurationError(
@@ -114,6 +122,7 @@ class TaskOptions:
             isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
         ):
             raise ConfigurationError(f"concurrency={concurrency!r}: use a whole number >= 1")
+        check_debounce(key, debounce, debounce_max_wait)
         is_unique = bool(unique) or unique_for is not None or unique_key is not None
         return cls(
             queue=validate_queue_name(queue),
@@ -128,6 +137,9 @@ class TaskOptions:
             dont_retry_on=() if dont_retry_on is None else exception_classes("dont_retry_on", dont_retry_on),
             soft_timeout=None if soft_timeout is None else float(soft_timeout),
             expires=None if expires is None else parse_expires(expires),
+            key=key,
+            debounce=None if debounce is None else float(debounce),
+            debounce_max_wait=None if debounce_max_wait is None else float(debounce_max_wait),
         )
 
     def retry_fields(self) -> dict[str, str]:
@@ -138,6 +150,51 @@ class TaskOptions:
             "retry_on": "*" if self.retry_on is None else class_names(self.retry_on),
             "dont_retry_on": class_names(self.dont_retry_on),
         }
+
+
+# The options @app.task hands to TaskOptions.build (its other two, name and backoff, are the Task's own).
+OPTION_NAMES = frozenset(
+    ("queue", "priority", "max_attempts", "timeout", "unique", "unique_for", "unique_key", "rate_limit")
+    + ("concurrency", "retry_on", "dont_retry_on", "soft_timeout", "expires", "key", "debounce", "debounce_max_wait")
+)
+
+
+def check_debounce(key: object, debounce: object, max_wait: object) -> None:
+    """ConfigurationError at decoration for a ``key``, ``debounce`` or ``debounce_max_wait`` that cannot work."""
+    if key is not None and not callable(key) and not (isinstance(key, str) and key):
+        raise ConfigurationError(
+            f"key={key!r}: use the name of one of the task's parameters, or a callable of its arguments returning a str"
+        )
+    if debounce is not None and (not is_real_number(debounce) or debounce <= 0):  # type: ignore[operator]
+        raise ConfigurationError(f"debounce={debounce!r}: use a number of seconds > 0")
+    if max_wait is None:
+        return
+    if debounce is None:
+        raise ConfigurationError("debounce_max_wait= without debounce=: it caps how long a debounce may delay a job")
+    if not is_real_number(max_wait) or max_wait < debounce:  # type: ignore[operator]
+        raise ConfigurationError(
+            f"debounce_max_wait={max_wait!r} is below debounce={debounce!r}: the cap must leave room for one delay"
+        )
+
+
+def validate_call_key(key: object) -> str:
+    """``with_options(key=...)``: the key itself, a non-empty str."""
+    if not isinstance(key, str) or not key:
+        raise ConfigurationError(f"with_options(key={key!r}): use a non-empty str, the key of the jobs it sends")
+    return key
+
+
+def check_key_parameter(task: str, key: object, signature: inspect.Signature | None) -> None:
+    """``key="name"`` must name a parameter of the task (unless it takes ``**kwargs``, or cannot be inspected)."""
+    if not isinstance(key, str) or signature is None:
+        return
+    params = signature.parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    if key not in params and not takes_any:
+        raise ConfigurationError(
+            f"{task}: key={key!r} is not a parameter of the task ({', '.join(params) or 'it takes none'}); "
+            "name one, or pass a callable"
+        )
 
 
 def exception_classes(

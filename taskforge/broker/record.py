@@ -95,6 +95,10 @@ class Field(str, enum.Enum):
     KEEP_MS = "keep_ms"  # the retention of a job that expires (the claim script has no app to ask)
     HEADERS = "headers"  # a JSON object of strings set by producer hooks (trace context); absent: none
     PASSES = "passes"  # times a worker that does not know the task gave it back for one that does
+    KEY = "key"  # the job's key (the task's key= option, or with_options(key=)); absent: none
+    DEBOUNCE_FIRST = (
+        "debounce_first"  # ms: the first call of a debounced job's burst (its debounce_max_wait counts from it)
+    )
 
     @property
     def key(self) -> bytes:
@@ -130,6 +134,8 @@ class NewJob:
     expires_at_ms: int | None = None  # absolute, producer's clock (an aware datetime)
     expires_in_ms: int = 0  # relative to the enqueue, on Redis's clock
     fields: dict[str, str] | None = None  # rarely used plain fields stored as they are (retry filters, keep_ms)
+    key: str = ""  # the job's key ('' = none)
+    debounce: str = ""  # "delay_ms:max_wait_ms" of a debounced task (max 0: no cap); '' = not debounced
 
 
 class Slot(NamedTuple):
@@ -158,6 +164,8 @@ ENQUEUE: tuple[Slot, ...] = (
     Slot("fields", lambda job, q: job.fields or ""),
     Slot("expires_at", lambda job, q: blank(job.expires_at_ms)),
     Slot("expires_in", lambda job, q: job.expires_in_ms),
+    Slot("key", lambda job, q: job.key, Field.KEY),
+    Slot("debounce", lambda job, q: job.debounce),
 )
 
 
@@ -252,6 +260,7 @@ SHOWN: dict[str, tuple[Field, Callable[[Raw], Any]]] = {
     "failure": (Field.FAILURE, failure),
     "headers": (Field.HEADERS, lambda raw: decode_headers(raw) or {}),
     "progress_meta": (Field.PROGRESS_META, meta),
+    "key": (Field.KEY, text),
 }
 DERIVED = ("id", "queue", "args", "kwargs", "result", "state", "error", "error_type")
 

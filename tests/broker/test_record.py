@@ -119,6 +119,8 @@ CHANGED: dict[str, Any] = {
     "expires_at_ms": 10**12 + 5,
     "expires_in_ms": 600,
     "fields": {"keep_ms": "1000"},
+    "key": "k2",
+    "debounce": "500:0",
 }
 
 
@@ -254,6 +256,7 @@ def test_a_job_travels_as_declared(redis_url: str) -> None:
         inherit=True,
         workflow="w1",
         fields={"headers": '{"k":"v"}'},
+        key="account-1",
     )
     assert scripts.run(calls.enqueue(q, max_size=0, resend=False, jobs=[job])) == ["j1"]
     record = client.hgetall(q.job("j1"))

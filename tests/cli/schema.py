@@ -101,4 +101,5 @@ JOB_SCHEMA = {
     "failure": (str, type(None)),
     "error_type": (str, type(None)),
     "progress_meta": JSON_VALUE,
+    "key": (str, type(None)),
 }

@@ -123,3 +123,9 @@ def waits_for(key):
 @app.task
 def opens(key):
     side.rpush(f"side:{key}:open", 1)
+
+
+@app.task(key="name", debounce=0.5)
+def debounced(name, value):
+    """Says each run: a burst of calls per name must run once, with the burst's last value."""
+    side.rpush(f"side:debounced:{name}", value)

@@ -30,6 +30,8 @@
 --   expires_at ('' or an absolute time in ms: not started by then, the job
 --               ends cancelled, "expired", unrun)
 --   expires_in (ms after now, on the server clock; 0 = none)
+--   key        (also stored) the job's key ('' = none)
+--   debounce   ('' or "delay_ms:max_wait_ms", see `debounced` below)
 -- A workflow step (workflow, stored) leaves a report in the queue's outbox
 -- when it ends.
 -- Returns {'OK', id or existing id or '' (tick already enqueued) per job},
@@ -52,13 +54,21 @@ local plain = n == 1 and not resend
 for i = 1, n do
   local f = cjson.decode(ARGV[2 + 2 * i])
   jobs[i] = f
-  plain = plain and f[NEW_UNIQUE] == '' and f[NEW_TICK] == ''
+  plain = plain and f[NEW_UNIQUE] == '' and f[NEW_TICK] == '' and f[NEW_DEBOUNCE] == ''
+end
+local function debounce_lock(f)
+  return PREFIX .. 'debounce:' .. f[NEW_TASK] .. ':' .. f[NEW_KEY]
 end
 if not plain then
   redis.call('ZCARD', PENDING)
   redis.call('ZCARD', SCHEDULED)
   need_seq()
   need_limits()
+  for i = 1, n do
+    if jobs[i][NEW_DEBOUNCE] ~= '' then
+      redis.call('GET', debounce_lock(jobs[i]))
+    end
+  end
 end
 if max_size > 0 then
   local size = unfinished_count()
@@ -143,6 +153,42 @@ local function store(f, payload, id, jk)
   woken = woken + 1
 end
 
+-- A debounced task's call ("delay_ms:max_wait_ms"; max 0: no cap): while the
+-- burst's job of this task and key has not started (scheduled, or pending
+-- once due), it takes this call's arguments and starts delay_ms from now,
+-- but never later than max_wait_ms after the burst's first call; its id is
+-- the answer.  Otherwise this call starts a new burst: a job due in
+-- delay_ms, named by the burst's lock (TTL refreshed by every call).
+local function debounced(f, payload, id, jk)
+  local wait, cap = string.match(f[NEW_DEBOUNCE], '^(%d+):(%d+)$')
+  wait, cap = tonumber(wait), tonumber(cap)
+  local lock = debounce_lock(f)
+  local ttl = wait + cap + 60000
+  local holder = redis.call('GET', lock)
+  if holder then
+    local hk = job_key(holder)
+    local h = redis.pcall('HMGET', hk, 'state', 'debounce_first')  -- a damaged record starts a new burst
+    local first = type(h) == 'table' and not h.err and tonumber(h[2])
+    if first and (h[1] == 'scheduled' or h[1] == 'pending') then
+      local due = now + wait
+      if cap > 0 then
+        due = math.min(due, first + cap)
+      end
+      if h[1] == 'pending' then
+        redis.call('ZREM', pending_key(hk), holder)
+      end
+      redis.call('ZADD', SCHEDULED, due, holder)
+      redis.call('HSET', hk, 'payload', payload, 'state', 'scheduled', 'scheduled_at', due)
+      redis.call('PEXPIRE', lock, ttl)
+      return holder
+    end
+  end
+  store(f, payload, id, jk)
+  redis.call('HSET', jk, 'debounce_first', now)
+  redis.call('SET', lock, id, 'PX', ttl)
+  return id
+end
+
 for i = 1, n do
   local f = jobs[i]
   local payload = ARGV[3 + 2 * i]
@@ -161,6 +207,8 @@ for i = 1, n do
     out[#out + 1] = holder
   elseif tick ~= '' and not redis.call('SET', tick, id, 'NX', 'PX', tonumber(f[NEW_LOCK_TTL])) then
     out[#out + 1] = ''
+  elseif f[NEW_DEBOUNCE] ~= '' then
+    out[#out + 1] = debounced(f, payload, id, jk)
   else
     store(f, payload, id, jk)
     out[#out + 1] = id
