@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from . import scripttimes
@@ -24,7 +25,8 @@ def markdown(
 ) -> str:
     """The report: machine, libraries and their command lines, results, commands, script times, targets."""
     names = [p.name for p in peers if not p.unavailable]
-    cmd = "python3 benchmarks/run.py " + argv_text
+    # Where the venvs are cached (--cache, --taskforge-src) changes no figure and names a local path: left out.
+    cmd = "python3 benchmarks/run.py " + re.sub(r"\s--(cache|taskforge-src)[ =]\S+", "", " " + argv_text).strip()
     lines = [
         "# taskforge and its peers, side by side (issues #6 and #15)",
         "",
