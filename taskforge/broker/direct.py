@@ -17,21 +17,31 @@ redis-py's own retry would have sent it.
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import redis
 
 from .connection import count_resend, sending_once
 
-hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
-try:  # packs a whole command in C, as redis-py's own packer does after encoding each argument in Python
-    from hiredis import pack_command as hiredis_pack
-except ImportError:  # pragma: no cover - hiredis is in the "fast" extra
-    hiredis_pack = None
+
+def _hiredis_pack() -> Callable[[tuple[Any, ...]], bytes] | None:
+    """hiredis's packer: a whole command in C, as redis-py's does after encoding each argument in Python.
+
+    Optional (the "fast" extra), so it is looked up by name: type checkers
+    need not know the package.
+    """
+    try:
+        return cast("Callable[[tuple[Any, ...]], bytes]", importlib.import_module("hiredis").pack_command)
+    except (ImportError, AttributeError):
+        return None
+
+
+hiredis_pack = _hiredis_pack()
 
 UNCAPPED = 2**31  # redis-py's default max_connections: no cap
 # What a lost connection raises; anything else (an error reply) leaves the connection usable.
