@@ -17,31 +17,21 @@ redis-py's own retry would have sent it.
 
 from __future__ import annotations
 
-import importlib
 import os
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import redis
 
 from .connection import count_resend, sending_once
 
-
-def _hiredis_pack() -> Callable[[tuple[Any, ...]], bytes] | None:
-    """hiredis's packer: a whole command in C, as redis-py's does after encoding each argument in Python.
-
-    Optional (the "fast" extra), so it is looked up by name: type checkers
-    need not know the package.
-    """
-    try:
-        return cast("Callable[[tuple[Any, ...]], bytes]", importlib.import_module("hiredis").pack_command)
-    except (ImportError, AttributeError):
-        return None
-
-
-hiredis_pack = _hiredis_pack()
+hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
+try:  # packs a whole command in C, as redis-py's own packer does after encoding each argument in Python
+    from hiredis import pack_command as hiredis_pack  # type: ignore[import-not-found, no-redef, unused-ignore]
+except ImportError:  # the "fast" extra is not installed: redis-py packs
+    hiredis_pack = None
 
 UNCAPPED = 2**31  # redis-py's default max_connections: no cap
 # What a lost connection raises; anything else (an error reply) leaves the connection usable.

@@ -181,8 +181,13 @@ class Child:
         self.stopping = True
 
     def send(self, message: Message) -> None:
-        with self.lock:
-            self.pipe.send(message.wire())
+        try:
+            with self.lock:
+                self.pipe.send(message.wire())
+        except BrokenPipeError:
+            # The supervisor is gone (killed): the kernel's parent-death signal is on its way.
+            # Go now, quietly, as that signal would: the leases bring back what this child held.
+            os._exit(1)
 
     def alive(self) -> None:
         now = time.monotonic()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import time
 from types import SimpleNamespace
 
@@ -49,3 +51,20 @@ def test_a_reaped_child_is_not_signalled_and_a_live_one_is(monkeypatch) -> None:
         if live.is_alive():
             live.kill()
             live.join(10)
+
+
+def test_a_child_whose_supervisor_is_gone_exits_quietly_when_it_next_reports() -> None:
+    # Between the supervisor's death and the kernel's parent-death signal, a child's report meets
+    # a closed pipe: it must leave as that signal would, not print a traceback of a "crash".
+    code = (
+        "import multiprocessing, threading, types\n"
+        "from taskforge.worker.child import Child\n"
+        "from taskforge.worker.messages import Heartbeat\n"
+        "reader, writer = multiprocessing.Pipe(duplex=False)\n"
+        "reader.close()\n"
+        "child = types.SimpleNamespace(lock=threading.Lock(), pipe=writer)\n"
+        "Child.send(child, Heartbeat())\n"
+        "print('still here')\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and run.stdout == "" and run.stderr == "", run
