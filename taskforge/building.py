@@ -54,7 +54,7 @@ def build_job(
     if opts.debounce is not None:  # the debounce's delay, on Redis's clock (enqueue.lua: `debounced`)
         due_ms, delay_ms = None, max(1, int(opts.debounce * 1000))
         debounce = f"{delay_ms}:{int((opts.debounce_max_wait or 0) * 1000)}"
-    check_size(task, payload, unique_digest, {**fields, "key": key})
+    check_size(task, payload, unique_digest, {**fields, "key": key} if key else fields)
     return NewJob(
         id=opts.job_id or uuid.uuid4().hex,
         task=task.name,

@@ -39,9 +39,19 @@ def async_access(app: object) -> AsyncAccess:
     return cast(AsyncAccess, app)
 
 
+def known_queues(app: BrokerAccess) -> list[str]:
+    """The app's own queues, then every other queue Redis knows (enqueued to or paused)."""
+    return list(dict.fromkeys([*app.queues(), *app.broker.jobs.queues()]))
+
+
+async def aknown_queues(app: AsyncAccess) -> list[str]:
+    """``known_queues()``, awaited."""
+    return list(dict.fromkeys([*app.queues(), *await app.async_broker().jobs.queues()]))
+
+
 def find_queue(app: BrokerAccess, job_id: str) -> str:
     """Which queue holds ``job_id``: the app's own queues first, then every known queue."""
-    queues = list(dict.fromkeys([*app.queues(), *app.broker.jobs.queues()]))
+    queues = known_queues(app)
     for queue in queues:
         if app.broker.jobs.read(queue, job_id) is not None:
             return queue
@@ -51,7 +61,7 @@ def find_queue(app: BrokerAccess, job_id: str) -> str:
 async def afind_queue(app: AsyncAccess, job_id: str) -> str:
     """``find_queue()``, awaited."""
     broker = app.async_broker()
-    queues = list(dict.fromkeys([*app.queues(), *await broker.jobs.queues()]))
+    queues = await aknown_queues(app)
     for queue in queues:
         if await broker.jobs.read(queue, job_id) is not None:
             return queue

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .handle import aknown_queues, known_queues
+
 if TYPE_CHECKING:
     from .broker import Broker
     from .broker.aio import AsyncBroker
+    from .finals import Finals
 
 
 class Pausing:
@@ -23,6 +26,8 @@ class Pausing:
 
         @property
         def broker(self) -> Broker: ...
+
+        finals: Finals
 
         def async_broker(self) -> AsyncBroker: ...
 
@@ -38,8 +43,7 @@ class Pausing:
 
     def paused(self) -> set[str]:
         """The paused queues among this app's and every queue Redis knows."""
-        known = list(dict.fromkeys([*self.queues(), *self.broker.jobs.queues()]))
-        return self.broker.flow.paused(known)
+        return self.broker.flow.paused(known_queues(self))
 
     async def apause(self, queue: str) -> None:
         """``pause()``, awaited."""
@@ -51,6 +55,4 @@ class Pausing:
 
     async def apaused(self) -> set[str]:
         """``paused()``, awaited."""
-        broker = self.async_broker()
-        known = list(dict.fromkeys([*self.queues(), *await broker.jobs.queues()]))
-        return await broker.flow.paused(known)
+        return await self.async_broker().flow.paused(await aknown_queues(self))

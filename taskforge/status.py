@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from .broker.connection import broker_errors, redact
 from .broker.workers import live_workers
-from .handle import job_info
+from .handle import job_info, known_queues
 from .job import JobInfo, Priority, ms_to_datetime
 
 if TYPE_CHECKING:
@@ -177,8 +177,8 @@ class Status:
 
 
 def all_queues(app: TaskForge) -> list[str]:
-    """The app's queues, then every other queue ever enqueued to on this Redis, sorted."""
-    return list(dict.fromkeys([*app.queues(), *app.broker.jobs.queues()]))
+    """The app's queues, then every other queue ever enqueued to or paused on this Redis."""
+    return known_queues(app)
 
 
 def queue_status(app: TaskForge, name: str, sample: int = SAMPLE, paused: bool | None = None) -> QueueStatus:
