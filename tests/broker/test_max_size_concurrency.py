@@ -1,8 +1,11 @@
 """max_size holds under concurrent producers: the check and the insert are one script.
 
 Eight processes, each with its own app and connection, enqueue at the same
-moment into a queue bounded at 100: exactly 100 jobs are stored and every
-other call raises QueueFull, never a job more, never a job lost.
+moment into a queue bounded at 357: exactly that many jobs are stored and
+every other call raises QueueFull, never a job more, never a job lost. The
+bound is above what one process can store alone (50 calls of at most 7
+jobs), so several must fill it however the scheduler orders them: a fast
+enough enqueue once let the first process fill a bound of 100 by itself.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ pytestmark = pytest.mark.redis
 
 PROCESSES = 8
 TRIES = 50
-MAX_SIZE = 100
+MAX_SIZE = 357  # > TRIES * 7: no single producer can fill it
 QUEUE = "bounded"
 
 
@@ -51,7 +54,7 @@ def producer(url: str, barrier: Any, results: Any, index: int, batch: int) -> No
 
 @pytest.mark.parametrize("batch", [1, 7], ids=["delay", "delay_many-of-7"])
 def test_eight_processes_never_overshoot_max_size(redis_url: str, batch: int) -> None:
-    """With batches of 7 only whole batches fit: 14 of them, 98 jobs, and no partial batch."""
+    """With batches of 7 only whole batches fit: 51 of them, 357 jobs, and no partial batch."""
     expected = MAX_SIZE // batch * batch
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(PROCESSES)
@@ -82,7 +85,7 @@ def test_eight_processes_never_overshoot_max_size(redis_url: str, batch: int) ->
     assert len(stored) == expected, f"{len(stored)} jobs stored with max_size={MAX_SIZE}"
     assert len(set(stored)) == expected
     assert full == PROCESSES * TRIES - expected // batch, "every other call must raise QueueFull"
-    # More than one process got a slot: the producers really raced.
+    # More than one process got a slot (the bound guarantees it): they wrote side by side.
     assert sum(1 for _, ids, _, _ in reports if ids) > 1
 
     client = redis.Redis.from_url(redis_url)
