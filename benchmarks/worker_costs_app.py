@@ -19,3 +19,8 @@ def noop(n):
 @app.task
 def stamp(n):
     side.set("costs:first", repr(time.time()), nx=True)
+
+
+@app.task(key="k")
+def keyed(n, k):
+    return None

@@ -185,6 +185,8 @@ class TaskForge(Pausing):
         key: str | Callable[..., str] | None = None,
         debounce: float | None = None,
         debounce_max_wait: float | None = None,
+        key_concurrency: int | None = None,
+        key_rate_limit: str | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(

@@ -73,6 +73,7 @@ def build_job(
         fields=fields or None,
         key=key,
         debounce=debounce,
+        key_limits=opts.key_limits if key else "",
     )
 
 

@@ -136,7 +136,9 @@ class JobHandle(Generic[R]):
         return state_of(self._fields())
 
     def info(self) -> JobInfo:
-        return job_info(self.id, self.queue, self._fields())
+        fields = self._fields()
+        held = self.app.broker.flow.held_reason(self.queue, fields) if state_of(fields) is JobState.PENDING else None
+        return job_info(self.id, self.queue, fields, held)
 
     def cancel(self) -> bool:
         """True if the job was pending, scheduled or retrying and will now never run."""
@@ -237,7 +239,11 @@ class JobHandle(Generic[R]):
     async def ainfo(self) -> JobInfo:
         """``info()``, awaited."""
         fields = await self._afields()
-        return job_info(self.id, await self._aqueue(), fields)
+        queue = await self._aqueue()
+        held = None
+        if state_of(fields) is JobState.PENDING:
+            held = await async_access(self.app).async_broker().flow.held_reason(queue, fields)
+        return job_info(self.id, queue, fields, held)
 
     async def acancel(self) -> bool:
         """``cancel()``, awaited."""

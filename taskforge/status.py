@@ -85,6 +85,7 @@ class QueueStatus:
     estimated: bool = False  # scheduled/retrying split estimated from a sample
     expired_last_hour: int = 0  # jobs that reached their ``expires`` time unrun, in the last 60 minutes
     paused: bool = False  # app.pause(): workers start none of its jobs
+    held: int = 0  # pending jobs held back by their task's per-key (or task-wide) limits
 
     @property
     def pending(self) -> int:
@@ -103,6 +104,7 @@ class QueueStatus:
             "next_due": iso(self.next_due),
             "expired_last_hour": self.expired_last_hour,
             "paused": self.paused,
+            "held": self.held,
         }
 
 
@@ -203,6 +205,7 @@ def queue_status(app: TaskForge, name: str, sample: int = SAMPLE, paused: bool |
         estimated=estimated,
         expired_last_hour=inspection.expired_last_hour(name),
         paused=bool(app.broker.flow.paused([name])) if paused is None else paused,
+        held=app.broker.flow.held(name),
     )
 
 

@@ -29,12 +29,12 @@ _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*(s|sec|second|m|min|minute|h|hour|d
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def parse_rate_limit(value: str) -> tuple[int, float]:
+def parse_rate_limit(value: str, option: str = "rate_limit") -> tuple[int, float]:
     """``"100/m"`` -> (100, 60.0): at most 100 starts in any 60-second window."""
     match = _RATE.match(value) if isinstance(value, str) else None
     if not match or int(match[1]) < 1:
         raise ConfigurationError(
-            f"rate_limit={value!r}: use 'N/unit' with N >= 1 and unit s, m, h or d (e.g. '100/m', '5/10s')"
+            f"{option}={value!r}: use 'N/unit' with N >= 1 and unit s, m, h or d (e.g. '100/m', '5/10s')"
         )
     return int(match[1]), float(match[2] or 1) * _UNIT_SECONDS[match[3][0].lower()]
 
@@ -69,6 +69,8 @@ class TaskOptions:
     call_key: str | None = None  # with_options(key=...): this key for the copy's jobs, as it is
     debounce: float | None = None  # seconds: a burst of calls per key runs once, with the last arguments
     debounce_max_wait: float | None = None  # seconds after the burst's first call at the latest (None: no cap)
+    key_concurrency: int = 0  # at most this many jobs of the task per key run at once (0: no cap)
+    key_rate_limit: tuple[int, float] | None = None  # at most N starts per key per window
     retry_set_per_call: bool = False  # with_options chose the retry filters: the job record carries them
 
     @property
@@ -78,6 +80,14 @@ class TaskOptions:
             return ""
         rate, period = self.rate_limit or (0, 1.0)
         return f"{rate}:{int(period * 1000)}:{self.concurrency}"
+
+    @property
+    def key_limits(self) -> str:
+        """The per-key limits as the enqueue script stores them ('' when none)."""
+        if self.key_rate_limit is None and not self.key_concurrency:
+            return ""
+        rate, period = self.key_rate_limit or (0, 1.0)
+        return f"{rate}:{int(period * 1000)}:{self.key_concurrency}"
 
     @classmethod
     def build(
@@ -98,6 +108,8 @@ class TaskOptions:
         key: str | Callable[..., Any] | None = None,
         debounce: float | None = None,
         debounce_max_wait: float | None = None,
+        key_concurrency: int | None = None,
+        key_rate_limit: str | None = None,
     ) -> TaskOptions:
         if retry_on is not None and dont_retry_on is not None:
             raise ConfigurationError(
@@ -123,6 +135,7 @@ class TaskOptions:
         ):
             raise ConfigurationError(f"concurrency={concurrency!r}: use a whole number >= 1")
         check_debounce(key, debounce, debounce_max_wait)
+        check_key_limits(key, key_concurrency, key_rate_limit)
         is_unique = bool(unique) or unique_for is not None or unique_key is not None
         return cls(
             queue=validate_queue_name(queue),
@@ -140,6 +153,8 @@ class TaskOptions:
             key=key,
             debounce=None if debounce is None else float(debounce),
             debounce_max_wait=None if debounce_max_wait is None else float(debounce_max_wait),
+            key_concurrency=key_concurrency or 0,
+            key_rate_limit=None if key_rate_limit is None else parse_rate_limit(key_rate_limit, "key_rate_limit"),
         )
 
     def retry_fields(self) -> dict[str, str]:
@@ -156,7 +171,21 @@ class TaskOptions:
 OPTION_NAMES = frozenset(
     ("queue", "priority", "max_attempts", "timeout", "unique", "unique_for", "unique_key", "rate_limit")
     + ("concurrency", "retry_on", "dont_retry_on", "soft_timeout", "expires", "key", "debounce", "debounce_max_wait")
+    + ("key_concurrency", "key_rate_limit")
 )
+
+
+def check_key_limits(key: object, concurrency: object, rate_limit: object) -> None:
+    """ConfigurationError at decoration for per-key limits that cannot work (``key_rate_limit`` is parsed in build)."""
+    if concurrency is not None and (
+        isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+    ):
+        raise ConfigurationError(f"key_concurrency={concurrency!r}: use a whole number >= 1")
+    if key is None and (concurrency is not None or rate_limit is not None):
+        name = "key_concurrency" if concurrency is not None else "key_rate_limit"
+        raise ConfigurationError(
+            f"{name}= without key=: a per-key limit needs the task's key (key='param' or a callable)"
+        )
 
 
 def check_debounce(key: object, debounce: object, max_wait: object) -> None:

@@ -46,6 +46,8 @@ class AsyncFlowRole(Protocol):
 
     async def paused(self, queues: Sequence[str]) -> set[str]: ...
 
+    async def held_reason(self, queue: str, fields: dict[bytes, bytes]) -> str | None: ...
+
 
 class AsyncWorkflowRole(Protocol):
     """``WorkflowRole``, awaited."""
@@ -102,3 +104,6 @@ class AsyncBrokerRoles(Protocol):
 
     @property
     def ledger(self) -> AsyncLedgerRole: ...
+
+    @property
+    def flow(self) -> AsyncFlowRole: ...

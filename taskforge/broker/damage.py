@@ -36,6 +36,11 @@ def expected_types(queue: str) -> dict[str, str]:
         q.seq: "string",
         q.wake: "list",
         q.limits: "hash",
+        q.turns: "zset",
+        q.held: "zset",
+        q.key_limits: "hash",
+        q.held_head: "hash",
+        q.lane_size: "hash",
     }
 
 

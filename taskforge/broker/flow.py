@@ -1,18 +1,22 @@
-"""Flow control of whole queues: pause and resume (SPEC, "Fairness and flow control").
+"""Flow control: pause and resume of whole queues, and what is held back (SPEC, "Fairness and flow control").
 
 A pause is one key in the queue's slot (``QueueKeys.paused``), set and
 cleared by ``pause.lua``; every claim and peek reads it first, so it holds
 for every worker, survives their restarts, and needs no message to any of
 them. Resume wakes the idle ones. The queue is added to the index of queues,
 so a queue paused before its first job is still listed.
+
+``held`` counts the jobs in lanes held back by their task's limits, and
+``held_reason`` says why one pending job waits (``broker/held.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from . import calls, keys
+from .held import HELD_CHUNK, queue_reads, reason
 from .keys import QueueKeys, validate_queue_name
 
 if TYPE_CHECKING:
@@ -46,6 +50,25 @@ class Flow:
                 pipe.exists(QueueKeys(queue).paused)
             found = pipe.execute()
         return {queue for queue, there in zip(queues, found, strict=True) if there}
+
+    def held(self, queue: str) -> int:
+        """How many jobs of ``queue`` wait in lanes held back by their task's limits (their heads and the rest)."""
+        q = QueueKeys(queue)
+        total = 0
+        with self.guard(queue):
+            lanes = cast("list[bytes]", self.client.hkeys(q.held_head))
+            for start in range(0, len(lanes), HELD_CHUNK):
+                sizes = cast("list[bytes | None]", self.client.hmget(q.lane_size, lanes[start : start + HELD_CHUNK]))
+                total += sum(int(n) for n in sizes if n)
+        return total
+
+    def held_reason(self, queue: str, fields: dict[bytes, bytes]) -> str | None:
+        """Why the pending job whose record is ``fields`` does not start (None: nothing holds it back)."""
+        lane = _lane(fields)
+        with self.guard(queue):
+            pipe = self.client.pipeline(transaction=False)
+            queue_reads(pipe, QueueKeys(queue), lane)
+            return reason(lane, pipe.execute())
 
     def _set(self, queue: str, *, on: bool) -> bool:
         validate_queue_name(queue)
@@ -81,8 +104,21 @@ class AsyncFlow:
             found = await pipe.execute()
         return {queue for queue, there in zip(queues, found, strict=True) if there}
 
+    async def held_reason(self, queue: str, fields: dict[bytes, bytes]) -> str | None:
+        """``Flow.held_reason``, awaited."""
+        lane = _lane(fields)
+        async with self.guard(queue):
+            pipe = self.client.pipeline(transaction=False)
+            queue_reads(pipe, QueueKeys(queue), lane)
+            return reason(lane, await pipe.execute())
+
     async def _set(self, queue: str, *, on: bool) -> bool:
         validate_queue_name(queue)
         async with self.guard(queue):
             await self.client.sadd(keys.QUEUES, queue)
             return await self.run(calls.pause(QueueKeys(queue), on=on))
+
+
+def _lane(fields: dict[bytes, bytes]) -> str | None:
+    raw = fields.get(b"lane")
+    return raw.decode(errors="replace") if raw else None

@@ -11,9 +11,9 @@ can learn cheaply, and passes flags (``calls.ClaimFlags``):
 - ``retry``: this token was sent before and that call raised (or redis-py
   re-sent it after a connection error); only then does the script look for
   the token's jobs among the latest claims.
-- ``limited``: this queue has limited tasks. Learned when this client
-  enqueues a limited job or registers limits, and otherwise read (one
-  ``EXISTS``) at most once a second; a claim that finds nothing ready looks
+- ``limited``: this queue has limited tasks or keyed jobs (lanes). Learned
+  when this client enqueues a limited or keyed job or registers limits, and
+  otherwise read (one ``EXISTS``) at most once a second; a claim that finds nothing ready looks
   at everything anyway, so a stale flag never leaves a job waiting while
   the worker idles.
 - ``promote``: move due scheduled jobs, at most every ``PROMOTE_EVERY_S``
@@ -113,6 +113,7 @@ class ClaimHints:
         if known is not None and (known[0] or now - known[1] < LIMITS_REFRESH_S):
             return known[0]
         # Limits once written stay until a worker removes them: re-read only a "no".
-        has = bool(self.client.exists(QueueKeys(queue).limits))
+        q = QueueKeys(queue)
+        has = bool(self.client.exists(q.limits, q.turns, q.held))
         self._limited[queue] = (has, now)
         return has

@@ -44,26 +44,35 @@ class Inspection:
         groups = self.limited_groups(queue)
         with self.guard(queue):
             pipe = self.client.pipeline(transaction=False)
+            pipe.hgetall(q.lane_jobs)
             for key in (q.pending, q.scheduled, q.running, q.dead, *(q.group_pending(g) for g in groups)):
                 pipe.zcard(key)
-            pending, scheduled, running, dead, *limited = pipe.execute()
-        return {"pending": pending + sum(limited), "scheduled": scheduled, "running": running, "dead": dead}
+            laned, pending, scheduled, running, dead, *limited = pipe.execute()
+        pending += sum(limited) + sum(max(0, int(n)) for n in laned.values())
+        return {"pending": pending, "scheduled": scheduled, "running": running, "dead": dead}
 
     def pending_by_priority(self, queue: str) -> dict[int, int]:
         """Pending jobs per priority (0 low .. 3 critical), by ZCOUNT over score bands: O(log n).
 
-        Counts the main pending set and those of rate- or concurrency-limited tasks.
+        Counts the main pending set, those of rate- or concurrency-limited
+        tasks, and the keyed jobs' lanes (from the count the scripts keep per band).
         """
         q = QueueKeys(queue)
         keys = [q.pending, *(q.group_pending(g) for g in self.limited_groups(queue))]
         with self.guard(queue):
             pipe = self.client.pipeline(transaction=False)
+            pipe.hgetall(q.lane_jobs)
             for key in keys:
                 for priority in range(4):
                     low = (3 - priority) * PRIORITY_BAND
                     pipe.zcount(key, low, f"({low + PRIORITY_BAND}")
-            counts = pipe.execute()
-        return {priority: sum(int(n) for n in counts[priority::4]) for priority in range(4)}
+            laned, *counts = pipe.execute()
+        by_priority = {priority: sum(int(n) for n in counts[priority::4]) for priority in range(4)}
+        for band, n in cast("dict[bytes, bytes]", laned).items():
+            priority = 3 - int(band)
+            if priority in by_priority:
+                by_priority[priority] += max(0, int(n))
+        return by_priority
 
     def next_due_ms(self, queue: str) -> int | None:
         """When the soonest scheduled or retrying job of ``queue`` is due (ms since the epoch)."""

@@ -83,6 +83,35 @@ class QueueKeys:
     def group_pending(self, task: str) -> str:
         return f"{self.prefix}pending:{task}"
 
+    @property
+    def turns(self) -> str:
+        """The lanes with ready keyed jobs, each once, in the order of their turns (lua/_lib.lua)."""
+        return self.prefix + "turns"
+
+    @property
+    def held(self) -> str:
+        """Lanes' heads held back by their task's limits, scored by when the claim looks at them again."""
+        return self.prefix + "held"
+
+    @property
+    def held_head(self) -> str:
+        """Lane -> its held head (as ``held`` names it)."""
+        return self.prefix + "held_head"
+
+    @property
+    def lane_size(self) -> str:
+        """Lane -> how many jobs wait in it, its head included."""
+        return self.prefix + "lane_size"
+
+    @property
+    def key_limits(self) -> str:
+        return self.prefix + "key_limits"
+
+    @property
+    def lane_jobs(self) -> str:
+        """How many jobs wait in lanes (a counter the scripts keep)."""
+        return self.prefix + "lane_jobs"
+
     def unique(self, digest: str) -> str:
         return f"{self.prefix}unique:{digest}"
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ..errors import CorruptPayload
-from ..job import FailureKind, JobInfo
+from ..job import FailureKind, JobInfo, JobState
 from ..serialization import loads, loads_call
 from .keys import QueueKeys
 from .record_values import (
@@ -96,6 +96,7 @@ class Field(str, enum.Enum):
     HEADERS = "headers"  # a JSON object of strings set by producer hooks (trace context); absent: none
     PASSES = "passes"  # times a worker that does not know the task gave it back for one that does
     KEY = "key"  # the job's key (the task's key= option, or with_options(key=)); absent: none
+    LANE = "lane"  # the lane a keyed job waits in: its key, with its task's name when the task has limits
     DEBOUNCE_FIRST = (
         "debounce_first"  # ms: the first call of a debounced job's burst (its debounce_max_wait counts from it)
     )
@@ -136,6 +137,7 @@ class NewJob:
     fields: dict[str, str] | None = None  # rarely used plain fields stored as they are (retry filters, keep_ms)
     key: str = ""  # the job's key ('' = none)
     debounce: str = ""  # "delay_ms:max_wait_ms" of a debounced task (max 0: no cap); '' = not debounced
+    key_limits: str = ""  # "rate:period_ms:concurrency" per key of a task with key_concurrency or key_rate_limit
 
 
 class Slot(NamedTuple):
@@ -166,6 +168,7 @@ ENQUEUE: tuple[Slot, ...] = (
     Slot("expires_in", lambda job, q: job.expires_in_ms),
     Slot("key", lambda job, q: job.key, Field.KEY),
     Slot("debounce", lambda job, q: job.debounce),
+    Slot("key_limits", lambda job, q: job.key_limits),
 )
 
 
@@ -262,11 +265,14 @@ SHOWN: dict[str, tuple[Field, Callable[[Raw], Any]]] = {
     "progress_meta": (Field.PROGRESS_META, meta),
     "key": (Field.KEY, text),
 }
-DERIVED = ("id", "queue", "args", "kwargs", "result", "state", "error", "error_type")
+DERIVED = ("id", "queue", "args", "kwargs", "result", "state", "error", "error_type", "held")
 
 
-def job_info(job_id: str, queue: str, fields: dict[bytes, bytes]) -> JobInfo:
-    """Decode a raw job hash; a corrupt payload shows as an error, never raises."""
+def job_info(job_id: str, queue: str, fields: dict[bytes, bytes], held: str | None = None) -> JobInfo:
+    """Decode a raw job hash; a corrupt payload shows as an error, never raises.
+
+    ``held``: why the job, pending, does not start (``Flow.held_reason``), read apart from its record.
+    """
     error = text(fields.get(Field.ERROR.key))
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = {}
@@ -291,6 +297,7 @@ def job_info(job_id: str, queue: str, fields: dict[bytes, bytes]) -> JobInfo:
         state=job_state,
         error=error or state_error,
         error_type=error_type(text(fields.get(Field.ERROR_TYPE.key)), shown["failure"]),
+        held=held if job_state is JobState.PENDING else None,
         **shown,
     )
 

@@ -236,13 +236,17 @@ class CleanupRole(Protocol):
 
 
 class FlowRole(Protocol):
-    """Whole queues held or let go: pause and resume (``flow.Flow``)."""
+    """Whole queues held or let go (pause and resume), and jobs held back by limits (``flow.Flow``)."""
 
     def pause(self, queue: str) -> bool: ...
 
     def resume(self, queue: str) -> bool: ...
 
     def paused(self, queues: Sequence[str]) -> set[str]: ...
+
+    def held(self, queue: str) -> int: ...
+
+    def held_reason(self, queue: str, fields: dict[bytes, bytes]) -> str | None: ...
 
 
 class BrokerRoles(Protocol):

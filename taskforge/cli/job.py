@@ -30,7 +30,8 @@ expired; or null), headers (an object of strings, {} for a job sent without
 any), error_type (the class path of that failure's error, such as
 "builtins.ValueError" or "taskforge.errors.HardTimeout"; or null),
 progress_meta (the meta of set_progress, or null), key (the job's key, or
-null).
+null), held (why a pending job waits: its queue paused, or its key's limits
+reached; or null).
 Values in args, kwargs, result and progress_meta that JSON has no type for are rendered:
 datetime, date, time as ISO 8601 strings; timedelta as seconds; UUID and
 Decimal as strings; tuple as an array; set and frozenset as sorted arrays;
@@ -91,6 +92,8 @@ def format_job(info: JobInfo) -> str:
     ]
     if info.key is not None:
         rows.append(("key", info.key))
+    if info.held is not None:
+        rows.append(("held back", click.style(info.held, fg="yellow")))
     rows += [(f"header {name}", value) for name, value in info.headers.items()]
     if info.state is JobState.SUCCEEDED:
         rows.append(("result", repr(info.result)))

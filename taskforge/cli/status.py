@@ -39,7 +39,9 @@ strings or null, counts are integers):
                   normal, low}, scheduled, retrying, running, dead,
                   estimated (true: scheduled/retrying split sampled),
                   next_due, expired_last_hour, paused (true: `taskforge
-                  pause` holds its starts)}]
+                  pause` holds its starts), held (pending jobs held
+                  back by their task's per-key limits; counted in
+                  pending too)}]
   workers         [{id, host, pid, queues: [name], concurrency, jobs_done,
                   current: [{id, task, queue, started_at}], started_at,
                   heartbeat, clock_offset_ms (its wall clock minus
@@ -107,6 +109,7 @@ def queue_table(snapshot: tf_status.Status) -> str:
         "LOW",
         "SCHEDULED",
         "RETRYING",
+        "HELD",
         "RUNNING",
         "DEAD",
         "EXPIRED",
@@ -126,6 +129,7 @@ def queue_table(snapshot: tf_status.Status) -> str:
                 cell(by["low"]),
                 Cell(f"{mark}{q.scheduled}", right=True),
                 Cell(f"{mark}{q.retrying}", fg="yellow" if q.retrying else None, right=True),
+                count(q.held, "yellow"),
                 count(q.running, "green"),
                 count(q.dead, "red"),
                 count(q.expired_last_hour, "magenta"),

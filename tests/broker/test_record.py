@@ -49,6 +49,7 @@ NOT_FIELDS = {
     "number", "table",  # Lua type() names
     "ok",  # the status field of a TYPE reply
     "limits", "wake", "paused",  # key suffixes (the seq key shares its name with the seq field)
+    "turns", "held", "held_head", "key_limits", "lane_jobs", "lane_size",  # key suffixes of keyed jobs' lanes
     "failed",  # with "succeeded": the fields of a per-minute stats hash
     "string",  # Lua type() name
     "outbox", "open", "done",  # key suffixes: an outbox, a workflow's set and done list (and set 'waiting')
@@ -121,6 +122,7 @@ CHANGED: dict[str, Any] = {
     "fields": {"keep_ms": "1000"},
     "key": "k2",
     "debounce": "500:0",
+    "key_limits": "0:1000:2",
 }
 
 

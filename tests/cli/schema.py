@@ -54,6 +54,7 @@ STATUS_SCHEMA = {
             "next_due": NULLABLE_ISO,
             "expired_last_hour": int,
             "paused": bool,
+            "held": int,
         }
     ],
     "workers": [
@@ -102,4 +103,5 @@ JOB_SCHEMA = {
     "error_type": (str, type(None)),
     "progress_meta": JSON_VALUE,
     "key": (str, type(None)),
+    "held": (str, type(None)),
 }

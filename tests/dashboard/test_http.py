@@ -196,3 +196,19 @@ def test_the_overview_pauses_and_resumes_a_queue_with_the_token(start_dashboard,
     assert status == 303 and producer.paused() == set()
     bad = http(f"{board.base}/queues/a%7Bb/pause", urlencode({"csrf": cookie}).encode(), jar)
     assert bad[0] == 400 and producer.paused() == set()
+
+
+def test_held_jobs_show_on_the_overview_and_the_job_page_with_the_reason(start_dashboard, producer: TaskForge) -> None:
+    @producer.task(name="dashapp.keyed", key="account", key_concurrency=1)
+    def keyed(account: str) -> None: ...
+
+    first, waiting = keyed.delay("acme"), keyed.delay("acme")
+    claims = producer.broker.claims
+    assert [c.id for c in claims.dequeue("default", 60_000, count=4).claims] == [first.id]
+    assert claims.dequeue("default", 60_000, count=4).claims == []  # acme is at its cap: held
+    board = start_dashboard()
+    overview = http(board.base + "/")[1]
+    assert ">1 held<" in overview
+    page = http(f"{board.base}/jobs/{waiting.id}")[1]
+    assert 'id="job-held"' in page and "key_concurrency=1 reached for key &#39;acme&#39; (1 running)" in page
+    assert json.loads(http(board.base + "/api/status")[1])["queues"][0]["held"] == 1

@@ -129,3 +129,20 @@ def opens(key):
 def debounced(name, value):
     """Says each run: a burst of calls per name must run once, with the burst's last value."""
     side.rpush(f"side:debounced:{name}", value)
+
+
+@app.task(key="account")
+def keyed(account):
+    """Says which key's job started, in one list for every job: the order keys got their turns."""
+    side.rpush("side:keyed", account)
+
+
+@app.task(key="account", key_concurrency=2)
+def keyed_span(account, seconds):
+    """Runs a while; a key may have two at once across every worker."""
+    time.sleep(seconds)
+
+
+@app.task(key="account", key_rate_limit="4/s")
+def keyed_rated(account):
+    return account

@@ -102,14 +102,120 @@ local function group_pending(group)
   return PREFIX .. 'pending:' .. group
 end
 
--- A group that no limit names (a job hash edited by hand) would park the
--- job in a set no claim ever looks at: such a job waits in the main set.
-local function pending_key(jk)
-  local group = redis.call('HGET', jk, 'group')
-  if group and group ~= '' and redis.call('HEXISTS', LIMITS, group) == 1 then
-    return group_pending(group)
+-- Keyed jobs (a task's key=) wait in lanes, not in PENDING, and the claim
+-- takes lanes in turn.  A lane holds one key's ready jobs of one priority
+-- band: "<band>:0:<key>", or "<band>:<n>:<task><key>" (n = the task's length
+-- in bytes) for a task with limits, whose jobs are checked against them.
+-- Each lane with ready jobs has one *head*: its oldest job, which waits in
+-- TURNS (scored like a pending job, priority band + sequence: a lane is one
+-- place in line however many jobs it holds), as the member "<#id>:<id><lane>"
+-- (turn_member), so a claim knows the job and its lane without a read.  The
+-- lane's other jobs wait in lane:<lane> (scored like pending).  LANE_SIZE
+-- counts each lane's jobs, head included: an enqueue makes its job the head
+-- when the count was 0, and a claim reads the counts of all the lanes it
+-- takes in one HMGET, so it pops a lane only for a next head or a share of
+-- the batch, and leaves no empty lane behind to look at later.  The next
+-- head goes to the back of its band.  A head its task's limits stop waits in
+-- HELD (scored by when to look again; HELD_HEAD: lane -> its member) instead
+-- of TURNS.  A key with no jobs leaves nothing behind.
+local TURNS = PREFIX .. 'turns'
+local HELD = PREFIX .. 'held'
+local HELD_HEAD = PREFIX .. 'held_head'
+local LANE_SIZE = PREFIX .. 'lane_size'
+local KEY_LIMITS = PREFIX .. 'key_limits'
+-- How many jobs wait in lanes, per priority band (hash: band -> count), kept
+-- as they come and go: what max_size and the queue's pending counts need,
+-- without a look at every lane.  `counts`: band -> change.
+local LANE_JOBS = PREFIX .. 'lane_jobs'
+local function count_lane_jobs(counts)
+  for band, n in pairs(counts) do
+    if n ~= 0 then
+      redis.call('HINCRBY', LANE_JOBS, band, n)
+    end
   end
-  return PENDING
+end
+
+local function lane_key(lane)
+  return PREFIX .. 'lane:' .. lane
+end
+
+-- A lane's band, its task (nil for a task without limits) and the lane
+-- without its band (what its per-key limits are counted under).
+local function lane_parts(lane)
+  local band, n, rest = string.match(lane, '^(%d):(%d+):(.*)$')
+  n = tonumber(n)
+  if not n then
+    return 1, nil, lane
+  end
+  return tonumber(band), (n > 0 and string.sub(rest, 1, n) or nil), string.sub(lane, 3)
+end
+
+local function turn_member(id, lane)
+  return #id .. ':' .. id .. lane
+end
+
+local function member_parts(member)
+  local n, rest = string.match(member, '^(%d+):(.*)$')
+  n = tonumber(n) or #member
+  return string.sub(rest or member, 1, n), string.sub(rest or member, n + 1)
+end
+
+-- The set a pending job waits in, and its lane (nil for none).  A group that
+-- no limit names (a job hash edited by hand) would park the job in a set no
+-- claim ever looks at: such a job waits in the main set.
+local function pending_key(jk)
+  local f = redis.call('HMGET', jk, 'group', 'lane')
+  if f[2] and f[2] ~= '' then
+    return lane_key(f[2]), f[2]
+  end
+  local group = f[1]
+  if group and group ~= '' and redis.call('HEXISTS', LIMITS, group) == 1 then
+    return group_pending(group), nil
+  end
+  return PENDING, nil
+end
+
+-- A pending job into its lane: the lane's head (its turn) when the lane was
+-- empty, else behind it.
+local function lane_add(lane, id, score)
+  if redis.call('HINCRBY', LANE_SIZE, lane, 1) == 1 then
+    redis.call('ZADD', TURNS, score, turn_member(id, lane))
+  else
+    redis.call('ZADD', lane_key(lane), score, id)
+  end
+end
+
+-- A lane lost `n` jobs; its count goes when it reaches 0.
+local function lane_shrink(lane, n)
+  if redis.call('HINCRBY', LANE_SIZE, lane, -n) <= 0 then
+    redis.call('HDEL', LANE_SIZE, lane)
+  end
+end
+
+-- The lane's next job becomes its head, at the back of its band (a new
+-- sequence number), or the lane is empty.
+local function next_head(lane)
+  local nxt = redis.call('ZPOPMIN', lane_key(lane), 1)
+  if #nxt > 0 then
+    local band = lane_parts(lane)
+    redis.call('ZADD', TURNS, band * BAND + next_seq(1), turn_member(nxt[1], lane))
+  end
+end
+
+-- A held head's turn back (at the back of its band); false when the lane has none held.
+local function unhold(lane)
+  local member = redis.call('HGET', HELD_HEAD, lane)
+  if not member then
+    return false
+  end
+  redis.call('HDEL', HELD_HEAD, lane)
+  redis.call('ZREM', HELD, member)
+  local band, task = lane_parts(lane)
+  if task then
+    redis.call('ZREM', PREFIX .. 'held_task:' .. task, lane)
+  end
+  redis.call('ZADD', TURNS, band * BAND + next_seq(1), member)
+  return true
 end
 
 -- pending_key reads the limits hash (HEXISTS) half-way through a transition
@@ -118,11 +224,44 @@ local function need_limits()
   redis.call('HEXISTS', LIMITS, '')
 end
 
+-- A job into its pending set with sequence number `seq` (a keyed job: its lane).
+local function add_pending(id, jk, seq)
+  local key, lane = pending_key(jk)
+  local score = pending_score(redis.call('HGET', jk, 'priority'), seq)
+  if lane then
+    lane_add(lane, id, score)
+    count_lane_jobs({[lane_parts(lane)] = 1})
+  else
+    redis.call('ZADD', key, score, id)
+  end
+end
+
+-- A pending job out of its set (cancelled, dead-lettered, debounced again);
+-- a lane's head hands its turn to the lane's next job.
+local function remove_pending(id, jk)
+  local key, lane = pending_key(jk)
+  if not lane then
+    redis.call('ZREM', key, id)
+    return
+  end
+  local member = turn_member(id, lane)
+  if redis.call('ZREM', TURNS, member) == 1 then
+    next_head(lane)
+  elseif redis.call('ZREM', HELD, member) == 1 then
+    redis.call('HDEL', HELD_HEAD, lane)
+    next_head(lane)
+  elseif redis.call('ZREM', key, id) == 0 then
+    return
+  end
+  lane_shrink(lane, 1)
+  count_lane_jobs({[lane_parts(lane)] = -1})
+end
+
 -- Put a job at the back of its priority (a new sequence number).
 local function make_pending(id, jk)
   local seq = next_seq(1)
   redis.call('HSET', jk, 'state', 'pending', 'seq', seq, 'token', '')
-  redis.call('ZADD', pending_key(jk), pending_score(redis.call('HGET', jk, 'priority'), seq), id)
+  add_pending(id, jk, seq)
 end
 
 -- A dead job back at the back of its line with a fresh set of attempts
@@ -146,27 +285,46 @@ local function restore_pending(id, jk)
     seq = next_seq(1)
   end
   redis.call('HSET', jk, 'state', 'pending', 'seq', seq, 'token', '')
-  redis.call('ZADD', pending_key(jk), pending_score(redis.call('HGET', jk, 'priority'), seq), id)
+  add_pending(id, jk, seq)
 end
 
 -- Every way out of `running` passes here, so a concurrency slot is released
--- by success, failure, timeout, crash reclaim and abort alike.  `group` is the
--- job's group field when the caller already read it (false: none), else nil.
-local function release_slot(id, jk, group)
+-- by success, failure, timeout, crash reclaim and abort alike.  `group` and
+-- `lane` are the job's fields when the caller already read them (false:
+-- none), else nil.  A lane held back by a limit the ending job counted
+-- against gets its turn back at once: for a per-key limit, the key's lanes
+-- of every band; for the task's own, one lane that limit held.
+local function release_slot(id, jk, group, lane)
   if group == nil then
-    group = redis.call('HGET', jk, 'group')
+    local f = redis.call('HMGET', jk, 'group', 'lane')
+    group, lane = f[1], f[2]
   end
-  if group and group ~= '' then
-    if redis.call('SREM', PREFIX .. 'active:' .. group, id) == 1
-        and redis.call('ZCARD', group_pending(group)) > 0 then
+  if group and group ~= '' and redis.call('SREM', PREFIX .. 'active:' .. group, id) == 1 then
+    if redis.call('ZCARD', group_pending(group)) > 0 then
       wake(1)
+    end
+    local freed = redis.call('ZPOPMIN', PREFIX .. 'held_task:' .. group, 1)[1]
+    if freed and unhold(freed) then
+      wake(1)
+    end
+  end
+  if not lane or lane == '' then
+    return
+  end
+  local _, task, rest = lane_parts(lane)
+  if task and redis.call('SREM', PREFIX .. 'key_active:' .. rest, id) == 1 then
+    local held = redis.call('HMGET', HELD_HEAD, '0:' .. rest, '1:' .. rest, '2:' .. rest, '3:' .. rest)
+    for band = 0, 3 do
+      if held[band + 1] and unhold(band .. ':' .. rest) then
+        wake(1)
+      end
     end
   end
 end
 
-local function leave_running(id, jk, group)
+local function leave_running(id, jk, group, lane)
   redis.call('ZREM', RUNNING, id)
-  release_slot(id, jk, group)
+  release_slot(id, jk, group, lane)
 end
 
 -- A unique job's lock goes when the job finishes (or dies); its TTL covers
@@ -234,7 +392,7 @@ end
 -- (too late to cancel it this way).
 local function cancel_unstarted(id, jk, state, ttl, extra)
   if state == 'pending' then
-    redis.call('ZREM', pending_key(jk), id)
+    remove_pending(id, jk)
   elseif state == 'scheduled' or state == 'retrying' then
     redis.call('ZREM', SCHEDULED, id)
   else
@@ -247,9 +405,8 @@ end
 -- Dead-letter a job: `kind` is its failure field (a FailureKind value), `err`
 -- the same reason in words, `error_type` the class path of that error.
 local function bury(id, jk, now, kind, err, traceback, dead_ttl, error_type)
-  local pk = pending_key(jk)
-  need_zsets(pk, SCHEDULED, RUNNING, DEAD)
-  redis.call('ZREM', pk, id)
+  need_zsets(pending_key(jk), SCHEDULED, RUNNING, DEAD)
+  remove_pending(id, jk)
   redis.call('ZREM', SCHEDULED, id)
   leave_running(id, jk)
   redis.call('ZADD', DEAD, now, id)
@@ -274,36 +431,37 @@ local function is_job(jk)
   return redis.call('TYPE', jk)['ok'] == 'hash'
 end
 
--- limits hash: task -> "rate:period_ms:concurrency" (0 = none), written by enqueue.
-local function limit_spec(group)
-  local raw = redis.call('HGET', LIMITS, group) or ''
+-- limits hash (and key_limits, per key): task -> "rate:period_ms:concurrency"
+-- (0 = none), written by enqueue.
+local function limit_spec(hash, task)
+  local raw = redis.call('HGET', hash, task) or ''
   local rate, period, conc = string.match(raw, '^(%d+):(%d+):(%d+)$')
   return {rate = tonumber(rate) or 0, period = tonumber(period) or 1000, concurrency = tonumber(conc) or 0}
 end
 
--- May a job of `group` start now? If not, also how many ms until it may
--- (-1: unknown, e.g. waiting for a running one to end, which wakes workers).
-local function group_allows(group, now)
-  local spec = limit_spec(group)
+-- May one more job start under `spec`, whose running jobs are the set `ak`
+-- and whose recent starts the zset `rk`, besides `extra` this very claim has
+-- picked and not counted yet?  If not, also how many ms until it may (-1:
+-- unknown, e.g. waiting for a running one to end, which wakes workers).
+local function limit_allows(spec, ak, rk, now, extra)
+  extra = extra or 0
   if spec.concurrency > 0 then
-    local ak = PREFIX .. 'active:' .. group
     local active = redis.call('SMEMBERS', ak)
-    if #active >= spec.concurrency then
+    if #active + extra >= spec.concurrency then
       -- Self-healing: forget members no longer running (a record deleted by hand).
       for _, id in ipairs(active) do
         if redis.call('HGET', job_key(id), 'state') ~= 'running' then
           redis.call('SREM', ak, id)
         end
       end
-      if redis.call('SCARD', ak) >= spec.concurrency then
+      if redis.call('SCARD', ak) + extra >= spec.concurrency then
         return false, -1
       end
     end
   end
   if spec.rate > 0 then
-    local rk = PREFIX .. 'rate:' .. group
     redis.call('ZREMRANGEBYSCORE', rk, '-inf', now - spec.period)
-    if redis.call('ZCARD', rk) >= spec.rate then
+    if redis.call('ZCARD', rk) + extra >= spec.rate then
       local oldest = redis.call('ZRANGE', rk, 0, 0, 'WITHSCORES')
       return false, math.max(1, tonumber(oldest[2]) + spec.period - now)
     end
@@ -311,15 +469,63 @@ local function group_allows(group, now)
   return true, -1
 end
 
+local function group_allows(group, now)
+  return limit_allows(limit_spec(LIMITS, group), PREFIX .. 'active:' .. group, PREFIX .. 'rate:' .. group, now)
+end
+
+-- May the head of a limited lane of `task` start now (the task's own limits,
+-- with `started` jobs of the task this claim picked already, then its per-key
+-- ones, counted under `rest`, the lane without its band)?  Returns ok, the ms
+-- until it may (-1: unknown), the task's per-key spec (for the claim to count
+-- the start), and whether the task's own limit said no.
+local function lane_allows(rest, task, now, started)
+  local spec = limit_spec(KEY_LIMITS, task)
+  local ok, wait = limit_allows(limit_spec(LIMITS, task), PREFIX .. 'active:' .. task, PREFIX .. 'rate:' .. task,
+    now, started)
+  if not ok then
+    return false, wait, spec, true
+  end
+  ok, wait = limit_allows(spec, PREFIX .. 'key_active:' .. rest, PREFIX .. 'key_rate:' .. rest, now)
+  return ok, wait, spec, false
+end
+
+-- A start counted against a limit (for each claimed job): a concurrency slot, and a
+-- place in the rate window, which expires with the window.
+local function count_start(spec, ak, rk, id, attempts, now)
+  if spec.concurrency > 0 then
+    redis.call('SADD', ak, id)
+  end
+  if spec.rate > 0 then
+    redis.call('ZADD', rk, now, id .. ':' .. tostring(attempts))
+    redis.call('PEXPIRE', rk, spec.period)
+  end
+end
+
 -- The pending set whose head is the best job allowed to start now: the main
--- set, or a limited task's set whose limits allow it.  `groups` is HKEYS of
--- the limits hash.  Returns key, group (nil for the main set), the ms until a
--- blocked group may start (-1), and the head's score.
-local function best_ready(now, groups)
-  local best_key, best_group, best_score = nil, nil, nil
+-- set, a limited task's set whose limits allow it, or (`keyed`) the lanes'
+-- turns.  `groups` is HKEYS of the limits hash.  Returns key, group (nil for
+-- the main set and the turns), the ms until a blocked group may start (-1),
+-- the head's score, and the next best head's score (nil: none), up to which
+-- a batch may be taken from the best.
+local function best_ready(now, groups, keyed)
+  local best_key, best_group, best_score, second = nil, nil, nil, nil
+  local function offer(key, group, score)
+    if best_score == nil or score < best_score then
+      second = best_score
+      best_key, best_group, best_score = key, group, score
+    elseif second == nil or score < second then
+      second = score
+    end
+  end
   local head = redis.call('ZRANGE', PENDING, 0, 0, 'WITHSCORES')
   if #head > 0 then
-    best_key, best_score = PENDING, tonumber(head[2])
+    offer(PENDING, nil, tonumber(head[2]))
+  end
+  if keyed then
+    local turn = redis.call('ZRANGE', TURNS, 0, 0, 'WITHSCORES')
+    if #turn > 0 then
+      offer(TURNS, nil, tonumber(turn[2]))
+    end
   end
   local blocked_wait = -1
   for _, group in ipairs(groups) do
@@ -328,13 +534,174 @@ local function best_ready(now, groups)
     if #ghead > 0 and (best_score == nil or tonumber(ghead[2]) < best_score) then
       local ok, wait = group_allows(group, now)
       if ok then
-        best_key, best_group, best_score = key, group, tonumber(ghead[2])
+        offer(key, group, tonumber(ghead[2]))
       elseif wait >= 0 and (blocked_wait < 0 or wait < blocked_wait) then
         blocked_wait = wait
       end
     end
   end
-  return best_key, best_group, blocked_wait, best_score
+  return best_key, best_group, blocked_wait, best_score, second
+end
+
+-- Up to `want` members off the front of `key` (ZPOPMIN's flat list), none
+-- scored above `bound` (nil: no bound; those popped past it go back).  Also
+-- whether the set is empty now.
+local function pop_upto(key, want, bound)
+  local popped = redis.call('ZPOPMIN', key, want)
+  local empty = #popped < 2 * want
+  if bound then
+    for p = 1, #popped, 2 do
+      if tonumber(popped[p + 1]) > bound then
+        local back, kept = {}, {}
+        for q = p, #popped, 2 do
+          back[#back + 1], back[#back + 2] = popped[q + 1], popped[q]
+        end
+        redis.call('ZADD', key, unpack(back))
+        for q = 1, p - 1 do
+          kept[q] = popped[q]
+        end
+        return kept, false
+      end
+    end
+  end
+  return popped, empty
+end
+
+-- Hold a limited lane's head back: out of the turns until `wait` ms from now
+-- (-1: until a slot frees, which gives the turn back at once; looked at again
+-- after HELD_RECHECK_MS all the same, should that release never come).  A
+-- lane its task's own limit stopped also waits in the task's held_task set,
+-- from which each slot of the task that frees gives one lane its turn back.
+local HELD_RECHECK_MS = 5000
+local function hold(member, lane, wait, now, task)
+  redis.call('ZADD', HELD, now + ((wait >= 0 and wait < HELD_RECHECK_MS) and wait or HELD_RECHECK_MS), member)
+  redis.call('HSET', HELD_HEAD, lane, member)
+  if task then
+    redis.call('ZADD', PREFIX .. 'held_task:' .. task, now, lane)
+  end
+end
+
+-- Held heads whose time has come get their turn back (at most `limit`).
+local function release_held(now, limit)
+  for _, member in ipairs(redis.call('ZRANGEBYSCORE', HELD, '-inf', now, 'LIMIT', 0, limit)) do
+    local _, lane = member_parts(member)
+    if not unhold(lane) then
+      redis.call('ZREM', HELD, member)  -- no lane knows it (edited by hand): let it go
+    end
+  end
+end
+
+-- The lanes' next jobs: up to `want` heads off the front of the turns (none
+-- past `bound`), and, when the turns ran out, a fair share of `want` from
+-- each lane without limits; each lane's next job becomes its head at the
+-- back of its band.  The lanes' counts come in one HMGET, so a lane is popped
+-- only for jobs this claim takes or a next head.  A limited lane gives one
+-- claim one job at most (`served`: the limited lanes this claim took from),
+-- so the jobs its limit lets run at once go to as many lanes of workers, not
+-- into one worker's batch; its turn goes back untouched.  Returns rows for
+-- the claim ({id, jk, nil, score, origin, group, limited lane rest, spec,
+-- lane, member}: the caller reads the record and fills in the attempt), the
+-- ms until a held lane may start (-1), how many turns it looked at, and how
+-- many it gave back untouched.
+local function lane_jobs(want, bound, now, served)
+  local turns, empty = pop_upto(TURNS, want, bound)
+  local heads = #turns / 2
+  if heads == 0 then
+    return {}, -1, 0, 0
+  end
+  local share = empty and math.ceil(want / heads) or 1
+  local lanes, members = {}, {}
+  for t = 1, #turns, 2 do
+    local id, lane = member_parts(turns[t])
+    lanes[#lanes + 1], members[#members + 1] = lane, {id, tonumber(turns[t + 1]), turns[t]}
+  end
+  local sizes = redis.call('HMGET', LANE_SIZE, unpack(lanes))
+  local per_lane, untouched, again, wait, started = {}, {}, {}, -1, {}
+  local resized, emptied, taken = {}, {}, {}
+  for i, lane in ipairs(lanes) do
+    local id, score, member = members[i][1], members[i][2], members[i][3]
+    local band, task, rest = lane_parts(lane)
+    local ok, spec, w, by_task = true, nil, -1, false
+    if task and served[rest] then
+      ok = false
+      untouched[#untouched + 1], untouched[#untouched + 2] = score, member
+    elseif task then
+      ok, w, spec, by_task = lane_allows(rest, task, now, started[task] or 0)
+      if not ok then
+        hold(member, lane, w, now, by_task and task)
+        if w >= 0 and (wait < 0 or w < wait) then
+          wait = w
+        end
+      end
+    end
+    if ok then
+      local lk = lane_key(lane)
+      local group = task and redis.call('HEXISTS', LIMITS, task) == 1 and task or nil
+      local limited = task and rest or nil
+      local mine = {{id, job_key(id), nil, score, TURNS, group, limited, spec, lane, member}}
+      per_lane[#per_lane + 1] = mine
+      if task then
+        started[task] = (started[task] or 0) + 1
+        served[rest] = true
+      end
+      -- The lane's count (the head included): junk or none means the head
+      -- alone, so a damaged count never strands the lane's other jobs.
+      local size = tonumber(sizes[i]) or (1 + redis.call('ZCARD', lk))
+      local extra = task and 0 or math.min(share - 1, size - 1)
+      if size - 1 > 0 then
+        local asked = math.min(size - 1, extra + 1)
+        local popped = redis.call('ZPOPMIN', lk, asked)
+        if #popped < 2 * asked then
+          size = 1 + #popped / 2  -- the count ran ahead of the lane (edited by hand): trust the lane
+        end
+        for p = 1, 2 * extra, 2 do
+          if popped[p] then
+            mine[#mine + 1] = {popped[p], job_key(popped[p]), nil, tonumber(popped[p + 1]), lk, group, limited, spec,
+              lane}
+          end
+        end
+        local nxt = popped[2 * extra + 1]
+        if nxt then
+          again[#again + 1] = {band, turn_member(nxt, lane)}
+        end
+      end
+      local left = size - #mine
+      if left > 0 then
+        resized[#resized + 1], resized[#resized + 2] = lane, left
+      else
+        emptied[#emptied + 1] = lane
+      end
+      taken[band] = (taken[band] or 0) - #mine
+    end
+  end
+  if #resized > 0 then
+    redis.call('HSET', LANE_SIZE, unpack(resized))
+  end
+  if #emptied > 0 then
+    redis.call('HDEL', LANE_SIZE, unpack(emptied))
+  end
+  count_lane_jobs(taken)
+  if #untouched > 0 then
+    redis.call('ZADD', TURNS, unpack(untouched))
+  end
+  if #again > 0 then
+    local last = next_seq(#again)
+    local args = {}
+    for i, head in ipairs(again) do
+      args[2 * i - 1], args[2 * i] = head[1] * BAND + last - #again + i, head[2]
+    end
+    redis.call('ZADD', TURNS, unpack(args))
+  end
+  -- In turns within the batch too: every lane's first job, then every second one.
+  local rows = {}
+  for r = 1, share do
+    for _, mine in ipairs(per_lane) do
+      if mine[r] then
+        rows[#rows + 1] = mine[r]
+      end
+    end
+  end
+  return rows, wait, heads, #untouched / 2
 end
 
 -- Jobs not finished yet (pending in any set, scheduled, retrying, running): what max_size bounds.
@@ -342,6 +709,10 @@ local function unfinished_count()
   local size = redis.call('ZCARD', PENDING) + redis.call('ZCARD', SCHEDULED) + redis.call('ZCARD', RUNNING)
   for _, group in ipairs(redis.call('HKEYS', LIMITS)) do
     size = size + redis.call('ZCARD', group_pending(group))
+  end
+  local laned = redis.call('HGETALL', LANE_JOBS)
+  for i = 2, #laned, 2 do
+    size = size + math.max(0, tonumber(laned[i]) or 0)
   end
   return size
 end
@@ -436,13 +807,14 @@ local function next_attempt(raw)
   return n + 1
 end
 
--- The claim of the jobs popped together from `key` (rows: {id, jk, attempts,
--- score}; score: the pending score, to put it back): their leases first, in
--- one ZADD, so a damaged running set fails the claim before anything is
--- written; then each job's state, and for a limited task its concurrency
--- slot and rate window.  `attempts` nil: the field holds junk, left as
--- evidence (a reclaim dead-letters such a job too).
-local function take(rows, token, now, lease, group, key)
+-- The claim of popped jobs (rows: {id, jk, attempts, score, key, group,
+-- limited lane, its per-key spec, lane}: the pending set it came from and
+-- its score, to put it back; the task-wide group and the limited lane whose
+-- starts it counts): their leases first, in one ZADD, so a damaged running
+-- set fails the claim before anything is written; then each job's state, and
+-- its limits' concurrency slots and rate windows.  `attempts` nil: the field
+-- holds junk, left as evidence (a reclaim dead-letters such a job too).
+local function take(rows, token, now, lease)
   local leases = {}
   for i, row in ipairs(rows) do
     leases[2 * i - 1], leases[2 * i] = now + lease, row[1]
@@ -450,25 +822,28 @@ local function take(rows, token, now, lease, group, key)
   local ok = redis.pcall('ZADD', RUNNING, unpack(leases))
   if type(ok) ~= 'number' then
     for _, row in ipairs(rows) do
-      redis.call('ZADD', key, row[4], row[1])
+      -- Back where it came from: a lane's head to the turns, its other jobs to the lane.
+      redis.call('ZADD', row[5], row[4], row[10] or row[1])
+      if row[9] then
+        redis.call('HINCRBY', LANE_SIZE, row[9], 1)
+        count_lane_jobs({[lane_parts(row[9])] = 1})
+      end
     end
     error('taskforge: ' .. RUNNING .. ' cannot hold claims')
   end
   for _, row in ipairs(rows) do
-    local id, jk, attempts = row[1], row[2], row[3]
+    local id, jk, attempts, group, lane = row[1], row[2], row[3], row[6], row[7]
     if attempts then
       redis.call('HSET', jk, 'state', 'running', 'started_at', now, 'token', token, 'attempts', attempts)
     else
       redis.call('HSET', jk, 'state', 'running', 'started_at', now, 'token', token)
     end
     if group then
-      redis.call('SADD', PREFIX .. 'active:' .. group, id)
-      local spec = limit_spec(group)
-      if spec.rate > 0 then
-        local rk = PREFIX .. 'rate:' .. group
-        redis.call('ZADD', rk, now, id .. ':' .. attempts)
-        redis.call('PEXPIRE', rk, spec.period)
-      end
+      count_start(limit_spec(LIMITS, group), PREFIX .. 'active:' .. group, PREFIX .. 'rate:' .. group, id,
+        attempts, now)
+    end
+    if lane then
+      count_start(row[8], PREFIX .. 'key_active:' .. lane, PREFIX .. 'key_rate:' .. lane, id, attempts, now)
     end
   end
 end
@@ -476,6 +851,10 @@ end
 -- How many expired jobs one claim ends at most before it answers (it may answer
 -- empty-handed, with wait 0: the client calls again at once).
 local EXPIRE_LIMIT = 100
+
+-- How many lanes one claim looks at most (held back or empty ones among
+-- them) before it answers, as for expired jobs.
+local LANES_LIMIT = 256
 
 -- How many of the latest claims a retried dequeue looks through for its token.
 local RECOVER_SCAN = 500
@@ -532,30 +911,65 @@ local function claim_ready(token, lease, limit, count, now, opts)
   end
   local groups = opts.limited and redis.call('HKEYS', LIMITS) or {}
   local dropped = opts.promote and promote_due(now, limit) or 0
+  if opts.promote and opts.limited then
+    release_held(now, limit)
+  end
   local out = {0, -1}
   local ids = {}
   local blocked_wait = -1
-  local expired = 0
-  while #ids < count and expired < EXPIRE_LIMIT do
-    -- Without limited tasks the whole batch comes off the main set in one
-    -- ZPOPMIN (every redis.call costs a few microseconds); with them, one job
-    -- at a time from whichever set holds the best job a limit allows.
-    local key, group, want = PENDING, nil, count - #ids
-    if #groups > 0 then
-      key, group, blocked_wait = best_ready(now, groups)
+  local expired, lanes_seen, served = 0, 0, {}
+  while #ids < count and expired < EXPIRE_LIMIT and lanes_seen < LANES_LIMIT do
+    -- Without limited tasks or keyed jobs the whole batch comes off the main
+    -- set in one ZPOPMIN (every redis.call costs a few microseconds); with
+    -- them, from whichever set holds the best job a limit allows: one job at
+    -- a time where a task's limits must be asked, else as many as come
+    -- before the next best set's head.
+    local rows = {}
+    local popped_n, want, empty = 0, count - #ids, false
+    if opts.limited then
+      local key, group, wait, _, bound = best_ready(now, groups, true)
+      blocked_wait = wait
       if not key then
         break
       end
-      want = 1
+      if key == TURNS then
+        local lane_wait, seen, untouched
+        rows, lane_wait, seen, untouched = lane_jobs(want, bound, now, served)
+        lanes_seen = lanes_seen + seen
+        if lane_wait >= 0 and (blocked_wait < 0 or lane_wait < blocked_wait) then
+          blocked_wait = lane_wait
+        end
+        popped_n = #rows
+        empty = #rows == 0 and redis.call('EXISTS', TURNS) == 0
+        if #rows == 0 and not empty and untouched == 0 then
+          -- Every lane taken was held back or empty: look again (the turns shrank).
+          popped_n = -1
+        end
+      else
+        if group or #groups > 0 then
+          want = 1
+        end
+        local popped
+        popped, empty = pop_upto(key, want, group == nil and #groups == 0 and bound or nil)
+        for p = 1, #popped, 2 do
+          rows[#rows + 1] = {popped[p], job_key(popped[p]), nil, tonumber(popped[p + 1]), key, group}
+        end
+        popped_n = #rows
+      end
+    else
+      local popped = redis.call('ZPOPMIN', PENDING, want)
+      for p = 1, #popped, 2 do
+        rows[#rows + 1] = {popped[p], job_key(popped[p]), nil, popped[p + 1], PENDING}
+      end
+      popped_n = #rows
+      empty = #popped < 2 * want
     end
-    local popped = redis.call('ZPOPMIN', key, want)
-    if #popped == 0 then
+    if popped_n == 0 then
       break
     end
-    local rows, fields = {}, {}
-    for p = 1, #popped, 2 do
-      local id = popped[p]
-      local jk = job_key(id)
+    local taken, fields = {}, {}
+    for _, row in ipairs(rows) do
+      local id, jk = row[1], row[2]
       local f = read_claim_fields(jk)
       local state = f and f[1]
       if f and f[5] and state == 'pending' and is_expired(f[5], now) then
@@ -565,25 +979,26 @@ local function claim_ready(token, lease, limit, count, now, opts)
         -- Pending, or a record with junk in its state or attempts: claimed
         -- alike, and the client dead-letters a damaged one with the reason
         -- (claim_row says which); a lease keeps it safe meanwhile.
-        rows[#rows + 1] = {id, jk, next_attempt(f[2]), popped[p + 1]}
-        fields[#rows] = f
+        row[3] = next_attempt(f[2])
+        taken[#taken + 1] = row
+        fields[#taken] = f
       else
         -- An id whose record expired or was deleted by hand: it can never run.
         dropped = dropped + 1
       end
     end
-    if #rows > 0 then
-      take(rows, token, now, lease, group, key)
-      for i, row in ipairs(rows) do
+    if #taken > 0 then
+      take(taken, token, now, lease)
+      for i, row in ipairs(taken) do
         claim_row(out, row[1], fields[i], row[3])
         ids[#ids + 1] = row[1]
       end
     end
-    if #popped < 2 * want then
+    if empty and not opts.limited then
       break  -- the set is empty now
     end
   end
-  if #ids == 0 and expired >= EXPIRE_LIMIT then
+  if #ids == 0 and (expired >= EXPIRE_LIMIT or lanes_seen >= LANES_LIMIT) then
     out[1] = dropped
     out[2] = 0
     return out
@@ -601,6 +1016,10 @@ local function claim_ready(token, lease, limit, count, now, opts)
     end
     if blocked_wait >= 0 and (out[2] < 0 or blocked_wait < out[2]) then
       out[2] = blocked_wait
+    end
+    local held = redis.call('ZRANGE', HELD, 0, 0, 'WITHSCORES')
+    if #held > 0 and (out[2] < 0 or tonumber(held[2]) - now < out[2]) then
+      out[2] = math.max(0, tonumber(held[2]) - now)
     end
   end
   return out

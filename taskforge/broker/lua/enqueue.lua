@@ -30,7 +30,10 @@
 --   expires_at ('' or an absolute time in ms: not started by then, the job
 --               ends cancelled, "expired", unrun)
 --   expires_in (ms after now, on the server clock; 0 = none)
---   key        (also stored) the job's key ('' = none)
+--   key        (also stored) the job's key ('' = none): the job waits in its
+--              key's lane (_lib.lua), a lane of its task's own when the task
+--              has limits
+--   key_limits ('' or "rate:period_ms:concurrency" per key, published for the claim)
 --   debounce   ('' or "delay_ms:max_wait_ms", see `debounced` below)
 -- A workflow step (workflow, stored) leaves a report in the queue's outbox
 -- when it ends.
@@ -79,6 +82,7 @@ end
 local now = now_ms()
 local out = {'OK'}
 local woken = 0
+local lane_count = {}  -- band -> jobs put in lanes
 
 -- Sequence numbers for this call's ready jobs: one INCRBY for the whole call
 -- (a delay_many of 10,000 jobs saves 9,999 commands), handed out in order;
@@ -146,6 +150,19 @@ local function store(f, payload, id, jk)
   if grouped then
     add('group', f[NEW_TASK])
   end
+  local lane = nil
+  if f[NEW_KEY] ~= '' then
+    if f[NEW_KEY_LIMITS] ~= '' then
+      redis.call('HSET', KEY_LIMITS, f[NEW_TASK], f[NEW_KEY_LIMITS])
+    end
+    local band = math.floor(pending_score(f[NEW_PRIORITY], 0) / BAND)
+    if grouped or f[NEW_KEY_LIMITS] ~= '' then
+      lane = band .. ':' .. #f[NEW_TASK] .. ':' .. f[NEW_TASK] .. f[NEW_KEY]
+    else
+      lane = band .. ':0:' .. f[NEW_KEY]
+    end
+    add('lane', lane)
+  end
   if due > now then
     redis.call('ZADD', SCHEDULED, due, id)
     add('state', 'scheduled')
@@ -155,7 +172,14 @@ local function store(f, payload, id, jk)
     if seq >= BAND - 1000000 then
       error('taskforge: ' .. SEQ .. ' is exhausted')
     end
-    redis.call('ZADD', grouped and group_pending(f[NEW_TASK]) or PENDING, pending_score(f[NEW_PRIORITY], seq), id)
+    local score = pending_score(f[NEW_PRIORITY], seq)
+    if lane then
+      lane_add(lane, id, score)
+      local band = math.floor(score / BAND)
+      lane_count[band] = (lane_count[band] or 0) + 1
+    else
+      redis.call('ZADD', grouped and group_pending(f[NEW_TASK]) or PENDING, score, id)
+    end
     add('state', 'pending')
     add('seq', seq)
   end
@@ -189,7 +213,7 @@ local function debounced(f, payload, id, jk)
         due = math.min(due, first + cap)
       end
       if h[1] == 'pending' then
-        redis.call('ZREM', pending_key(hk), holder)
+        remove_pending(holder, hk)
       end
       redis.call('ZADD', SCHEDULED, due, holder)
       redis.call('HSET', hk, 'payload', payload, 'state', 'scheduled', 'scheduled_at', due)
@@ -231,5 +255,6 @@ end
 if seq_next and seq_next <= seq_last then
   redis.call('DECRBY', SEQ, seq_last - seq_next + 1)
 end
+count_lane_jobs(lane_count)
 wake(woken)
 return out

@@ -13,7 +13,7 @@
 -- outcome_token: the token whose report this was, read back after a lost reply.
 local id, token = ARGV[2], ARGV[3]
 local jk = job_key(id)
-local ours, f = claim_guard(jk, token, 'attempts', 'max_attempts', 'group')
+local ours, f = claim_guard(jk, token, 'attempts', 'max_attempts', 'group', 'lane')
 if not ours then
   return 0
 end
@@ -24,7 +24,7 @@ local max_attempts = tonumber(f[4]) or 1
 if delay >= 0 and attempts < max_attempts then
   local due = now + delay
   need_zsets(SCHEDULED)
-  leave_running(id, jk, f[5])
+  leave_running(id, jk, f[5], f[6])
   redis.call('HSET', jk, 'state', 'retrying', 'token', '', 'failure', ARGV[8], 'error', ARGV[4],
     'error_type', ARGV[9], 'traceback', ARGV[5], 'scheduled_at', due, 'outcome_token', token)
   redis.call('ZADD', SCHEDULED, due, id)

@@ -11,7 +11,7 @@
 -- this worker can run, and this worker does not claim it again at once.
 local id, token = ARGV[2], ARGV[3]
 local jk = job_key(id)
-local ours, f = claim_guard(jk, token, 'group', 'passes')
+local ours, f = claim_guard(jk, token, 'group', 'passes', 'lane')
 if not ours then
   return -1
 end
@@ -23,7 +23,7 @@ end
 local delay = math.floor(math.min(tonumber(ARGV[5]), tonumber(ARGV[4]) * 2 ^ passes))
 local due = now_ms() + delay
 redis.call('HINCRBY', jk, 'attempts', -1)  -- first: a junk count fails here, before any write
-leave_running(id, jk, f[3])
+leave_running(id, jk, f[3], f[5])
 redis.call('HSET', jk, 'state', 'scheduled', 'token', '', 'scheduled_at', due, 'passes', passes + 1)
 redis.call('ZADD', SCHEDULED, due, id)
 wake(1)

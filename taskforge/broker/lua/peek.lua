@@ -13,7 +13,8 @@ end
 local now = now_ms()
 local groups = redis.call('HKEYS', LIMITS)
 promote_due(now, tonumber(ARGV[2]))
-local _, _, blocked_wait, head_score = best_ready(now, groups)
+release_held(now, tonumber(ARGV[2]))
+local _, _, blocked_wait, head_score = best_ready(now, groups, true)
 local wait = -1
 local nxt = redis.call('ZRANGE', SCHEDULED, 0, 0, 'WITHSCORES')
 if #nxt > 0 then

@@ -21,6 +21,28 @@ if #ids == 0 and ARGV[2] == 'pending' then
     end
   end
 end
+if #ids == 0 and ARGV[2] == 'pending' then
+  -- then the keyed jobs, a lane at a time: the jobs behind its head, then
+  -- the head (in the turns, or held), and the lane's count with it
+  for _, set in ipairs({TURNS, HELD}) do
+    local member = redis.call('ZRANGE', set, 0, 0)[1]
+    if member then
+      local head, lane = member_parts(member)
+      key = lane_key(lane)
+      ids = redis.call('ZRANGE', key, 0, tonumber(ARGV[3]) - 1)
+      if #ids == 0 then
+        redis.call('ZREM', set, member)
+        redis.call('HDEL', HELD_HEAD, lane)
+        redis.call('HDEL', LANE_SIZE, lane)
+        ids = {head}
+      else
+        lane_shrink(lane, #ids)
+      end
+      count_lane_jobs({[lane_parts(lane)] = -#ids})
+      break
+    end
+  end
+end
 for _, id in ipairs(ids) do
   redis.call('ZREM', key, id)
   redis.call('UNLINK', job_key(id), PREFIX .. 'done:' .. id)

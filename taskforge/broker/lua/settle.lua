@@ -19,7 +19,7 @@
 local now = now_ms()
 local oks, mine, fields = {}, {}, {}
 for i = 10, #ARGV, 3 do
-  local ours, f = claim_guard(job_key(ARGV[i]), ARGV[i + 1], 'group', 'unique', 'waiting', 'workflow')
+  local ours, f = claim_guard(job_key(ARGV[i]), ARGV[i + 1], 'group', 'unique', 'waiting', 'workflow', 'lane')
   if ours then
     mine[#mine + 1] = i
     fields[#mine] = f
@@ -39,7 +39,7 @@ end
 for n, i in ipairs(mine) do
   local id, token, f = ARGV[i], ARGV[i + 1], fields[n]
   local jk = job_key(id)
-  release_slot(id, jk, f[3])
+  release_slot(id, jk, f[3], f[7])
   finish(id, jk, 'succeeded', now, tonumber(ARGV[2]), {'result', ARGV[i + 2], 'outcome_token', token},
     {f[4], f[5], f[6]})
 end

@@ -1,0 +1,211 @@
+"""Fair turns between keys, and per-key limits, in the claim itself (SPEC, "Fairness and flow control").
+
+Each test runs on the embedded broker and on real Redis (the ``app``
+fixture), against the claim script directly: what a worker's lane gets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from taskforge import ConfigurationError, JobState, Priority, QueueFull, TaskForge
+from taskforge.broker.keys import QueueKeys
+
+LEASE = 60_000
+
+
+def claim(app: TaskForge, count: int = 1, queue: str = "default") -> list[Any]:
+    return app.broker.claims.dequeue(queue, LEASE, count=count)[0]
+
+
+def keys_of(claims: list[Any]) -> list[str]:
+    return [c.args[0] for c in claims]
+
+
+def finish(app: TaskForge, claims: list[Any]) -> None:
+    oks, _ = app.broker.claims.settle("default", [(c.id, c.token, b"\xc0") for c in claims])
+    assert all(oks)
+
+
+def test_a_key_with_many_ready_jobs_delays_another_key_by_one_job(app: TaskForge) -> None:
+    @app.task(key="account")
+    def sync(account: str, n: int) -> None: ...
+
+    sync.delay_many([("big", n) for n in range(500)])
+    sync.delay("small", 0)
+    first = keys_of(claim(app, 1)) + keys_of(claim(app, 1))
+    assert first == ["big", "small"]
+    # A batch takes the keys in turn too.
+    sync.delay("other", 0)
+    sync.delay("third", 0)
+    assert keys_of(claim(app, 4))[:3] == ["big", "other", "third"]
+
+
+def test_first_in_first_out_within_a_key_and_keyless_jobs_keep_their_place(app: TaskForge) -> None:
+    @app.task(key="account")
+    def sync(account: str, n: int) -> None: ...
+
+    @app.task
+    def plain(n: int) -> None: ...
+
+    for n in range(3):
+        sync.delay("a", n)
+    plain.delay(100)
+    sync.delay("b", 0)
+    got = [(c.args[0], c.args[1]) if len(c.args) == 2 else ("-", c.args[0]) for c in claim(app, 10)]
+    # a's turn, then the keyless job and b in the order they came, then a's next jobs in turn.
+    assert got == [("a", 0), ("-", 100), ("b", 0), ("a", 1), ("a", 2)]
+
+
+def test_priority_still_comes_first(app: TaskForge) -> None:
+    @app.task(key="account")
+    def sync(account: str, n: int) -> None: ...
+
+    for n in range(5):
+        sync.delay("a", n)
+    sync.with_options(priority="high").delay("b", 0)
+    sync.with_options(priority="critical").delay("a", 99)
+    got = [(c.args[0], c.args[1]) for c in claim(app, 3)]
+    assert got == [("a", 99), ("b", 0), ("a", 0)]
+
+
+def test_counts_max_size_cancel_and_purge_see_the_lanes(broker_url: str) -> None:
+    bounded = TaskForge("bounded", broker=broker_url, max_size=3)
+
+    @bounded.task(key="account")
+    def sync(account: str, n: int) -> None: ...
+
+    handles = [sync.delay("a", 0), sync.with_options(priority="high").delay("b", 1), sync.delay("a", 2)]
+    with pytest.raises(QueueFull):
+        sync.delay("c", 3)
+    counts = bounded.broker.inspection.counts("default")
+    assert counts["pending"] == 3
+    assert bounded.broker.inspection.pending_by_priority("default") == {0: 0, 1: 2, 2: 1, 3: 0}
+    assert handles[0].cancel() is True
+    assert bounded.broker.inspection.counts("default")["pending"] == 2
+    assert bounded.broker.cleanup.purge("default", "pending") == 2
+    assert bounded.broker.inspection.counts("default")["pending"] == 0
+    assert claim(bounded, 5) == []
+
+
+def test_an_idle_key_leaves_nothing_behind(app: TaskForge) -> None:
+    @app.task(key="account", key_concurrency=1, key_rate_limit="100/s")
+    def sync(account: str, n: int) -> None: ...
+
+    @app.task(key="account")
+    def free(account: str) -> None: ...
+
+    for n in range(3):
+        sync.delay(f"k{n}", n)
+        free.delay(f"k{n}")
+    while claims := claim(app, 4):
+        finish(app, claims)
+    client = app.broker.client
+    q = QueueKeys("default")
+    left = sorted(k.decode() for k in client.keys(q.prefix + "*") if b":job:" not in k)
+    per_key = [
+        k for k in left if any(part in k for part in (":lane:", ":key_active:", ":turns", ":held", ":lane_size"))
+    ]
+    # Only the rate windows stay, and only for their window (a TTL).
+    assert [k for k in per_key if ":key_rate:" not in k] == []
+    assert all(client.pttl(k) > 0 for k in left if ":key_rate:" in k)
+
+
+def test_key_concurrency_holds_a_key_back_and_lets_other_keys_run(app: TaskForge) -> None:
+    @app.task(key="account", key_concurrency=1)
+    def sync(account: str, n: int) -> None: ...
+
+    for n in range(3):
+        sync.delay("a", n)
+    b = sync.delay("b", 0)
+    first = claim(app, 1)
+    assert keys_of(first) == ["a"]
+    # a is at its cap: the next claims take b, then nothing (a's jobs are held, not failed).
+    assert keys_of(claim(app, 4)) == ["b"]
+    assert claim(app, 4) == []
+    assert app.broker.flow.held("default") == 2
+    waiting = sync.delay("a", 9)
+    info = waiting.info()
+    assert info.state is JobState.PENDING and info.attempts == 0
+    assert b.info().held is None
+    finish(app, first)  # a's slot frees: its lane's turn is back at once
+    again = claim(app, 4)
+    assert keys_of(again) == ["a"] and again[0].args[1] == 1 and again[0].attempts == 1
+
+
+def test_a_held_job_says_why(app: TaskForge) -> None:
+    @app.task(key="account", key_concurrency=1)
+    def sync(account: str, n: int) -> None: ...
+
+    sync.delay("a", 0)
+    waiting = sync.delay("a", 1)
+    claim(app, 1)
+    assert claim(app, 1) == []  # the claim found a's lane at its cap and held it
+    assert waiting.info().held == "key_concurrency=1 reached for key 'a' (1 running)"
+    app.pause("default")
+    assert waiting.info().held == "its queue is paused"
+
+
+def test_key_rate_limit_bounds_starts_per_key_and_says_when(app: TaskForge) -> None:
+    @app.task(key="account", key_rate_limit="2/h")
+    def sync(account: str, n: int) -> None: ...
+
+    for n in range(4):
+        sync.delay("a", n)
+    sync.delay("b", 0)
+    got = keys_of(claim(app, 2)) + keys_of(claim(app, 2)) + keys_of(claim(app, 2))
+    assert sorted(got) == ["a", "a", "b"]
+    assert app.broker.flow.held("default") == 2
+    reply = app.broker.claims.dequeue("default", LEASE, count=1)
+    assert reply.claims == [] and reply.next_due is not None and reply.next_due > 0
+    assert sync.delay("a", 9).info().held == "key_rate_limit=2/h reached for key 'a'"
+    assert claim(app, 1) == []
+
+
+def test_per_key_limits_compose_with_the_task_wide_ones(app: TaskForge) -> None:
+    @app.task(key="account", key_concurrency=2, concurrency=3)
+    def sync(account: str, n: int) -> None: ...
+
+    for key in "abc":
+        for n in range(3):
+            sync.delay(key, n)
+    running = claim(app, 10)
+    assert len(running) == 3  # the task's own cap
+    assert max(keys_of(running).count(k) for k in "abc") <= 2
+    assert claim(app, 10) == []
+    finish(app, running[:1])
+    assert len(claim(app, 10)) == 1
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"key_concurrency": 2}, "key_concurrency= without key="),
+        ({"key_rate_limit": "5/s"}, "key_rate_limit= without key="),
+        ({"key": "account", "key_concurrency": 0}, "key_concurrency=0"),
+        ({"key": "account", "key_concurrency": True}, "key_concurrency=True"),
+        ({"key": "account", "key_rate_limit": "fast"}, "key_rate_limit='fast'"),
+        ({"key": "account", "key_rate_limit": "0/s"}, "key_rate_limit='0/s'"),
+    ],
+)
+def test_bad_key_limits_fail_at_decoration(app: TaskForge, options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message.replace("=", "=").replace("(", r"\(")):
+
+        @app.task(**options)
+        def sync(account: str) -> None: ...
+
+    assert app.broker.inspection.counts("default")["pending"] == 0
+
+
+def test_with_options_key_of_a_limited_task_shares_the_cap(app: TaskForge) -> None:
+    @app.task(key="account", key_concurrency=1)
+    def sync(account: str) -> None: ...
+
+    sync.with_options(key="vip").delay("x")
+    sync.with_options(key="vip").delay("y")
+    first = claim(app, 4)
+    assert [c.args[0] for c in first] == ["x"]
+    assert sync.with_options(key="vip").delay("z").info().key == "vip"
+    assert Priority.NORMAL == first[0].priority
