@@ -147,6 +147,19 @@ def crash_once(token):
     return token
 
 
+# At most KEY_CAP runs of one account at once across every worker (checked from the runs' records).
+KEY_CAP = 2
+
+
+@app.task(key="account", key_concurrency=KEY_CAP, max_attempts=PATIENT, backoff=0.1)
+def keyed(token, account, seconds):
+    """A job with a key and a per-key cap: fair turns and key_concurrency through the faults."""
+    _start(token, "keyed")
+    time.sleep(seconds)
+    _end(token, "ok")
+    return token
+
+
 @app.task(queue="bulk", priority="low", max_attempts=PATIENT, backoff=0.1)
 def bulk(token):
     """On a second queue, so workers serve two queues round-robin."""
@@ -161,6 +174,14 @@ def bulk(token):
 @app.task(max_attempts=PATIENT, backoff=0.1)
 async def aio_quick(token):
     await _astart(token, "aio_quick")
+    await _aend(token, "ok")
+    return token
+
+
+@app.task(key="account", key_concurrency=KEY_CAP, max_attempts=PATIENT, backoff=0.1)
+async def aio_keyed(token, account, seconds):
+    await _astart(token, "aio_keyed")
+    await asyncio.sleep(seconds)
     await _aend(token, "ok")
     return token
 

@@ -16,6 +16,7 @@ from .faults import FaultDriver
 from .flow_checks import Flow, FlowTally, check_flows, read_flows, stale_entries, workflow_results
 from .flows import FlowPlan, FlowProducer
 from .jobs import KINDS, JobPlan
+from .key_checks import check_key_caps
 from .procs import WorkerProcess, tracebacks
 from .producer import Producer
 
@@ -377,6 +378,7 @@ def check_all(
     phantoms = check_phantoms(jobs, records, token_of, report)
     explained, unexplained = count_duplicates(driver, producer, jobs, token_of, runs, report)
     flows = check_workflows(url, client, side, prefix, driver, flow_producer.flows, runs, report)
+    key_caps = check_key_caps(jobs, runs, driver.faults, report.problem)
     check_workers(driver, report)
     check_orphans(driver, side, prefix, report)
     counts = check_fault_counts(driver, faults_wanted, report)
@@ -401,7 +403,7 @@ def check_all(
         f"attempt 1 again after a give-back={flows.restarts_explained}, unexplained={flows.restarts_unexplained}; "
         f"delay() calls failed and retried: {flow_producer.failed_calls}, stored anyway (phantoms): {flows.phantoms}; "
         f"step reports a fault kept from delivery: {flows.waited}, reports and launches the reconciler "
-        f"repaired: {flows.repaired}; stale entries in the running index: {len(flows.stale)}"
+        f"repaired: {flows.repaired}; stale entries in the running index: {len(flows.stale)}; {key_caps}"
     )
     report.details.extend(f"NOTE: {line}" for line in flows.stale)
     report.write([f.line() for f in driver.faults])

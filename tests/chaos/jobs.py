@@ -48,10 +48,13 @@ KINDS = {
         Kind("doomed", 0.04, max_attempts=3, final="dead"),
         Kind("crash_once", 0.02),
         Kind("bulk", 0.16, queue="bulk"),
+        Kind("keyed", 0.08),
     )
 }
 
 PRIORITIES = ("low", "normal", "high", "critical")
+ACCOUNTS = ("acct-0", "acct-1", "acct-2", "acct-3")  # the keys of the keyed jobs: few, so their cap binds
+KEY_CAP = 2  # chaosapp.KEY_CAP
 # The share of jobs sent to a kind's async twin (chaosapp.aio_<name>), at least.
 ASYNC_SHARE = 0.3
 
@@ -94,6 +97,8 @@ def plan_jobs(rng: random.Random, n: int) -> list[JobPlan]:
             extra = (round(rng.uniform(2.5, 4.0), 3),)
         elif kind in ("flaky", "polite"):
             extra = (rng.choice((1, 1, 2)),)
+        elif kind == "keyed":
+            extra = (rng.choice(ACCOUNTS), round(rng.uniform(0.05, 0.4), 3))
         priority = rng.choice(PRIORITIES) if rng.random() < 0.35 else None
         delay = round(rng.uniform(0.5, 3.0), 3) if rng.random() < 0.10 else 0.0
         if kind == "quick" and priority is None and not delay and rng.random() < 0.15:

@@ -18,15 +18,25 @@ from typing import Any
 
 from taskforge import BrokerUnavailable, TaskForge
 
-from .jobs import KINDS, JobPlan
+from .jobs import APP_MODULE, KEY_CAP, KINDS, PATIENT, JobPlan
 
 GIVE_UP_AFTER = 120.0  # one logical job that cannot be enqueued for this long fails the test
+
+
+def _keyed_stand_in(token: int, account: str, seconds: float) -> None:
+    """Never runs here: the producer's declaration of chaosapp's keyed tasks (their key and cap)."""
 
 
 class Producer(threading.Thread):
     def __init__(self, url: str, jobs: list[JobPlan], pace: Callable[[], int], log: Callable[[str], None]) -> None:
         super().__init__(name="chaos-producer", daemon=True)
         self.app = TaskForge("chaos-producer", broker=url)
+        # A job's key and its key's cap are decided where the call is made: the
+        # producer declares the keyed tasks as the workers' app does.
+        for name in ("keyed", "aio_keyed"):
+            self.app.task(name=f"{APP_MODULE}.{name}", key="account", key_concurrency=KEY_CAP, max_attempts=PATIENT)(
+                _keyed_stand_in
+            )
         self.jobs = jobs
         self.pace = pace  # how many jobs should have been enqueued by now
         self.log = log

@@ -227,3 +227,30 @@ def test_the_app_and_the_expectations_agree() -> None:
         assert f"\ndef {name}(token" in source and f"\nasync def aio_{name}(token" in source
         if kind.queue != "default":
             assert f'queue="{kind.queue}"' in source
+
+
+def test_the_key_cap_check_counts_clean_runs_and_sees_one_too_many() -> None:
+    from .jobs import JobPlan
+    from .key_checks import check_key_caps
+
+    jobs = [JobPlan(i, "keyed", ("acct-0", 0.1), token=i) for i in range(4)]
+    clean = {0: (1.0, 2.0), 1: (1.5, 2.5), 2: (2.6, 3.0)}
+    runs = {t: [Run(t, 200 + t, 100, s, e, "ok")] for t, (s, e) in clean.items()}
+    problems: list[str] = []
+    assert "keyed acct-0=2" in check_key_caps(jobs, runs, [], problems.append) and problems == []
+    # A third run at once is caught...
+    runs[3] = [Run(3, 203, 100, 1.8, 1.9, "ok")]
+    check_key_caps(jobs, runs, [], problems.append)
+    assert len(problems) == 1 and problems[0].startswith(
+        "KEY CAP EXCEEDED: keyed acct-0 had 3 keyed runs at once (key_concurrency=2); its clean runs: token 0"
+    )
+    # ...unless a fault hit it (a killed child's run may overlap the one that replaced it),
+    # or it is another task's job with the same key (the cap is per task and key).
+    async_job = JobPlan(3, "keyed", ("acct-0", 0.1), token=3, asynchronous=True)
+    problems.clear()
+    check_key_caps([*jobs[:3], async_job], runs, [], problems.append)
+    assert problems == []
+    kill = Fault(1, "child_kill", 1.85, 1.85, target=203)
+    problems.clear()
+    check_key_caps(jobs, runs, [kill], problems.append)
+    assert problems == []
