@@ -209,3 +209,17 @@ def test_with_options_key_of_a_limited_task_shares_the_cap(app: TaskForge) -> No
     assert [c.args[0] for c in first] == ["x"]
     assert sync.with_options(key="vip").delay("z").info().key == "vip"
     assert Priority.NORMAL == first[0].priority
+
+
+def test_a_key_held_by_the_task_wide_cap_starts_as_soon_as_a_slot_frees(app: TaskForge) -> None:
+    @app.task(key="account", concurrency=1)
+    def sync(account: str) -> None: ...
+
+    sync.delay("a")
+    b = sync.delay("b")
+    first = claim(app, 4)
+    assert keys_of(first) == ["a"]
+    assert claim(app, 4) == []  # b waits for the task's one slot
+    assert b.info().held == f"concurrency=1 reached for task {sync.name} (1 running)"
+    finish(app, first)
+    assert keys_of(claim(app, 4)) == ["b"]  # at once, not after the 5 s recheck

@@ -141,13 +141,21 @@ end
 
 -- A lane's band, its task (nil for a task without limits) and the lane
 -- without its band (what its per-key limits are counted under).
+-- Read with byte offsets, not patterns: the claim does this for every head.
 local function lane_parts(lane)
-  local band, n, rest = string.match(lane, '^(%d):(%d+):(.*)$')
-  n = tonumber(n)
-  if not n then
-    return 1, nil, lane
+  local band = (string.byte(lane, 1) or 0) - 48
+  if band < 0 or band > 3 or string.byte(lane, 2) ~= 58 then
+    return 2, nil, lane  -- not a lane name (edited by hand): normal priority, no limits
   end
-  return tonumber(band), (n > 0 and string.sub(rest, 1, n) or nil), string.sub(lane, 3)
+  if string.byte(lane, 3) == 48 and string.byte(lane, 4) == 58 then
+    return band, nil, nil  -- "<band>:0:<key>": no limits
+  end
+  local colon = string.find(lane, ':', 3, true)
+  local n = colon and tonumber(string.sub(lane, 3, colon - 1))
+  if not n then
+    return band, nil, nil
+  end
+  return band, string.sub(lane, colon + 1, colon + n), string.sub(lane, 3)
 end
 
 local function turn_member(id, lane)
@@ -155,9 +163,12 @@ local function turn_member(id, lane)
 end
 
 local function member_parts(member)
-  local n, rest = string.match(member, '^(%d+):(.*)$')
-  n = tonumber(n) or #member
-  return string.sub(rest or member, 1, n), string.sub(rest or member, n + 1)
+  local colon = string.find(member, ':', 1, true)
+  local n = colon and tonumber(string.sub(member, 1, colon - 1))
+  if not n then
+    return member, ''
+  end
+  return string.sub(member, colon + 1, colon + n), string.sub(member, colon + n + 1)
 end
 
 -- The set a pending job waits in, and its lane (nil for none).  A group that
