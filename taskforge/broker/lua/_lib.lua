@@ -621,16 +621,16 @@ local function lane_jobs(want, bound, now, served)
     return {}, -1, 0, 0
   end
   local share = empty and math.ceil(want / heads) or 1
-  local lanes, members = {}, {}
-  for t = 1, #turns, 2 do
-    local id, lane = member_parts(turns[t])
-    lanes[#lanes + 1], members[#members + 1] = lane, {id, tonumber(turns[t + 1]), turns[t]}
+  -- Plain arrays, not a table per head: this loop runs for every keyed job.
+  local lanes, ids = {}, {}
+  for i = 1, heads do
+    ids[i], lanes[i] = member_parts(turns[2 * i - 1])
   end
   local sizes = redis.call('HMGET', LANE_SIZE, unpack(lanes))
-  local per_lane, untouched, again, wait, started = {}, {}, {}, -1, {}
-  local resized, emptied, taken = {}, {}, {}
-  for i, lane in ipairs(lanes) do
-    local id, score, member = members[i][1], members[i][2], members[i][3]
+  local rows, per_lane, untouched, wait, started = {}, {}, {}, -1, {}
+  local again_band, again_member, resized, emptied, taken = {}, {}, {}, {}, {}
+  for i = 1, heads do
+    local lane, id, member, score = lanes[i], ids[i], turns[2 * i - 1], tonumber(turns[2 * i])
     local band, task, rest = lane_parts(lane)
     local ok, spec, w, by_task = true, nil, -1, false
     if task and served[rest] then
@@ -646,20 +646,25 @@ local function lane_jobs(want, bound, now, served)
       end
     end
     if ok then
-      local lk = lane_key(lane)
       local group = task and redis.call('HEXISTS', LIMITS, task) == 1 and task or nil
       local limited = task and rest or nil
-      local mine = {{id, job_key(id), nil, score, TURNS, group, limited, spec, lane, member}}
-      per_lane[#per_lane + 1] = mine
+      local head = {id, job_key(id), nil, score, TURNS, group, limited, spec, lane, member}
+      local mine = {head}
+      if share == 1 then
+        rows[#rows + 1] = head  -- one job per lane: the batch is the heads, in turn order
+      else
+        per_lane[#per_lane + 1] = mine
+      end
       if task then
         started[task] = (started[task] or 0) + 1
         served[rest] = true
       end
       -- The lane's count (the head included): junk or none means the head
       -- alone, so a damaged count never strands the lane's other jobs.
-      local size = tonumber(sizes[i]) or (1 + redis.call('ZCARD', lk))
+      local size = tonumber(sizes[i]) or (1 + redis.call('ZCARD', lane_key(lane)))
       local extra = task and 0 or math.min(share - 1, size - 1)
       if size - 1 > 0 then
+        local lk = lane_key(lane)
         local asked = math.min(size - 1, extra + 1)
         local popped = redis.call('ZPOPMIN', lk, asked)
         if #popped < 2 * asked then
@@ -673,7 +678,7 @@ local function lane_jobs(want, bound, now, served)
         end
         local nxt = popped[2 * extra + 1]
         if nxt then
-          again[#again + 1] = {band, turn_member(nxt, lane)}
+          again_band[#again_band + 1], again_member[#again_member + 1] = band, turn_member(nxt, lane)
         end
       end
       local left = size - #mine
@@ -695,17 +700,17 @@ local function lane_jobs(want, bound, now, served)
   if #untouched > 0 then
     redis.call('ZADD', TURNS, unpack(untouched))
   end
-  if #again > 0 then
-    local last = next_seq(#again)
+  local n = #again_band
+  if n > 0 then
+    local last = next_seq(n)
     local args = {}
-    for i, head in ipairs(again) do
-      args[2 * i - 1], args[2 * i] = head[1] * BAND + last - #again + i, head[2]
+    for i = 1, n do
+      args[2 * i - 1], args[2 * i] = again_band[i] * BAND + last - n + i, again_member[i]
     end
     redis.call('ZADD', TURNS, unpack(args))
   end
   -- In turns within the batch too: every lane's first job, then every second one.
-  local rows = {}
-  for r = 1, share do
+  for r = 1, share > 1 and share or 0 do
     for _, mine in ipairs(per_lane) do
       if mine[r] then
         rows[#rows + 1] = mine[r]
