@@ -120,6 +120,10 @@ def every_script(app: TaskForge, queue: str) -> None:
     def limited(n: int) -> int:
         return n
 
+    @app.task(queue=queue, key="account", key_concurrency=1, key_rate_limit="100/s")
+    def keyed(account: str) -> str:
+        return account
+
     refusing = {"on": True}
 
     @app.task(queue=queue, max_attempts=1)
@@ -189,6 +193,17 @@ def every_script(app: TaskForge, queue: str) -> None:
     b.cleanup.purge(queue, "pending")
     b.cleanup.purge(queue, "scheduled")
     b.cleanup.purge(queue, "dead")
+    # Keyed jobs: lanes and turns, a key held at its cap and let go, a head cancelled, lanes purged.
+    lane_a = [keyed.delay("a") for _ in range(3)]
+    keyed.with_options(priority="high").delay("b")
+    b.claims.peek([queue])
+    first_keyed = b.claims.dequeue(queue, 60_000, count=5)[0]  # one job per key
+    assert b.claims.dequeue(queue, 60_000, count=5)[0] == []  # "a" at its cap: held
+    b.claims.settle(queue, [(c.id, c.token, dumps_result(c.args[0])) for c in first_keyed])
+    assert lane_a[1].cancel()  # a lane's head: its next job takes its turn
+    keyed.delay("d")
+    keyed.delay("d")
+    b.cleanup.purge(queue, "pending")
     assert again, "the reclaim path needs a claim whose lease ran out"
     # The workflow scripts, in the workflow's own slot; cancel_steps in the queue's.
     flow = chain(plain.s(1), plain.s(), on_failure=plain.si(0)).delay()

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from taskforge import status
+from taskforge import TaskForge, status
 from taskforge.broker.keys import QueueKeys
 
 from .load import QUEUES, producer, results, spread, through_failover
@@ -95,3 +95,20 @@ def test_killed_master_fails_over_and_work_goes_on(cluster, start_worker) -> Non
     print(f"cluster failover: longest enqueue {stalled:.2f} s")
     wait_until(cluster.healthy, 30, "the cluster to be whole again")
     assert all(w.proc.poll() is None for w in workers), "workers kept running through the failover"
+
+
+def test_fair_turns_and_a_key_cap_in_one_slot_of_the_cluster(cluster) -> None:
+    app = TaskForge("fair", broker=cluster.url)
+
+    @app.task(queue="q05", key="account", key_concurrency=1)
+    def keyed(account: str, n: int) -> None: ...
+
+    app.broker.cleanup.clear("q05")
+    keyed.delay_many([("big", n) for n in range(50)])
+    keyed.delay("small", 0)
+    claims = app.broker.claims
+    assert [c.args for c in claims.dequeue("q05", 60_000, count=5).claims] == [("big", 0), ("small", 0)]
+    assert claims.dequeue("q05", 60_000, count=5).claims == []  # "big" at its cap: held, not failed
+    assert app.broker.flow.held("q05") == 49
+    assert app.broker.inspection.counts("q05")["pending"] == 49
+    app.broker.cleanup.clear("q05")
