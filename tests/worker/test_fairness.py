@@ -87,7 +87,8 @@ def test_held_jobs_show_in_status_and_job_with_the_reason(start_worker, redis_ur
     @producer.task(name="userapp.keyed_span", key="account", key_concurrency=2)
     def keyed_span(account: str, seconds: float) -> None: ...
 
-    jobs = [keyed_span.delay("a", 3.0) for _ in range(4)]
+    # Two long runs take the key's two slots while the CLI looks (slow under load); two short ones wait.
+    jobs = [keyed_span.delay("a", seconds) for seconds in (10.0, 10.0, 0.1, 0.1)]
     start_worker("-c", "2", "-t", "2")
     wait_for(lambda: producer.broker.flow.held("default") == 2, 15, "two jobs held back")
 
