@@ -39,6 +39,14 @@ def parse_rate_limit(value: str, option: str = "rate_limit") -> tuple[int, float
     return int(match[1]), float(match[2] or 1) * _UNIT_SECONDS[match[3][0].lower()]
 
 
+def limits_text(rate_limit: tuple[int, float] | None, concurrency: int) -> str:
+    """A rate limit and a concurrency as the scripts read them: "rate:period_ms:concurrency" ('' for none)."""
+    if rate_limit is None and not concurrency:
+        return ""
+    rate, period = rate_limit or (0, 1.0)
+    return f"{rate}:{int(period * 1000)}:{concurrency}"
+
+
 def is_real_number(value: object) -> bool:
     """A finite int, float or other ``numbers.Real``, and not a bool: what a seconds option accepts.
 
@@ -76,18 +84,12 @@ class TaskOptions:
     @property
     def limits(self) -> str:
         """The limits as the enqueue script stores them ('' when unlimited)."""
-        if self.rate_limit is None and not self.concurrency:
-            return ""
-        rate, period = self.rate_limit or (0, 1.0)
-        return f"{rate}:{int(period * 1000)}:{self.concurrency}"
+        return limits_text(self.rate_limit, self.concurrency)
 
     @property
     def key_limits(self) -> str:
         """The per-key limits as the enqueue script stores them ('' when none)."""
-        if self.key_rate_limit is None and not self.key_concurrency:
-            return ""
-        rate, period = self.key_rate_limit or (0, 1.0)
-        return f"{rate}:{int(period * 1000)}:{self.key_concurrency}"
+        return limits_text(self.key_rate_limit, self.key_concurrency)
 
     @classmethod
     def build(
