@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from taskforge import ConfigurationError, JobState, Priority, QueueFull, TaskForge
+from taskforge import ConfigurationError, JobState, QueueFull, TaskForge
 from taskforge.broker.keys import QueueKeys
 
 LEASE = 60_000
@@ -207,8 +207,10 @@ def test_with_options_key_of_a_limited_task_shares_the_cap(app: TaskForge) -> No
     sync.with_options(key="vip").delay("y")
     first = claim(app, 4)
     assert [c.args[0] for c in first] == ["x"]
+    assert claim(app, 4) == []  # "y" shares "vip"'s one slot: held
     assert sync.with_options(key="vip").delay("z").info().key == "vip"
-    assert Priority.NORMAL == first[0].priority
+    finish(app, first)
+    assert [c.args[0] for c in claim(app, 4)] == ["y"]
 
 
 def test_a_key_held_by_the_task_wide_cap_starts_as_soon_as_a_slot_frees(app: TaskForge) -> None:
