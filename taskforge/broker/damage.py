@@ -41,6 +41,7 @@ def expected_types(queue: str) -> dict[str, str]:
         q.key_limits: "hash",
         q.held_head: "hash",
         q.lane_size: "hash",
+        q.key_turns: "hash",
     }
 
 

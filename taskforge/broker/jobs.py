@@ -56,7 +56,7 @@ class Jobs:
         ``resend``: the ids were chosen by the caller (workflow steps), so an
         id already stored is left alone from the first try on.
         """
-        if any(job.limits or job.key for job in jobs):
+        if any(job.limits or job.key_limits for job in jobs):
             self.hints.knows_limits(queue)
         q = QueueKeys(queue)
         # The first try may be plain (no "is this id stored already?" check), and is then

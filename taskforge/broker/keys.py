@@ -104,6 +104,11 @@ class QueueKeys:
         return self.prefix + "lane_size"
 
     @property
+    def key_turns(self) -> str:
+        """Key's lane -> "<waiting>:<last turn>" for keyed jobs of tasks without limits."""
+        return self.prefix + "key_turns"
+
+    @property
     def key_limits(self) -> str:
         return self.prefix + "key_limits"
 

@@ -102,11 +102,12 @@ local function group_pending(group)
   return PREFIX .. 'pending:' .. group
 end
 
--- Keyed jobs (a task's key=) wait in lanes, not in PENDING, and the claim
--- takes lanes in turn.  A lane holds one key's ready jobs of one priority
--- band: "<band>:0:<key>", or "<band>:<n>:<task><key>" (n = the task's length
--- in bytes) for a task with limits, whose jobs are checked against them.
--- Each lane with ready jobs has one *head*: its oldest job, which waits in
+-- A keyed job's lane (its `lane` field) names one key's ready jobs of one
+-- priority band: "<band>:0:<key>" (an open lane), or "<band>:<n>:<task><key>"
+-- (n = the task's length in bytes) for a task with limits, whose jobs are
+-- checked against them.  An open lane's jobs wait in PENDING at their
+-- turns (KEY_TURNS, above).  A limited lane's jobs wait apart, and the
+-- claim takes those lanes in turn: each lane with ready jobs has one *head*: its oldest job, which waits in
 -- TURNS (scored like a pending job, priority band + sequence: a lane is one
 -- place in line however many jobs it holds), as the member "<#id>:<id><lane>"
 -- (turn_member), so a claim knows the job and its lane without a read.  The
@@ -132,6 +133,110 @@ local function count_lane_jobs(counts)
     if n ~= 0 then
       redis.call('HINCRBY', LANE_JOBS, band, n)
     end
+  end
+end
+
+-- Keyed jobs of a task without limits (lanes "<band>:0:<key>") need no
+-- lane and no head: they wait in PENDING itself, each at a *turn*, the
+-- score's sequence part (start-time fair queueing).  A job without a key
+-- takes the next sequence number, as ever; a key's job takes the turn after
+-- its key's last waiting job or, for a key with none waiting, the turn at
+-- the front of its band.  So one turn holds at most one job per key (equal
+-- scores go by job id), a key's 100,000 jobs hold 100,000 turns one after
+-- another, a new key's job waits behind at most one job per key, and the
+-- claim of keyed jobs stays one ZPOPMIN.
+-- KEY_TURNS: lane -> "<waiting>:<last turn, a full score>", the entry going
+-- with its key's last waiting job, so a key with no jobs leaves nothing.  A
+-- claim moves SEQ up to the turns it took, so no job sent later goes before
+-- a turn already served.  The entries only place jobs in line: junk or a
+-- wrong type costs a job its turn, never the job, so they go through pcall.
+local KEY_TURNS = PREFIX .. 'key_turns'
+
+local function is_open_lane(lane)
+  local band = (string.byte(lane, 1) or 0) - 48
+  return band >= 0 and band <= 3 and string.byte(lane, 2) == 58 and string.byte(lane, 3) == 48
+    and string.byte(lane, 4) == 58
+end
+
+-- An entry of KEY_TURNS: how many of the key's jobs wait, and the last one's turn (nil: none).
+local function read_turn(raw)
+  local waiting, last = string.match(type(raw) == 'string' and raw or '', '^(%d+):(%d+)$')
+  return tonumber(waiting) or 0, tonumber(last)
+end
+
+-- The score at the front of band `band`'s line in PENDING, or, with none
+-- waiting, where the next job without a key would stand.
+local function band_front(band)
+  local low = band * BAND
+  local first = redis.call('ZRANGEBYSCORE', PENDING, string.format('%d', low), string.format('(%d', low + BAND),
+    'LIMIT', 0, 1, 'WITHSCORES')
+  if #first > 0 then
+    return tonumber(first[2])
+  end
+  return low + (tonumber(redis.call('GET', SEQ)) or 0)
+end
+
+-- The turn (a full score) of a new job of open lane `lane` in band `band`,
+-- counted into `book` (lane -> {waiting, last}; fronts: band -> score),
+-- which the caller writes back once; entries are read once per call.
+local function take_turn(book, lane, band)
+  local entry = book[lane]
+  if not entry then
+    local waiting, last = read_turn(redis.pcall('HGET', KEY_TURNS, lane))
+    entry = {waiting, last}
+    book[lane] = entry
+  end
+  local front = book.fronts[band]
+  if not front then
+    front = band_front(band)
+    book.fronts[band] = front
+  end
+  local turn = entry[1] > 0 and entry[2] and math.max(entry[2] + 1, front) or front
+  entry[1], entry[2] = entry[1] + 1, turn
+  return turn
+end
+
+-- The entries a call counted (take_turn's book, or lane -> {waiting, last} from a claim) back into KEY_TURNS.
+local function write_turns(book)
+  local keep, gone = {}, {}
+  for lane, entry in pairs(book) do
+    if lane ~= 'fronts' then
+      if entry[1] > 0 and entry[2] then
+        keep[#keep + 1], keep[#keep + 2] = lane, string.format('%d:%d', entry[1], entry[2])
+      else
+        gone[#gone + 1] = lane
+      end
+    end
+  end
+  for _, write in ipairs({{'HSET', keep, 2000}, {'HDEL', gone, 1000}}) do
+    local list, step = write[2], write[3]
+    for first = 1, #list, step do  -- unpack has a limit: a delay_many of 10,000 keys goes in slices
+      redis.pcall(write[1], KEY_TURNS, unpack(list, first, math.min(first + step - 1, #list)))
+    end
+  end
+end
+
+-- Jobs of open lanes left PENDING (`left`: lane -> how many; `top`: the
+-- highest sequence part among those claimed, or 0): their keys' counts go
+-- down, and SEQ moves up to `top`.
+local function turns_left(left, top)
+  local lanes = {}
+  for lane in pairs(left) do
+    lanes[#lanes + 1] = lane
+  end
+  if #lanes == 0 then
+    return
+  end
+  local raw = redis.pcall('HMGET', KEY_TURNS, unpack(lanes))
+  local book = {}
+  for i, lane in ipairs(lanes) do
+    local waiting, last = read_turn(type(raw) == 'table' and raw[i])
+    book[lane] = {waiting - left[lane], last}
+  end
+  write_turns(book)
+  local seq = top > 0 and redis.pcall('GET', SEQ)
+  if (seq == false or type(seq) == 'string') and top > (tonumber(seq or 0) or top) then
+    redis.call('SET', SEQ, string.format('%d', top))
   end
 end
 
@@ -177,7 +282,7 @@ end
 local function pending_key(jk)
   local f = redis.call('HMGET', jk, 'group', 'lane')
   if f[2] and f[2] ~= '' then
-    return lane_key(f[2]), f[2]
+    return is_open_lane(f[2]) and PENDING or lane_key(f[2]), f[2]
   end
   local group = f[1]
   if group and group ~= '' and redis.call('HEXISTS', LIMITS, group) == 1 then
@@ -235,10 +340,32 @@ local function need_limits()
   redis.call('HEXISTS', LIMITS, '')
 end
 
--- A job into its pending set with sequence number `seq` (a keyed job: its lane).
+-- A job into its pending set as state pending, with sequence number `seq`
+-- (nil: a new one at the back of its line, for an open lane the key's next
+-- turn).  A keyed job of a task with limits goes into its lane.
 local function add_pending(id, jk, seq)
   local key, lane = pending_key(jk)
-  local score = pending_score(redis.call('HGET', jk, 'priority'), seq)
+  local priority = redis.call('HGET', jk, 'priority')
+  if lane and key == PENDING then
+    local book = {fronts = {}}
+    local band = math.floor(pending_score(priority, 0) / BAND)
+    local score
+    if seq then
+      score = pending_score(priority, seq)
+      local waiting, last = read_turn(redis.pcall('HGET', KEY_TURNS, lane))
+      book[lane] = {waiting + 1, math.max(last or score, score)}
+    else
+      score = take_turn(book, lane, band)
+      seq = score - band * BAND
+    end
+    write_turns(book)
+    redis.call('HSET', jk, 'state', 'pending', 'seq', string.format('%d', seq), 'token', '')
+    redis.call('ZADD', PENDING, score, id)
+    return
+  end
+  seq = seq or next_seq(1)
+  redis.call('HSET', jk, 'state', 'pending', 'seq', seq, 'token', '')
+  local score = pending_score(priority, seq)
   if lane then
     lane_add(lane, id, score)
     count_lane_jobs({[lane_parts(lane)] = 1})
@@ -253,6 +380,12 @@ local function remove_pending(id, jk)
   local key, lane = pending_key(jk)
   if not lane then
     redis.call('ZREM', key, id)
+    return
+  end
+  if key == PENDING then
+    if redis.call('ZREM', PENDING, id) == 1 then
+      turns_left({[lane] = 1}, 0)
+    end
     return
   end
   local member = turn_member(id, lane)
@@ -270,9 +403,7 @@ end
 
 -- Put a job at the back of its priority (a new sequence number).
 local function make_pending(id, jk)
-  local seq = next_seq(1)
-  redis.call('HSET', jk, 'state', 'pending', 'seq', seq, 'token', '')
-  add_pending(id, jk, seq)
+  add_pending(id, jk, nil)
 end
 
 -- A dead job back at the back of its line with a fresh set of attempts
@@ -293,9 +424,8 @@ end
 local function restore_pending(id, jk)
   local seq = tonumber(redis.call('HGET', jk, 'seq'))
   if not seq or seq ~= seq or seq < 0 or seq >= BAND or seq ~= math.floor(seq) then
-    seq = next_seq(1)
+    seq = nil
   end
-  redis.call('HSET', jk, 'state', 'pending', 'seq', seq, 'token', '')
   add_pending(id, jk, seq)
 end
 
@@ -736,8 +866,8 @@ end
 -- What a claim reads of a job, in one HMGET: the fields claim_ready itself
 -- needs (f[1] to f[CLAIM_OWN]), then CLAIMED, the fields it hands to the
 -- worker as they are (declared in broker/record.py: ClaimRow).
-local CLAIM_OWN = 5
-local CLAIM_FIELDS = {'state', 'attempts', 'token', 'seq', 'expires', unpack(CLAIMED)}
+local CLAIM_OWN = 6
+local CLAIM_FIELDS = {'state', 'attempts', 'token', 'seq', 'expires', 'lane', unpack(CLAIMED)}
 
 -- Whether a job's `expires` field (ms; nil for none) has passed.  Junk counts
 -- as no expiry: a job is never dropped on a field nobody can read.
@@ -934,6 +1064,7 @@ local function claim_ready(token, lease, limit, count, now, opts)
   local ids = {}
   local blocked_wait = -1
   local expired, lanes_seen, served = 0, 0, {}
+  local left, top = {}, 0  -- jobs of open lanes out of PENDING, per lane; the highest turn claimed
   while #ids < count and expired < EXPIRE_LIMIT and lanes_seen < LANES_LIMIT do
     -- Without limited tasks or keyed jobs the whole batch comes off the main
     -- set in one ZPOPMIN (every redis.call costs a few microseconds); with
@@ -988,6 +1119,11 @@ local function claim_ready(token, lease, limit, count, now, opts)
       local id, jk = row[1], row[2]
       local f = read_claim_fields(jk)
       local state = f and f[1]
+      if f and f[6] and row[5] == PENDING and is_open_lane(f[6]) then
+        left[f[6]] = (left[f[6]] or 0) + 1
+        local score = tonumber(row[4])
+        top = math.max(top, score - math.floor(score / BAND) * BAND)
+      end
       if f and f[5] and state == 'pending' and is_expired(f[5], now) then
         end_expired(id, jk, now)
         expired = expired + 1
@@ -1014,6 +1150,7 @@ local function claim_ready(token, lease, limit, count, now, opts)
       break  -- the set is empty now
     end
   end
+  turns_left(left, top)
   if #ids == 0 and (expired >= EXPIRE_LIMIT or lanes_seen >= LANES_LIMIT) then
     out[1] = dropped
     out[2] = 0

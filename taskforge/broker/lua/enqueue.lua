@@ -83,6 +83,7 @@ local now = now_ms()
 local out = {'OK'}
 local woken = 0
 local lane_count = {}  -- band -> jobs put in lanes
+local book = {fronts = {}}  -- the turns of open lanes' jobs, written back once
 
 -- Sequence numbers for this call's ready jobs: one INCRBY for the whole call
 -- (a delay_many of 10,000 jobs saves 9,999 commands), handed out in order;
@@ -115,7 +116,7 @@ local function limited(f)
   return f[NEW_INHERIT] == '1' and redis.call('HEXISTS', LIMITS, f[NEW_TASK]) == 1
 end
 
--- Inline rather than through make_pending: this is the hottest script, and
+-- Inline rather than through the library's transitions: this is the hottest script, and
 -- every redis.call saved here is saved once per job enqueued.  The set is
 -- written before the job's hash: the first write that can fail comes first.
 local function store(f, payload, id, jk)
@@ -167,6 +168,15 @@ local function store(f, payload, id, jk)
     redis.call('ZADD', SCHEDULED, due, id)
     add('state', 'scheduled')
     add('scheduled_at', due)
+  elseif lane and is_open_lane(lane) then
+    local band = math.floor(pending_score(f[NEW_PRIORITY], 0) / BAND)
+    local score = take_turn(book, lane, band)
+    if score - band * BAND >= BAND - 1000000 then
+      error('taskforge: ' .. SEQ .. ' is exhausted')
+    end
+    redis.call('ZADD', PENDING, score, id)
+    add('state', 'pending')
+    add('seq', string.format('%d', score - band * BAND))
   else
     local seq = take_seq()
     if seq >= BAND - 1000000 then
@@ -256,5 +266,6 @@ if seq_next and seq_next <= seq_last then
   redis.call('DECRBY', SEQ, seq_last - seq_next + 1)
 end
 count_lane_jobs(lane_count)
+write_turns(book)
 wake(woken)
 return out

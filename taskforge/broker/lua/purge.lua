@@ -12,6 +12,8 @@ if not key then
 end
 local ids = redis.call('ZRANGE', key, 0, tonumber(ARGV[3]) - 1)
 if #ids == 0 and ARGV[2] == 'pending' then
+  -- no keyed job waits in the main set now: its keys' turns go
+  redis.call('UNLINK', KEY_TURNS)
   -- then the pending sets of rate- or concurrency-limited tasks
   for _, group in ipairs(redis.call('HKEYS', LIMITS)) do
     key = group_pending(group)
