@@ -7,12 +7,12 @@ queued it, and none of them needs a private method of ``Task``.
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .broker.record import NewJob
 from .errors import ConfigurationError, SerializationError
+from .job_ids import new_job_id
 from .serialization import dumps_call
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def build_job(
         debounce = f"{delay_ms}:{int((opts.debounce_max_wait or 0) * 1000)}"
     check_size(task, payload, unique_digest, {**fields, "key": key} if key else fields)
     return NewJob(
-        id=opts.job_id or uuid.uuid4().hex,
+        id=opts.job_id or new_job_id(),
         task=task.name,
         payload=payload,
         priority=int(opts.priority),

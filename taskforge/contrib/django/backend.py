@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import uuid
 from datetime import datetime
 from typing import Any
 
@@ -97,7 +98,11 @@ class TaskforgeBackend(BaseTaskBackend):  # type: ignore[misc]
         """
         self.validate_task(task)
         runner = self.app.tasks[ARUN if inspect.iscoroutinefunction(task.func) else RUN]
-        runner = runner.with_options(queue=task.queue_name, priority=priority_of(task.priority))
+        # Django's backends give results UUID4 ids (its own tests check the
+        # version), where taskforge's own ids are time-ordered (version 7).
+        runner = runner.with_options(
+            queue=task.queue_name, priority=priority_of(task.priority), job_id=uuid.uuid4().hex
+        )
         stamp = now()  # to the millisecond, as the job record's own times: never after the started_at Redis gives
         enqueued_at = stamp.replace(microsecond=stamp.microsecond // 1000 * 1000)
         meta = {
