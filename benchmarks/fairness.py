@@ -157,6 +157,15 @@ def main() -> None:
     print(f"\n{keyed} / keyless, drain rate: {rate[keyed] / rate['keyless']:.3f}")
     print(f"{many} / {few}, Redis CPU per job: {redis_us[many] / redis_us[few]:.3f}")
     print(f"{many} / {few}, script time per job: {scripts[many] / scripts[few]:.3f}")
+    # The machine's load drifts between rounds: each round's two shapes ran one after the
+    # other, so the median of the rounds' own ratios is the steadier figure.
+    for label, num, den, field in (
+        (f"{keyed} / keyless, drain rate", keyed, "keyless", "rate"),
+        (f"{many} / {few}, Redis CPU per job", many, few, "redis_us"),
+    ):
+        ratios = [getattr(a, field) / getattr(b, field) for a, b in zip(runs[num], runs[den], strict=True)]
+        listed = ", ".join(f"{r:.3f}" for r in ratios)
+        print(f"{label}, median of the rounds' own ratios: {statistics.median(ratios):.3f} ({listed})")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """Turns of keyed jobs of tasks without limits: they wait in the main pending set, each at its key's next turn.
 
 What the claim's order promises is in ``test_fair_turns.py``; here, that every
-way a job enters or leaves the line keeps its key's entry true (a job put
-back keeps its turn, a retried one takes its key's next, a cancelled one
-never lets a later job of its key go first, a purge or a drain leaves
-nothing), and that a damaged entry costs a job its turn, never the job.
-Both backends, against the scripts directly.
+way a job enters the line keeps its key's entry (its last turn) true (a job
+put back keeps its turn, a retried one takes its key's next, a cancelled one
+never lets a later job of its key go first), that the entries of idle keys
+go (the reclaim's sweeps, a purge), and that a damaged entry costs a job its
+turn, never the job. Both backends, against the scripts directly.
 """
 
 from __future__ import annotations
@@ -23,28 +23,52 @@ def claim(app: TaskForge, count: int = 1) -> list[Any]:
     return app.broker.claims.dequeue("default", LEASE, count=count)[0]
 
 
-def entries(app: TaskForge) -> dict[str, str]:
+def entries(app: TaskForge) -> dict[str, float]:
+    """Open lane -> the last turn its key was given."""
     raw = app.broker.client.hgetall(Q.key_turns)
-    return {k.decode(): v.decode() for k, v in raw.items()}
+    return {k.decode(): float(v) for k, v in raw.items()}
 
 
-def test_a_key_entry_counts_its_waiting_jobs_and_goes_with_the_last(app: TaskForge) -> None:
+def sweep(app: TaskForge) -> None:
+    """The worker's periodic reclaim, which also sweeps stale turn entries (a bounded step each)."""
+    app.broker.claims.reclaim("default")
+
+
+def test_a_keys_entry_is_its_last_turn_and_goes_once_it_is_idle(app: TaskForge) -> None:
     @app.task(key="account")
     def sync(account: str, n: int) -> None: ...
 
     for n in range(3):
         sync.delay("a", n)
     sync.delay("b", 0)
-    assert {lane: e.split(":")[0] for lane, e in entries(app).items()} == {"2:0:a": "3", "2:0:b": "1"}
+    first = entries(app)
+    assert sorted(first) == ["2:0:a", "2:0:b"] and first["2:0:a"] == first["2:0:b"] + 2
     got = claim(app, 2)
     assert sorted(c.args for c in got) == [("a", 0), ("b", 0)]
-    assert {lane: e.split(":")[0] for lane, e in entries(app).items()} == {"2:0:a": "2"}
+    sweep(app)  # b is idle now, a is not
+    assert sorted(entries(app)) == ["2:0:a"]
     while claim(app, 4):
         pass
+    sweep(app)
     assert entries(app) == {}
-    # Keyed jobs of a task without limits need no lane, turn or count of their own.
     client = app.broker.client
-    assert not client.exists(Q.turns, Q.lane_size, Q.lane_jobs, Q.held)
+    assert not client.exists(Q.turns, Q.lane_size, Q.lane_jobs, Q.held, Q.prefix + "key_turns_at")
+
+
+def test_the_sweep_goes_in_bounded_steps_and_ends(app: TaskForge) -> None:
+    @app.task(key="account")
+    def sync(account: str) -> None: ...
+
+    sync.delay_many([(f"k{n}",) for n in range(2_500)])
+    while claim(app, 256):
+        pass
+    assert len(entries(app)) == 2_500
+    sweep(app)
+    assert 0 < len(entries(app)) < 2_500  # one step looks at about a thousand entries
+    for _ in range(5):
+        sweep(app)
+    assert entries(app) == {}
+    assert not app.broker.client.exists(Q.prefix + "key_turns_at")
 
 
 def test_a_job_put_back_keeps_its_turn_and_a_retried_one_takes_its_keys_next(app: TaskForge) -> None:
@@ -66,6 +90,7 @@ def test_a_job_put_back_keeps_its_turn_and_a_retried_one_takes_its_keys_next(app
     while got := claim(app, 1):
         order.append(got[0].args)
     assert order == [("a", 1), ("a", 2), ("a", 0)]
+    sweep(app)
     assert entries(app) == {}
 
 
@@ -80,6 +105,7 @@ def test_cancelling_a_keys_last_job_never_lets_a_later_one_jump_its_line(app: Ta
     sync.delay("a", 4)
     order = [c.args[1] for c in claim(app, 10)]
     assert order == [0, 1, 2, 4]
+    sweep(app)
     assert entries(app) == {}
 
 
@@ -90,7 +116,7 @@ def test_a_purge_leaves_no_turns_behind(app: TaskForge) -> None:
     sync.delay_many([(f"k{n % 50}", n) for n in range(200)])
     assert len(entries(app)) == 50
     assert app.broker.cleanup.purge("default", "pending") == 200
-    assert entries(app) == {}
+    assert app.broker.client.exists(Q.key_turns) == 0
     assert claim(app, 4) == []
 
 
@@ -115,7 +141,9 @@ def test_a_damaged_entry_costs_a_turn_never_a_job(app: TaskForge) -> None:
     def sync(account: str, n: int) -> None: ...
 
     sync.delay("a", 0)
-    app.broker.client.hset(Q.key_turns, "2:0:a", "junk")
+    app.broker.client.hset(Q.key_turns, mapping={"2:0:a": "junk", "not a lane": "1"})
+    sweep(app)
+    assert entries(app) == {}  # junk and strangers swept
     sync.delay("a", 1)
     app.broker.client.delete(Q.key_turns)
     app.broker.client.set(Q.key_turns, "not a hash")
@@ -123,4 +151,5 @@ def test_a_damaged_entry_costs_a_turn_never_a_job(app: TaskForge) -> None:
     assert handle.info().state is JobState.PENDING
     got = sorted(c.args[1] for c in claim(app, 10))
     assert got == [0, 1, 2]
+    sweep(app)  # the sweep steps past what it cannot read
     assert app.broker.client.get(Q.key_turns) == b"not a hash"

@@ -42,6 +42,7 @@ def expected_types(queue: str) -> dict[str, str]:
         q.held_head: "hash",
         q.lane_size: "hash",
         q.key_turns: "hash",
+        q.prefix + "key_turns_at": "string",
     }
 
 

@@ -50,7 +50,7 @@ NOT_FIELDS = {
     "ok",  # the status field of a TYPE reply
     "limits", "wake", "paused",  # key suffixes (the seq key shares its name with the seq field)
     "turns", "held", "held_head", "key_limits", "lane_jobs", "lane_size",  # key suffixes of keyed jobs' lanes
-    "key_turns", "fronts",  # the key suffix of open lanes' turns; a name inside the scripts' book of them
+    "key_turns", "key_turns_at", "fronts",  # open lanes' turns: their hash, the sweep's cursor, the scripts' book
     "failed",  # with "succeeded": the fields of a per-minute stats hash
     "string",  # Lua type() name
     "outbox", "open", "done",  # key suffixes: an outbox, a workflow's set and done list (and set 'waiting')

@@ -160,6 +160,14 @@ def keyed(token, account, seconds):
     return token
 
 
+@app.task(key="account", max_attempts=PATIENT, backoff=0.1)
+def turns(token, account):
+    """A job with a key and no limits: it waits in the main pending set at its key's turn."""
+    _start(token, "turns")
+    _end(token, "ok")
+    return token
+
+
 @app.task(queue="bulk", priority="low", max_attempts=PATIENT, backoff=0.1)
 def bulk(token):
     """On a second queue, so workers serve two queues round-robin."""
@@ -182,6 +190,13 @@ async def aio_quick(token):
 async def aio_keyed(token, account, seconds):
     await _astart(token, "aio_keyed")
     await asyncio.sleep(seconds)
+    await _aend(token, "ok")
+    return token
+
+
+@app.task(key="account", max_attempts=PATIENT, backoff=0.1)
+async def aio_turns(token, account):
+    await _astart(token, "aio_turns")
     await _aend(token, "ok")
     return token
 

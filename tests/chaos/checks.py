@@ -8,6 +8,7 @@ from pathlib import Path
 
 import redis
 
+from taskforge import TaskForge
 from taskforge.serialization import loads_call
 
 from .analysis import Run, classify, documented_keyspace, keyspace_violation, parse_runs
@@ -99,6 +100,17 @@ def check_keyspace(client: redis.Redis, report: Report) -> list[str]:
         if why:
             report.problem(f"keyspace: {why}")
     return [k for k, t in zip(keys, types, strict=True) if ":job:" in k and t == "hash"]
+
+
+def check_turns_left(url: str, client: redis.Redis, report: Report) -> None:
+    """Drained, no key has a job waiting, so every key's turn entry is stale: the reclaim's sweeps delete them all."""
+    checker = TaskForge("chaos-check", broker=url)
+    for queue in sorted(QUEUES):
+        for _ in range(20):  # each sweep looks at about a thousand entries
+            checker.broker.claims.reclaim(queue)
+        left = client.hlen(f"taskforge:{{{queue}}}:key_turns")
+        if left:
+            report.problem(f"{queue}: {left} key turn entries left behind once the queue drained and was swept")
 
 
 def read_records(client: redis.Redis, job_keys: list[str], report: Report) -> tuple[dict, dict[str, int]]:
@@ -373,6 +385,7 @@ def check_all(
     if not drained:
         report.problem("the queue did not drain in time once the faults stopped (see the drain lines in faults.log)")
     records, token_of = read_records(client, check_keyspace(client, report), report)
+    check_turns_left(url, client, report)
     runs = read_runs(side, prefix, sorted(producer.token_owner))
     lost = check_outcomes(jobs, records, token_of, runs, report)
     phantoms = check_phantoms(jobs, records, token_of, report)

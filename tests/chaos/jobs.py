@@ -49,12 +49,14 @@ KINDS = {
         Kind("crash_once", 0.02),
         Kind("bulk", 0.16, queue="bulk"),
         Kind("keyed", 0.08),
+        Kind("turns", 0.06),
     )
 }
 
 PRIORITIES = ("low", "normal", "high", "critical")
 ACCOUNTS = ("acct-0", "acct-1", "acct-2", "acct-3")  # the keys of the keyed jobs: few, so their cap binds
 KEY_CAP = 2  # chaosapp.KEY_CAP
+CUSTOMERS = tuple(f"cust-{n}" for n in range(6))  # the keys of the turns jobs (a task without limits)
 # The share of jobs sent to a kind's async twin (chaosapp.aio_<name>), at least.
 ASYNC_SHARE = 0.3
 
@@ -99,6 +101,8 @@ def plan_jobs(rng: random.Random, n: int) -> list[JobPlan]:
             extra = (rng.choice((1, 1, 2)),)
         elif kind == "keyed":
             extra = (rng.choice(ACCOUNTS), round(rng.uniform(0.05, 0.4), 3))
+        elif kind == "turns":
+            extra = (rng.choice(CUSTOMERS),)
         priority = rng.choice(PRIORITIES) if rng.random() < 0.35 else None
         delay = round(rng.uniform(0.5, 3.0), 3) if rng.random() < 0.10 else 0.0
         if kind == "quick" and priority is None and not delay and rng.random() < 0.15:

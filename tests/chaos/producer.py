@@ -27,6 +27,10 @@ def _keyed_stand_in(token: int, account: str, seconds: float) -> None:
     """Never runs here: the producer's declaration of chaosapp's keyed tasks (their key and cap)."""
 
 
+def _turns_stand_in(token: int, account: str) -> None:
+    """Never runs here: the producer's declaration of chaosapp's keyed tasks without limits."""
+
+
 class Producer(threading.Thread):
     def __init__(self, url: str, jobs: list[JobPlan], pace: Callable[[], int], log: Callable[[str], None]) -> None:
         super().__init__(name="chaos-producer", daemon=True)
@@ -37,6 +41,8 @@ class Producer(threading.Thread):
             self.app.task(name=f"{APP_MODULE}.{name}", key="account", key_concurrency=KEY_CAP, max_attempts=PATIENT)(
                 _keyed_stand_in
             )
+        for name in ("turns", "aio_turns"):
+            self.app.task(name=f"{APP_MODULE}.{name}", key="account", max_attempts=PATIENT)(_turns_stand_in)
         self.jobs = jobs
         self.pace = pace  # how many jobs should have been enqueued by now
         self.log = log

@@ -145,12 +145,22 @@ end
 -- scores go by job id), a key's 100,000 jobs hold 100,000 turns one after
 -- another, a new key's job waits behind at most one job per key, and the
 -- claim of keyed jobs stays one ZPOPMIN.
--- KEY_TURNS: lane -> "<waiting>:<last turn, a full score>", the entry going
--- with its key's last waiting job, so a key with no jobs leaves nothing.  A
--- claim moves SEQ up to the turns it took, so no job sent later goes before
--- a turn already served.  The entries only place jobs in line: junk or a
--- wrong type costs a job its turn, never the job, so they go through pcall.
+-- KEY_TURNS: open lane -> the turn (a full score) of the last job the key
+-- was given, one plain number.  A key with a job waiting has its entry at or
+-- past the front of its band (its waiting jobs' turns are); an entry behind
+-- the front is stale (none of its key's jobs waits) and counts as none, so
+-- a claim or a cancel never has to touch the entries: the claim of keyed
+-- jobs costs what a keyless claim does, however many keys there are.  Stale
+-- entries go in the sweeps reclaim runs (each worker, every second or so:
+-- at most SWEEP_COUNT entries looked at per sweep, from a cursor kept in
+-- TURNS_AT), and all at once when a purge empties PENDING, so an idle key's
+-- entry goes within seconds.  A claim moves SEQ up to the turns it took,
+-- so no job sent later goes before a turn already served.  The entries only
+-- place jobs in line: junk or a wrong type costs a job its turn, never the
+-- job, so they go through pcall.
 local KEY_TURNS = PREFIX .. 'key_turns'
+local TURNS_AT = PREFIX .. 'key_turns_at'
+local SWEEP_COUNT = 1000
 
 local function is_open_lane(lane)
   local band = (string.byte(lane, 1) or 0) - 48
@@ -158,85 +168,91 @@ local function is_open_lane(lane)
     and string.byte(lane, 4) == 58
 end
 
--- An entry of KEY_TURNS: how many of the key's jobs wait, and the last one's turn (nil: none).
-local function read_turn(raw)
-  local waiting, last = string.match(type(raw) == 'string' and raw or '', '^(%d+):(%d+)$')
-  return tonumber(waiting) or 0, tonumber(last)
-end
-
--- The score at the front of band `band`'s line in PENDING, or, with none
--- waiting, where the next job without a key would stand.
-local function band_front(band)
+-- The lowest score waiting in band `band` of PENDING (nil: none).
+local function band_head(band)
   local low = band * BAND
-  local first = redis.call('ZRANGEBYSCORE', PENDING, string.format('%d', low), string.format('(%d', low + BAND),
-    'LIMIT', 0, 1, 'WITHSCORES')
-  if #first > 0 then
-    return tonumber(first[2])
-  end
-  return low + (tonumber(redis.call('GET', SEQ)) or 0)
+  local first = redis.pcall('ZRANGEBYSCORE', PENDING, low, '(' .. string.format('%d', low + BAND), 'LIMIT', 0, 1,
+    'WITHSCORES')
+  return type(first) == 'table' and first[2] and tonumber(first[2]) or nil
 end
 
--- The turn (a full score) of a new job of open lane `lane` in band `band`,
--- counted into `book` (lane -> {waiting, last}; fronts: band -> score),
--- which the caller writes back once; entries are read once per call.
+-- The turn (a full score) of a new job of open lane `lane` in band `band`:
+-- the one after its key's last, or, with none of its key's jobs waiting,
+-- the front of the band (with none waiting there, where the next job
+-- without a key would stand).  `book` caches, per call, the entries read
+-- (lane -> last turn, false: none) and the fronts (fronts: band -> score);
+-- the caller writes the entries back once.
 local function take_turn(book, lane, band)
-  local entry = book[lane]
-  if not entry then
-    local waiting, last = read_turn(redis.pcall('HGET', KEY_TURNS, lane))
-    entry = {waiting, last}
-    book[lane] = entry
+  local last = book[lane]
+  if last == nil then
+    local raw = redis.pcall('HGET', KEY_TURNS, lane)
+    last = type(raw) == 'string' and tonumber(raw) or false
+    if last ~= last then
+      last = false  -- nan: junk
+    end
   end
   local front = book.fronts[band]
   if not front then
-    front = band_front(band)
+    front = band_head(band) or (band * BAND + (tonumber(redis.call('GET', SEQ)) or 0))
     book.fronts[band] = front
   end
-  local turn = entry[1] > 0 and entry[2] and math.max(entry[2] + 1, front) or front
-  entry[1], entry[2] = entry[1] + 1, turn
+  local turn = (last and last >= front) and last + 1 or front
+  book[lane] = turn
   return turn
 end
 
--- The entries a call counted (take_turn's book, or lane -> {waiting, last} from a claim) back into KEY_TURNS.
+-- The entries a call gave turns to (take_turn's book) back into KEY_TURNS.
 local function write_turns(book)
-  local keep, gone = {}, {}
-  for lane, entry in pairs(book) do
-    if lane ~= 'fronts' then
-      if entry[1] > 0 and entry[2] then
-        keep[#keep + 1], keep[#keep + 2] = lane, string.format('%d:%d', entry[1], entry[2])
-      else
-        gone[#gone + 1] = lane
-      end
+  local keep = {}
+  for lane, turn in pairs(book) do
+    if lane ~= 'fronts' and turn then
+      keep[#keep + 1], keep[#keep + 2] = lane, turn
     end
   end
-  for _, write in ipairs({{'HSET', keep, 2000}, {'HDEL', gone, 1000}}) do
-    local list, step = write[2], write[3]
-    for first = 1, #list, step do  -- unpack has a limit: a delay_many of 10,000 keys goes in slices
-      redis.pcall(write[1], KEY_TURNS, unpack(list, first, math.min(first + step - 1, #list)))
-    end
+  for first = 1, #keep, 2000 do  -- unpack has a limit: a delay_many of 10,000 keys goes in slices
+    redis.pcall('HSET', KEY_TURNS, unpack(keep, first, math.min(first + 1999, #keep)))
   end
 end
 
--- Jobs of open lanes left PENDING (`left`: lane -> how many; `top`: the
--- highest sequence part among those claimed, or 0): their keys' counts go
--- down, and SEQ moves up to `top`.
-local function turns_left(left, top)
-  local lanes = {}
-  for lane in pairs(left) do
-    lanes[#lanes + 1] = lane
+-- Keyed jobs of open lanes were claimed, the highest turn among them `top`
+-- (its sequence part): SEQ moves up to it.
+local function seq_past(top)
+  local seq = redis.pcall('GET', SEQ)
+  if (seq == false or type(seq) == 'string') and top > (tonumber(seq or 0) or top) then
+    redis.call('SET', SEQ, top)
   end
-  if #lanes == 0 then
+end
+
+-- One step of the sweep of stale entries (see KEY_TURNS).
+local function sweep_turns()
+  local at = redis.pcall('GET', TURNS_AT)
+  local step = redis.pcall('HSCAN', KEY_TURNS, type(at) == 'string' and at or '0', 'COUNT', SWEEP_COUNT)
+  if type(step) ~= 'table' or step.err then
     return
   end
-  local raw = redis.pcall('HMGET', KEY_TURNS, unpack(lanes))
-  local book = {}
-  for i, lane in ipairs(lanes) do
-    local waiting, last = read_turn(type(raw) == 'table' and raw[i])
-    book[lane] = {waiting - left[lane], last}
+  local heads, stale = {}, {}
+  local found = step[2]
+  for i = 1, #found, 2 do
+    local lane, last = found[i], tonumber(found[i + 1])
+    local band = (string.byte(lane, 1) or 0) - 48
+    if band >= 0 and band <= 3 then
+      if heads[band] == nil then
+        heads[band] = band_head(band) or false
+      end
+      if not last or not heads[band] or last < heads[band] then
+        stale[#stale + 1] = lane
+      end
+    else
+      stale[#stale + 1] = lane  -- not a lane's entry (written by hand)
+    end
   end
-  write_turns(book)
-  local seq = top > 0 and redis.pcall('GET', SEQ)
-  if (seq == false or type(seq) == 'string') and top > (tonumber(seq or 0) or top) then
-    redis.call('SET', SEQ, string.format('%d', top))
+  if #stale > 0 then
+    redis.pcall('HDEL', KEY_TURNS, unpack(stale))
+  end
+  if step[1] ~= '0' then
+    redis.pcall('SET', TURNS_AT, step[1])
+  elseif at then
+    redis.pcall('DEL', TURNS_AT)
   end
 end
 
@@ -347,19 +363,21 @@ local function add_pending(id, jk, seq)
   local key, lane = pending_key(jk)
   local priority = redis.call('HGET', jk, 'priority')
   if lane and key == PENDING then
-    local book = {fronts = {}}
     local band = math.floor(pending_score(priority, 0) / BAND)
     local score
     if seq then
-      score = pending_score(priority, seq)
-      local waiting, last = read_turn(redis.pcall('HGET', KEY_TURNS, lane))
-      book[lane] = {waiting + 1, math.max(last or score, score)}
+      score = pending_score(priority, seq)  -- back at its own turn: its key's last is at least that
+      local last = tonumber(redis.pcall('HGET', KEY_TURNS, lane))
+      if not last or last < score then
+        redis.pcall('HSET', KEY_TURNS, lane, score)
+      end
     else
+      local book = {fronts = {}}
       score = take_turn(book, lane, band)
+      write_turns(book)
       seq = score - band * BAND
     end
-    write_turns(book)
-    redis.call('HSET', jk, 'state', 'pending', 'seq', string.format('%d', seq), 'token', '')
+    redis.call('HSET', jk, 'state', 'pending', 'seq', seq, 'token', '')
     redis.call('ZADD', PENDING, score, id)
     return
   end
@@ -383,9 +401,7 @@ local function remove_pending(id, jk)
     return
   end
   if key == PENDING then
-    if redis.call('ZREM', PENDING, id) == 1 then
-      turns_left({[lane] = 1}, 0)
-    end
+    redis.call('ZREM', PENDING, id)  -- its key's entry may be stale now: the sweeps see to it
     return
   end
   local member = turn_member(id, lane)
@@ -1064,7 +1080,7 @@ local function claim_ready(token, lease, limit, count, now, opts)
   local ids = {}
   local blocked_wait = -1
   local expired, lanes_seen, served = 0, 0, {}
-  local left, top = {}, 0  -- jobs of open lanes out of PENDING, per lane; the highest turn claimed
+  local top = 0  -- the highest turn of a keyed job claimed from PENDING (its sequence part)
   while #ids < count and expired < EXPIRE_LIMIT and lanes_seen < LANES_LIMIT do
     -- Without limited tasks or keyed jobs the whole batch comes off the main
     -- set in one ZPOPMIN (every redis.call costs a few microseconds); with
@@ -1119,8 +1135,7 @@ local function claim_ready(token, lease, limit, count, now, opts)
       local id, jk = row[1], row[2]
       local f = read_claim_fields(jk)
       local state = f and f[1]
-      if f and f[6] and row[5] == PENDING and is_open_lane(f[6]) then
-        left[f[6]] = (left[f[6]] or 0) + 1
+      if f and f[6] and f[6] ~= '' and row[5] == PENDING then
         local score = tonumber(row[4])
         top = math.max(top, score - math.floor(score / BAND) * BAND)
       end
@@ -1150,7 +1165,9 @@ local function claim_ready(token, lease, limit, count, now, opts)
       break  -- the set is empty now
     end
   end
-  turns_left(left, top)
+  if top > 0 then
+    seq_past(top)
+  end
   if #ids == 0 and (expired >= EXPIRE_LIMIT or lanes_seen >= LANES_LIMIT) then
     out[1] = dropped
     out[2] = 0

@@ -176,7 +176,7 @@ local function store(f, payload, id, jk)
     end
     redis.call('ZADD', PENDING, score, id)
     add('state', 'pending')
-    add('seq', string.format('%d', score - band * BAND))
+    add('seq', score - band * BAND)
   else
     local seq = take_seq()
     if seq >= BAND - 1000000 then

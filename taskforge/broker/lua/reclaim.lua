@@ -52,6 +52,7 @@ for _, id in ipairs(expired) do
     end
   end
 end
+sweep_turns()
 if #back > 0 then
   wake(#back)
 end
