@@ -106,10 +106,11 @@ end
 -- priority band: "<band>:0:<key>" (an open lane), or "<band>:<n>:<task><key>"
 -- (n = the task's length in bytes) for a task with limits, whose jobs are
 -- checked against them.  An open lane's jobs wait in PENDING at their
--- turns (KEY_TURNS, above).  A limited lane's jobs wait apart, and the
--- claim takes those lanes in turn: each lane with ready jobs has one *head*: its oldest job, which waits in
--- TURNS (scored like a pending job, priority band + sequence: a lane is one
--- place in line however many jobs it holds), as the member "<#id>:<id><lane>"
+-- turns (KEY_TURNS, below).  A limited lane's jobs wait apart, and the
+-- claim takes those lanes in turn: each lane with ready jobs has one
+-- *head*, its oldest job, which waits in TURNS (scored like a pending job,
+-- priority band + sequence: a lane is one place in line however many jobs
+-- it holds), as the member "<#id>:<id><lane>"
 -- (turn_member), so a claim knows the job and its lane without a read.  The
 -- lane's other jobs wait in lane:<lane> (scored like pending).  LANE_SIZE
 -- counts each lane's jobs, head included: an enqueue makes its job the head
@@ -1082,7 +1083,7 @@ local function claim_ready(token, lease, limit, count, now, opts)
   local expired, lanes_seen, served = 0, 0, {}
   local top = 0  -- the highest turn of a keyed job claimed from PENDING (its sequence part)
   while #ids < count and expired < EXPIRE_LIMIT and lanes_seen < LANES_LIMIT do
-    -- Without limited tasks or keyed jobs the whole batch comes off the main
+    -- Without limited tasks or limited keys the whole batch comes off the main
     -- set in one ZPOPMIN (every redis.call costs a few microseconds); with
     -- them, from whichever set holds the best job a limit allows: one job at
     -- a time where a task's limits must be asked, else as many as come
