@@ -1,11 +1,12 @@
 """The user app the worker tests run; copied into a temp directory as userapp.py."""
 
 import os
+import signal
 import time
 
 import redis
 
-from taskforge import Retry, TaskForge
+from taskforge import Retry, TaskForge, current_job
 
 app = TaskForge("userapp")
 side = redis.Redis.from_url(os.environ["SIDE_REDIS"])
@@ -47,6 +48,23 @@ def crash_once(key):
         os._exit(13)
     side.rpush(f"side:{key}", "ok")
     return "survived"
+
+
+@app.task(max_attempts=3, backoff=0.05)
+def stepwise(key):
+    """Two durable steps; the child is SIGKILLed inside the second on its first run."""
+    job = current_job()
+
+    def first():
+        side.incr(f"side:{key}:one")
+        return "first"
+
+    def second():
+        if side.incr(f"side:{key}:two") == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return "second"
+
+    return [job.step("one", first), job.step("two", second)]
 
 
 @app.task(max_attempts=2, backoff=0.05)
@@ -101,6 +119,12 @@ def urgent(key):
 @app.task
 def stamp(key):
     side.rpush(f"side:{key}", repr(time.time()))
+
+
+@app.task
+def nothing(n):
+    """A run as short as a run gets (no side effect): what auto batching grows on even on a busy machine."""
+    return n
 
 
 @app.task
