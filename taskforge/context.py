@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import math
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from .errors import ConfigurationError, SerializationError, TaskforgeError
-from .serialization import dumps
+from .errors import ConfigurationError, LeaseLost, SerializationError, TaskforgeError
+from .serialization import dumps, loads
 
 if TYPE_CHECKING:
     from .broker.queue import Claim
-    from .broker.roles import ClaimsRole
+    from .broker.roles import ClaimsRole, StepsRole
+
+T = TypeVar("T")
 
 PROGRESS_META_LIMIT = 64 * 1024  # bytes of msgpack: meta is for a few counters, not for results
 
@@ -31,6 +35,62 @@ class CurrentJob:
     _token: str
     _broker: ClaimsRole | None
     headers: Mapping[str, str] = field(default_factory=dict)  # set at enqueue by producer hooks
+    _steps: StepsRole | None = None
+    _seen: set[str] = field(default_factory=set)  # the step names this run reached
+
+    def step(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)``, once per job: its result is kept with the job, and any
+        later run of the job (a retry, a run after a crash) gets it back without calling ``fn``.
+
+        Code between steps runs again in every run, so it must take the same
+        path each time (SPEC, "Durable steps and streams"; the README has an
+        example of what goes wrong otherwise). ``fn`` raising stores nothing
+        and the run fails as usual. A name repeated within one run raises
+        ``ValueError`` before ``fn`` is called; a result msgpack cannot carry
+        raises ``SerializationError`` naming the step; a run that lost its
+        lease raises ``LeaseLost``, storing nothing.
+        """
+        found = self._replayed(name)
+        if found is not _MISSING:
+            return found  # type: ignore[no-any-return]
+        value = fn(*args, **kwargs)
+        self._keep(name, value)
+        return value
+
+    async def astep(self, name: str, fn: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
+        """``step`` for async tasks: ``fn`` may be a coroutine function; the reads and the write run
+        in a thread, so the event loop is not held by Redis."""
+        found = await asyncio.to_thread(self._replayed, name)
+        if found is not _MISSING:
+            return found  # type: ignore[no-any-return]
+        value = fn(*args, **kwargs)
+        if inspect.isawaitable(value):
+            value = await value
+        await asyncio.to_thread(self._keep, name, value)
+        return value
+
+    def _replayed(self, name: str) -> Any:
+        """The stored result of step ``name``, or _MISSING; marks the name as reached in this run."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"step({name!r}, ...): a step's name is a non-empty string")
+        if name in self._seen:
+            raise ValueError(f"step {name!r} was already reached in this run: each step needs a name of its own")
+        self._seen.add(name)
+        if self._steps is None:
+            return _MISSING
+        stored = self._steps.stored(self.queue, self.id, name)
+        return _MISSING if stored is None else loads(stored)
+
+    def _keep(self, name: str, value: Any) -> None:
+        try:
+            packed = dumps(value)
+        except SerializationError as exc:
+            raise SerializationError(f"step {name!r}: its result cannot be stored: {exc}") from None
+        if self._steps is not None and not self._steps.store(self.queue, self.id, self._token, name, packed):
+            raise LeaseLost(
+                f"step {name!r}: this run no longer holds job {self.id} (its lease ran out and another "
+                "run has it, or will); the step's result is not stored"
+            )
 
     def set_progress(self, fraction: float, message: str | None = None, meta: Any = None) -> None:
         """Record progress (0.0 to 1.0) for ``info()``, ``taskforge job`` and status.
@@ -70,6 +130,9 @@ class CurrentJob:
             raise celery_names.attribute_error("CurrentJob", name, celery_names.TASK)
 
 
+_MISSING = object()
+
+
 def current_job() -> CurrentJob:
     """The job being run by the calling task; raises outside a task run by a worker."""
     job = _current.get()
@@ -78,8 +141,8 @@ def current_job() -> CurrentJob:
     return job
 
 
-def enter(claim: Claim, broker: ClaimsRole | None) -> object:
-    job = CurrentJob(claim.id, claim.attempts, claim.task, claim.queue, claim.token, broker, claim.headers or {})
+def enter(claim: Claim, broker: ClaimsRole | None, steps: StepsRole | None = None) -> object:
+    job = CurrentJob(claim.id, claim.attempts, claim.task, claim.queue, claim.token, broker, claim.headers or {}, steps)
     return _current.set(job)
 
 

@@ -11,6 +11,7 @@ Catch ``TaskforgeError`` to handle them all::
     ├── UnknownTask                 a job names a task the worker does not know
     ├── TaskFailed                  the job is dead; carries the remote error, its class path and traceback
     ├── SoftTimeout                 raised inside a task past its soft_timeout (catch it to clean up)
+    ├── LeaseLost                   step() in a run that no longer holds its job (its lease ran out)
     ├── HardTimeout                 a run past its timeout was killed (a TimeoutError too)
     ├── WorkerCrashed               the child process running a job died
     ├── WorkerLost                  a job's lease expired: its whole worker died or lost Redis
@@ -59,6 +60,7 @@ __all__ = [
     "Expired",
     "HardTimeout",
     "JobNotFound",
+    "LeaseLost",
     "MetricsPortUnavailable",
     "QueueFull",
     "Retry",
@@ -149,6 +151,15 @@ class SoftTimeout(TaskforgeError):
 
     def __init__(self, message: str = "the job ran past its soft timeout") -> None:
         super().__init__(message)
+
+
+class LeaseLost(TaskforgeError):
+    """Raised by ``current_job().step`` in a run that no longer holds its job (its lease ran out).
+
+    Another run has the job, or will: this one must not store a step result
+    that run would take for its own, and its outcome is discarded as any
+    fenced run's is (the failure it records is refused too).
+    """
 
 
 class HardTimeout(TaskforgeError, TimeoutError):

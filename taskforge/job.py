@@ -160,6 +160,7 @@ class JobInfo:
     progress_meta: Any = None  # set_progress(..., meta=): any small msgpack-able value
     key: str | None = None  # the job's key (the task's key= option), None for a job without one
     held: str | None = None  # why a pending job waits (its queue paused, its key's limits reached); None: nothing
+    steps: dict[str, Any] = field(default_factory=dict)  # each finished durable step's result, by name
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form with the field names of ``JobInfo`` (``job --json``)."""

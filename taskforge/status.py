@@ -305,7 +305,7 @@ def _json_key(key: Any) -> str:
 def job_to_json(info: JobInfo) -> dict[str, Any]:
     """``JobInfo.to_dict()`` with args, kwargs and result made JSON-native (``job --json``)."""
     data = info.to_dict()
-    for name in ("args", "kwargs", "result", "progress_meta"):
+    for name in ("args", "kwargs", "result", "progress_meta", "steps"):
         data[name] = jsonable(data[name])
     return data
 

@@ -169,6 +169,10 @@ def progress(
     return ScriptCall("progress", q, [job_id, token, repr(fraction), message or "", meta], bool)
 
 
+def store_step(q: QueueKeys, *, job_id: str, token: str, name: str, result: bytes) -> ScriptCall[bool]:
+    return ScriptCall("store_step", q, [job_id, token, name, result], bool)
+
+
 def fast_forward(q: QueueKeys, *, advance_ms: int) -> ScriptCall[int]:
     return ScriptCall("fast_forward", q, [advance_ms], int)
 
@@ -275,6 +279,7 @@ CALLS: dict[str, Callable[..., ScriptCall[Any]]] = {
     "peek": peek,
     "pause": pause,
     "progress": progress,
+    "store_step": store_step,
     "fast_forward": fast_forward,
     "extend": extend,
     "abort": abort,

@@ -3,7 +3,7 @@
 Each caller takes the role it needs (``roles.py`` has their protocols):
 a producer ``jobs``, a worker ``claims``, the workflow machinery ``ledger``,
 the operators' tools ``inspection``, ``cleanup`` and ``flow`` (pause and
-resume). ``client``, ``url`` and ``scripts`` are the link's, for the tools
+resume), a running job's durable ``steps``. ``client``, ``url`` and ``scripts`` are the link's, for the tools
 and tests that speak to Redis directly.
 """
 
@@ -18,7 +18,8 @@ from .inspection import Inspection
 from .jobs import Jobs
 from .link import Link
 from .queue import Claims
-from .roles import ClaimsRole, CleanupRole, FlowRole, InspectionRole, JobsRole, LedgerRole
+from .roles import ClaimsRole, CleanupRole, FlowRole, InspectionRole, JobsRole, LedgerRole, StepsRole
+from .steps import Steps
 from .workflows import WorkflowStore
 
 
@@ -44,6 +45,7 @@ class Broker:
         self.inspection: InspectionRole = Inspection(link)
         self.cleanup: CleanupRole = Cleanup(link)
         self.flow: FlowRole = Flow(link)
+        self.steps: StepsRole = Steps(link)
 
     def ping(self) -> None:
         """Raise BrokerUnavailable now rather than at the first job."""

@@ -265,7 +265,8 @@ SHOWN: dict[str, tuple[Field, Callable[[Raw], Any]]] = {
     "progress_meta": (Field.PROGRESS_META, meta),
     "key": (Field.KEY, text),
 }
-DERIVED = ("id", "queue", "args", "kwargs", "result", "state", "error", "error_type", "held")
+DERIVED = ("id", "queue", "args", "kwargs", "result", "state", "error", "error_type", "held", "steps")
+STEP_FIELD = b"step:"  # a finished durable step's result: "step:<name>" (steps.py)
 
 
 def job_info(job_id: str, queue: str, fields: dict[bytes, bytes], held: str | None = None) -> JobInfo:
@@ -286,6 +287,14 @@ def job_info(job_id: str, queue: str, fields: dict[bytes, bytes], held: str | No
             result = loads(fields[Field.RESULT.key])
         except CorruptPayload as exc:
             error = error or f"CorruptPayload: result: {exc}"
+    steps: dict[str, Any] = {}
+    for key, value in fields.items():
+        if key.startswith(STEP_FIELD):
+            name = key[len(STEP_FIELD) :].decode(errors="replace")
+            try:
+                steps[name] = loads(value)
+            except CorruptPayload as exc:
+                error = error or f"CorruptPayload: step {name!r}: {exc}"
     job_state, state_error = state(fields.get(Field.STATE.key))
     shown = {name: decode(fields.get(field.key)) for name, (field, decode) in SHOWN.items()}
     return JobInfo(
@@ -298,6 +307,7 @@ def job_info(job_id: str, queue: str, fields: dict[bytes, bytes], held: str | No
         error=error or state_error,
         error_type=error_type(text(fields.get(Field.ERROR_TYPE.key)), shown["failure"]),
         held=held if job_state is JobState.PENDING else None,
+        steps=steps,
         **shown,
     )
 

@@ -1,6 +1,6 @@
 """The broker's roles as protocols: what each caller may use of it.
 
-A ``Broker`` (``compose.py``) is five role objects over one ``Link``; each
+A ``Broker`` (``compose.py``) is role objects over one ``Link``; each
 caller is typed against the role it uses, so a producer cannot reach a
 claim, nor a worker an operator's purge, unnoticed:
 
@@ -10,6 +10,7 @@ claim, nor a worker an operator's purge, unnoticed:
   and outboxes the courier, the reconciler and the dashboard read.
 - ``InspectionRole``: counts and listings (``taskforge status``, the dashboard).
 - ``CleanupRole``: purges, dead-letter retries, deleting a queue.
+- ``StepsRole``: a running job's durable steps (``current_job().step``).
 
 ``aio_roles.py`` holds the async twins of ``JobsRole`` and ``WorkflowRole``:
 the same methods, awaited (``tests/broker/test_roles.py`` holds the pairs
@@ -249,6 +250,14 @@ class FlowRole(Protocol):
     def held_reason(self, queue: str, fields: dict[bytes, bytes]) -> str | None: ...
 
 
+class StepsRole(Protocol):
+    """A running job's durable steps: their results kept with the job, fenced by its claim (``steps.Steps``)."""
+
+    def stored(self, queue: str, job_id: str, name: str) -> bytes | None: ...
+
+    def store(self, queue: str, job_id: str, token: str, name: str, result: bytes) -> bool: ...
+
+
 class BrokerRoles(Protocol):
     """Every role of one app's broker (``compose.Broker``), for callers that use several."""
 
@@ -275,3 +284,6 @@ class BrokerRoles(Protocol):
 
     @property
     def flow(self) -> FlowRole: ...
+
+    @property
+    def steps(self) -> StepsRole: ...

@@ -31,8 +31,9 @@ any), error_type (the class path of that failure's error, such as
 "builtins.ValueError" or "taskforge.errors.HardTimeout"; or null),
 progress_meta (the meta of set_progress, or null), key (the job's key, or
 null), held (why a pending job waits: its queue paused, or its key's limits
-reached; or null).
-Values in args, kwargs, result and progress_meta that JSON has no type for are rendered:
+reached; or null), steps (an object: each finished durable step's result by
+its name, {} for none).
+Values in args, kwargs, result, progress_meta and steps that JSON has no type for are rendered:
 datetime, date, time as ISO 8601 strings; timedelta as seconds; UUID and
 Decimal as strings; tuple as an array; set and frozenset as sorted arrays;
 bytes as {"$bytes": "<base64>"}; NaN and infinities as the strings "NaN",
@@ -95,6 +96,7 @@ def format_job(info: JobInfo) -> str:
     if info.held is not None:
         rows.append(("held back", click.style(info.held, fg="yellow")))
     rows += [(f"header {name}", value) for name, value in info.headers.items()]
+    rows += [(f"step {name}", repr(value)) for name, value in info.steps.items()]
     if info.state is JobState.SUCCEEDED:
         rows.append(("result", repr(info.result)))
     if info.progress is not None:

@@ -108,7 +108,7 @@ async def arun_claim(
     task = context.tasks[claim.task]
     if hooks.handlers["job_started"]:
         await offload(partial(hooks.emit, "job_started", info))
-    current = enter(claim, context.broker.claims)
+    current = enter(claim, context.broker.claims, context.broker.steps)
     try:
         # Created here, the task's context is a copy of this one: current_job() names this job.
         run = guarded(claim, hooks.arun(info, lambda: task.func(*claim.args, **claim.kwargs)))

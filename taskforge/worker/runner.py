@@ -202,7 +202,7 @@ def run_claim(
         return failed(context, claim, info, (error, "", None), started, outage, FailureKind.UNKNOWN_TASK)
     if info is not None:
         hooks.emit("job_started", info)
-    current = enter(claim, context.broker.claims)
+    current = enter(claim, context.broker.claims, context.broker.steps)
     try:
         with soft.running(claim.id, task.options.soft_timeout):
             if info is None:

@@ -104,4 +104,5 @@ JOB_SCHEMA = {
     "progress_meta": JSON_VALUE,
     "key": (str, type(None)),
     "held": (str, type(None)),
+    "steps": (dict,),
 }

@@ -1,0 +1,45 @@
+"""Durable steps: what a job's finished steps returned, kept with the job (SPEC, "Durable steps and streams").
+
+A step's result is a field of the job's hash, ``step:<name>`` (msgpack),
+written by ``store_step.lua`` only while the run that computed it still
+holds the job (the claim token), so it lives, expires and is purged with the
+record. A later run of the same job reads it back instead of running the
+step again (``context.CurrentJob.step``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+import redis
+
+from . import calls
+from .keys import QueueKeys
+from .record import STEP_FIELD
+
+if TYPE_CHECKING:
+    from .link import Link
+
+
+class Steps:
+    """Store and read back a job's step results, on one app's Redis (``Broker.steps``)."""
+
+    def __init__(self, link: Link) -> None:
+        self.client = link.client
+        self.scripts = link.scripts
+        self.guard = link.guard
+
+    def stored(self, queue: str, job_id: str, name: str) -> bytes | None:
+        """The msgpack a finished step ``name`` of the job returned, or None when it has not finished."""
+        with self.guard(queue):
+            try:
+                raw = self.client.hget(QueueKeys(queue).job(job_id), STEP_FIELD.decode() + name)
+            except redis.ResponseError:  # the key is no hash (damaged): as if the step never ran
+                return None
+        return cast("bytes | None", raw)
+
+    def store(self, queue: str, job_id: str, token: str, name: str, result: bytes) -> bool:
+        """Keep a finished step's result (msgpack); False when the run no longer holds the job (fenced)."""
+        call = calls.store_step(QueueKeys(queue), job_id=job_id, token=token, name=name, result=result)
+        with self.guard(queue):
+            return self.scripts.run(call)

@@ -1,0 +1,164 @@
+"""Durable steps (SPEC, "Durable steps and streams"): a finished step is kept with its job and never runs again.
+
+Both backends, through ``app.drain()`` (the worker's own run path) and the
+scripts directly; the worker test (``tests/worker/test_steps.py``) kills a
+child inside a step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from taskforge import JobState, LeaseLost, TaskForge, current_job
+from taskforge.broker.keys import QueueKeys
+from taskforge.context import enter, leave
+
+
+def test_a_retried_run_gets_a_finished_step_back_without_running_it(app: TaskForge) -> None:
+    calls: list[str] = []
+
+    def fetch(user: int) -> dict[str, Any]:
+        calls.append("fetch")
+        return {"user": user, "name": "Ada"}
+
+    @app.task(max_attempts=3, backoff=0.01)
+    def onboard(user: int) -> str:
+        job = current_job()
+        profile = job.step("fetch", fetch, user)
+        if job.attempt == 1:
+            raise RuntimeError("the mail server is down")
+        sent = job.step("welcome", lambda p: f"welcome {p['name']}", profile)
+        return f"{sent} ({job.attempt})"
+
+    handle = onboard.delay(7)
+    app.drain(advance=60)
+    info = handle.info()
+    assert info.state is JobState.SUCCEEDED and handle.result() == "welcome Ada (2)"
+    assert calls == ["fetch"]  # once: the second run got it back
+    assert info.steps == {"fetch": {"user": 7, "name": "Ada"}, "welcome": "welcome Ada"}
+
+
+def test_a_job_without_steps_has_none(app: TaskForge) -> None:
+    @app.task
+    def plain() -> int:
+        return 1
+
+    handle = plain.delay()
+    app.drain()
+    assert handle.info().steps == {}
+
+
+def test_a_step_that_raises_stores_nothing(app: TaskForge) -> None:
+    runs: list[int] = []
+
+    def flaky() -> str:
+        runs.append(1)
+        if len(runs) == 1:
+            raise ValueError("not yet")
+        return "done"
+
+    @app.task(max_attempts=2, backoff=0.01)
+    def job_with_a_flaky_step() -> str:
+        return current_job().step("flaky", flaky)
+
+    handle = job_with_a_flaky_step.delay()
+    app.drain(advance=60)
+    assert handle.result() == "done" and len(runs) == 2
+    assert handle.info().steps == {"flaky": "done"}
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        (["twice", "twice"], "step 'twice' was already reached in this run"),
+        ([""], "a step's name is a non-empty string"),
+        ([5], "a step's name is a non-empty string"),
+    ],
+)
+def test_bad_step_names_fail_the_run_before_the_step_runs(app: TaskForge, names: list[Any], message: str) -> None:
+    ran: list[Any] = []
+
+    @app.task(max_attempts=1)
+    def named() -> None:
+        for name in names:
+            current_job().step(name, ran.append, name)
+
+    handle = named.delay()
+    app.drain()
+    info = handle.info()
+    assert info.state is JobState.DEAD and message in (info.error or "")
+    assert ran == names[:-1]  # the step with the bad name never ran
+
+
+def test_a_result_msgpack_cannot_carry_names_the_step(app: TaskForge) -> None:
+    @app.task(max_attempts=1)
+    def unstorable() -> None:
+        current_job().step("socket", object)
+
+    handle = unstorable.delay()
+    app.drain()
+    info = handle.info()
+    assert info.state is JobState.DEAD
+    assert info.error_type == "taskforge.errors.SerializationError" and "step 'socket'" in (info.error or "")
+    assert info.steps == {}
+
+
+def test_a_run_that_lost_its_claim_cannot_store_a_step(app: TaskForge) -> None:
+    @app.task
+    def long_job() -> None: ...
+
+    handle = long_job.delay()
+    claim = app.broker.claims.dequeue("default", 60_000)[0][0]
+    # The same job, as a run whose lease ran out and was claimed again would see it.
+    stale = enter(replace(claim, token="a-token-no-longer-ours"), app.broker.claims, app.broker.steps)
+    try:
+        with pytest.raises(LeaseLost, match="step 'charge'"):
+            current_job().step("charge", lambda: "charged")
+    finally:
+        leave(stale)
+    assert handle.info().steps == {}
+    live = enter(claim, app.broker.claims, app.broker.steps)
+    try:
+        assert current_job().step("charge", lambda: "charged") == "charged"
+    finally:
+        leave(live)
+    assert handle.info().steps == {"charge": "charged"}
+
+
+def test_astep_awaits_an_async_step_and_replays_it(app: TaskForge) -> None:
+    calls: list[int] = []
+
+    async def fetch(n: int) -> int:
+        await asyncio.sleep(0)
+        calls.append(n)
+        return n * 2
+
+    @app.task(max_attempts=2, backoff=0.01)
+    async def pipeline(n: int) -> int:
+        job = current_job()
+        doubled = await job.astep("double", fetch, n)
+        plus = await job.astep("plus", lambda x: x + 1, doubled)  # a plain function too
+        if job.attempt == 1:
+            raise RuntimeError("once")
+        return plus
+
+    handle = pipeline.delay(20)
+    app.drain(advance=60)
+    assert handle.result() == 41 and calls == [20]
+    assert handle.info().steps == {"double": 40, "plus": 41}
+
+
+def test_step_results_go_with_the_record(app: TaskForge) -> None:
+    @app.task
+    def stepped() -> str:
+        return current_job().step("only", lambda: "x")
+
+    handle = stepped.delay()
+    app.drain()
+    key = QueueKeys("default").job(handle.id)
+    assert app.broker.client.hget(key, "step:only") is not None
+    assert app.broker.client.pttl(key) > 0  # expires with the finished record
