@@ -8,6 +8,7 @@ import math
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import ConfigurationError, LeaseLost, SerializationError, TaskforgeError
@@ -37,6 +38,43 @@ class CurrentJob:
     headers: Mapping[str, str] = field(default_factory=dict)  # set at enqueue by producer hooks
     _steps: StepsRole | None = None
     _seen: set[str] = field(default_factory=set)  # the step names this run reached
+    _sleeps: list[int] = field(default_factory=lambda: [0])  # how many sleeps this run reached
+
+    def sleep(self, duration: float | timedelta) -> None:
+        """End this run and resume the job ``duration`` (seconds or a ``timedelta``) from now.
+
+        The first time a run reaches this sleep the job becomes ``scheduled``
+        for that time, without using an attempt or holding a worker; in later
+        runs the same sleep (sleeps are told apart by their order in the run)
+        returns at once, and the steps already finished are kept. Raises
+        ``LeaseLost`` in a run that no longer holds the job.
+        """
+        seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+            raise ValueError(f"sleep({duration!r}): use seconds (a number) or a timedelta")
+        if seconds < 0:
+            raise ValueError(f"sleep({duration!r}): a sleep cannot be negative")
+        self._sleep(0, max(0, int(seconds * 1000)))
+
+    def sleep_until(self, when: datetime) -> None:
+        """``sleep`` until ``when`` (a naive datetime means UTC); a time past returns at once in later runs too."""
+        if not isinstance(when, datetime):
+            raise ValueError(f"sleep_until({when!r}): use a datetime")
+        aware = when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+        self._sleep(max(1, int(aware.timestamp() * 1000)), 0)
+
+    async def asleep(self, duration: float | timedelta) -> None:
+        """``sleep`` for async tasks (its Redis calls in a thread)."""
+        await asyncio.to_thread(self.sleep, duration)
+
+    def _sleep(self, due_ms: int, delay_ms: int) -> None:
+        self._sleeps[0] += 1
+        index = self._sleeps[0]
+        if self._steps is None or self._steps.slept(self.queue, self.id, index):
+            return
+        if self._steps.sleep(self.queue, self.id, self._token, index, due_ms, delay_ms) < 0:
+            raise LeaseLost(f"sleep: this run no longer holds job {self.id}; nothing was scheduled")
+        raise Slept(index)
 
     def step(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)``, once per job: its result is kept with the job, and any
@@ -131,6 +169,14 @@ class CurrentJob:
 
 
 _MISSING = object()
+
+
+class Slept(BaseException):
+    """Ends a run that reached a durable sleep: the job is already scheduled again (``sleep_job.lua``).
+
+    A ``BaseException``, so the task's own ``except Exception`` does not catch
+    it; the worker records nothing more for the run.
+    """
 
 
 def current_job() -> CurrentJob:

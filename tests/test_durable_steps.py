@@ -8,7 +8,10 @@ child inside a step.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -107,25 +110,33 @@ def test_a_result_msgpack_cannot_carry_names_the_step(app: TaskForge) -> None:
     assert info.steps == {}
 
 
-def test_a_run_that_lost_its_claim_cannot_store_a_step(app: TaskForge) -> None:
+@contextmanager
+def running_as(app: TaskForge, claim: Any, token: str | None = None) -> Iterator[None]:
+    """Inside a run of ``claim``: with ``token``, as a run whose lease ran out and was claimed again sees it."""
+    current = enter(replace(claim, token=token) if token else claim, app.broker.claims, app.broker.steps)
+    try:
+        yield
+    finally:
+        leave(current)
+
+
+def claimed(app: TaskForge) -> tuple[Any, Any]:
+    """A job of a do-nothing task, claimed: (its handle, the claim)."""
+
     @app.task
     def long_job() -> None: ...
 
     handle = long_job.delay()
-    claim = app.broker.claims.dequeue("default", 60_000)[0][0]
-    # The same job, as a run whose lease ran out and was claimed again would see it.
-    stale = enter(replace(claim, token="a-token-no-longer-ours"), app.broker.claims, app.broker.steps)
-    try:
-        with pytest.raises(LeaseLost, match="step 'charge'"):
-            current_job().step("charge", lambda: "charged")
-    finally:
-        leave(stale)
+    return handle, app.broker.claims.dequeue("default", 60_000)[0][0]
+
+
+def test_a_run_that_lost_its_claim_cannot_store_a_step(app: TaskForge) -> None:
+    handle, claim = claimed(app)
+    with running_as(app, claim, token="a-token-no-longer-ours"), pytest.raises(LeaseLost, match="step 'charge'"):
+        current_job().step("charge", lambda: "charged")
     assert handle.info().steps == {}
-    live = enter(claim, app.broker.claims, app.broker.steps)
-    try:
+    with running_as(app, claim):
         assert current_job().step("charge", lambda: "charged") == "charged"
-    finally:
-        leave(live)
     assert handle.info().steps == {"charge": "charged"}
 
 
@@ -162,3 +173,74 @@ def test_step_results_go_with_the_record(app: TaskForge) -> None:
     key = QueueKeys("default").job(handle.id)
     assert app.broker.client.hget(key, "step:only") is not None
     assert app.broker.client.pttl(key) > 0  # expires with the finished record
+
+
+def test_sleep_ends_the_run_and_resumes_the_job_with_its_steps_and_attempts(app: TaskForge) -> None:
+    calls: list[str] = []
+
+    @app.task(max_attempts=1)
+    def reminder(user: int) -> str:
+        job = current_job()
+        first = job.step("welcome", lambda: calls.append("welcome") or "sent")
+        job.sleep(timedelta(hours=1))
+        second = job.step("follow-up", lambda: calls.append("follow-up") or "followed")
+        return f"{first}, {second}"
+
+    handle = reminder.delay(7)
+    app.drain()
+    info = handle.info()
+    assert info.state is JobState.SCHEDULED and info.attempts == 0  # no attempt used
+    assert info.steps == {"welcome": "sent"} and calls == ["welcome"]
+    assert info.scheduled_at is not None
+    app.drain(advance=3600)
+    assert handle.result() == "sent, followed"
+    assert calls == ["welcome", "follow-up"] and handle.info().attempts == 1
+
+
+def test_sleeps_are_told_apart_by_order_and_sleep_until_takes_a_naive_utc_time(app: TaskForge) -> None:
+    @app.task
+    def twice() -> str:
+        job = current_job()
+        job.sleep(10)
+        job.sleep_until(datetime.now(timezone.utc).replace(tzinfo=None) + timedelta(seconds=20))
+        return "awake"
+
+    handle = twice.delay()
+    app.drain()
+    assert handle.status() is JobState.SCHEDULED
+    app.drain(advance=11)
+    assert handle.status() is JobState.SCHEDULED  # the first sleep is past, the second begins
+    app.drain(advance=60)
+    assert handle.result() == "awake"
+
+
+def test_asleep_in_an_async_task(app: TaskForge) -> None:
+    @app.task
+    async def later() -> str:
+        await current_job().asleep(5)
+        return "done"
+
+    handle = later.delay()
+    app.drain()
+    assert handle.status() is JobState.SCHEDULED
+    app.drain(advance=10)
+    assert handle.result() == "done"
+
+
+@pytest.mark.parametrize("duration", [-1, float("nan"), "soon", True])
+def test_a_bad_sleep_fails_the_run(app: TaskForge, duration: Any) -> None:
+    @app.task(max_attempts=1)
+    def sleepy() -> None:
+        current_job().sleep(duration)
+
+    handle = sleepy.delay()
+    app.drain()
+    info = handle.info()
+    assert info.state is JobState.DEAD and "sleep(" in (info.error or "")
+
+
+def test_a_run_that_lost_its_claim_cannot_sleep(app: TaskForge) -> None:
+    handle, claim = claimed(app)
+    with running_as(app, claim, token="a-token-no-longer-ours"), pytest.raises(LeaseLost, match="sleep"):
+        current_job().sleep(60)
+    assert handle.status() is JobState.RUNNING

@@ -173,6 +173,10 @@ def store_step(q: QueueKeys, *, job_id: str, token: str, name: str, result: byte
     return ScriptCall("store_step", q, [job_id, token, name, result], bool)
 
 
+def sleep_job(q: QueueKeys, *, job_id: str, token: str, index: int, due_ms: int, delay_ms: int) -> ScriptCall[int]:
+    return ScriptCall("sleep_job", q, [job_id, token, index, due_ms, delay_ms], int)
+
+
 def fast_forward(q: QueueKeys, *, advance_ms: int) -> ScriptCall[int]:
     return ScriptCall("fast_forward", q, [advance_ms], int)
 
@@ -280,6 +284,7 @@ CALLS: dict[str, Callable[..., ScriptCall[Any]]] = {
     "pause": pause,
     "progress": progress,
     "store_step": store_step,
+    "sleep_job": sleep_job,
     "fast_forward": fast_forward,
     "extend": extend,
     "abort": abort,

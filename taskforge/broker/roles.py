@@ -257,6 +257,10 @@ class StepsRole(Protocol):
 
     def store(self, queue: str, job_id: str, token: str, name: str, result: bytes) -> bool: ...
 
+    def slept(self, queue: str, job_id: str, index: int) -> bool: ...
+
+    def sleep(self, queue: str, job_id: str, token: str, index: int, due_ms: int, delay_ms: int) -> int: ...
+
 
 class BrokerRoles(Protocol):
     """Every role of one app's broker (``compose.Broker``), for callers that use several."""

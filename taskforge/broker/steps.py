@@ -38,6 +38,23 @@ class Steps:
                 return None
         return cast("bytes | None", raw)
 
+    def slept(self, queue: str, job_id: str, index: int) -> bool:
+        """Whether the job's run already reached its sleep number ``index`` (1 for the first) once."""
+        with self.guard(queue):
+            try:
+                return bool(self.client.hexists(QueueKeys(queue).job(job_id), f"slept:{index}"))
+            except redis.ResponseError:  # the key is no hash (damaged): as if it never slept
+                return False
+
+    def sleep(self, queue: str, job_id: str, token: str, index: int, due_ms: int, delay_ms: int) -> int:
+        """End the run and schedule the job (``due_ms``, or ``delay_ms`` from now when 0) without using an
+        attempt; the due time in ms, or -1 when the run no longer holds the job (fenced)."""
+        call = calls.sleep_job(
+            QueueKeys(queue), job_id=job_id, token=token, index=index, due_ms=due_ms, delay_ms=delay_ms
+        )
+        with self.guard(queue):
+            return self.scripts.run(call)
+
     def store(self, queue: str, job_id: str, token: str, name: str, result: bytes) -> bool:
         """Keep a finished step's result (msgpack); False when the run no longer holds the job (fenced)."""
         call = calls.store_step(QueueKeys(queue), job_id=job_id, token=token, name=name, result=result)

@@ -27,7 +27,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from ..broker.queue import Claim
-from ..context import enter, leave
+from ..context import Slept, enter, leave
 from ..errors import SoftTimeout
 from ..finals import FinalTransition
 from ..job import FailureKind
@@ -140,5 +140,7 @@ async def arun_claim(
         value = None if error is not None else user.result()
         if isinstance(error, Escaped):
             error = error.original
+        if isinstance(error, Slept):  # the job is scheduled again already (``CurrentJob.asleep``)
+            return Outcome("slept", time.monotonic() - started)
     outcome = await offload(partial(record_outcome, context, claim, info, started, outage, value=value, error=error))
     return outcome

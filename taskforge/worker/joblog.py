@@ -46,6 +46,8 @@ def outcome_line(
     head = f"task {task} job {job_id} attempt {attempt}"
     if state == "succeeded":
         return logging.INFO, f"{head} succeeded in {duration:.3f} s"
+    if state == "slept":  # a durable sleep: the job waits, scheduled, with its steps (``CurrentJob.sleep``)
+        return logging.INFO, f"{head} sleeping after {duration:.3f} s; the job is scheduled to go on"
     if state == "passed":  # a task of another app's worker: said once per task as a warning (``foreign.py``)
         return logging.DEBUG, f"{head} not run: left for {error}, back in line in {seconds(retry_in or 0)} s"
     failure = f"failed after {duration:.3f} s ({short(error)})" if error else f"ended after {duration:.3f} s"

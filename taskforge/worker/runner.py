@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import redis
 
 from ..broker.queue import Claim
-from ..context import enter, leave
+from ..context import Slept, enter, leave
 from ..errors import CorruptQueue, Retry, SerializationError, UnknownTask, class_path, error_type_of_kind
 from ..finals import FinalTransition
 from ..job import FailureKind, JobInfo, JobState, Priority
@@ -209,6 +209,8 @@ def run_claim(
                 value = task.func(*claim.args, **claim.kwargs)
             else:
                 value = hooks.run(info, lambda: task.func(*claim.args, **claim.kwargs))
+    except Slept:  # the job is scheduled again already (``CurrentJob.sleep``): nothing to record
+        return Outcome("slept", time.monotonic() - started)
     except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the job's failure, not the child's end
         outcome = record_outcome(context, claim, info, started, outage, error=exc)
         if reraise_interrupts and not isinstance(exc, Exception):

@@ -182,6 +182,9 @@ def every_script(app: TaskForge, queue: str) -> None:
     passed = b.claims.dequeue(queue, 60_000, token="owner0000001.passed")[0]
     for claim in passed:
         b.claims.pass_job(queue, claim.id, claim.token, 500, 5_000)  # a task this worker does not know
+    plain.delay(4)
+    for claim in b.claims.dequeue(queue, 60_000, count=1)[0]:
+        b.steps.sleep(queue, claim.id, claim.token, 1, 0, 1_000)  # a durable sleep
     b.claims.fast_forward(queue, 10)
     b.claims.dequeue(queue, 60_000, token="owner0000002.lost")
     b.claims.expire_owner(queue, "owner0000002.")  # a worker proved dead

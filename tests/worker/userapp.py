@@ -67,6 +67,16 @@ def stepwise(key):
     return [job.step("one", first), job.step("two", second)]
 
 
+@app.task(max_attempts=1)
+def napper(key, seconds):
+    """A step, a durable sleep, a step: the worker is free while it sleeps."""
+    job = current_job()
+    before = job.step("before", lambda: side.incr(f"side:{key}:before"))
+    job.sleep(seconds)
+    side.rpush(f"side:{key}:woke", time.time())
+    return [before, job.step("after", lambda: "after")]
+
+
 @app.task(max_attempts=2, backoff=0.05)
 def always_crash(key):
     side.incr(f"side:{key}:runs")
