@@ -81,14 +81,14 @@ def test_key_rate_limit_bounds_starts_per_key_while_another_key_runs(start_worke
     assert all(h.info().attempts == 1 for h in slow)
 
 
-def test_held_jobs_show_in_status_and_job_with_the_reason(start_worker, redis_url: str, workdir) -> None:
+def test_held_jobs_show_in_status_and_job_with_the_reason(start_worker, redis_url: str, workdir, side) -> None:
     producer = TaskForge("producer", broker=redis_url)
 
     @producer.task(name="userapp.keyed_span", key="account", key_concurrency=2)
-    def keyed_span(account: str, seconds: float) -> None: ...
+    def keyed_span(account: str, seconds: float | str) -> None: ...
 
-    # Two long runs take the key's two slots while the CLI looks (slow under load); two short ones wait.
-    jobs = [keyed_span.delay("a", seconds) for seconds in (10.0, 10.0, 0.1, 0.1)]
+    # Two runs take the key's two slots until the CLI has looked (however slow under load); two short ones wait.
+    jobs = [keyed_span.delay("a", seconds) for seconds in ("side:held-gate", "side:held-gate", 0.1, 0.1)]
     start_worker("-c", "2", "-t", "2")
     wait_for(lambda: producer.broker.flow.held("default") == 2, 15, "two jobs held back")
 
@@ -112,4 +112,5 @@ def test_held_jobs_show_in_status_and_job_with_the_reason(start_worker, redis_ur
     assert "held back" in shown and "key_concurrency=2 reached for key 'a' (2 running)" in shown
     data = json.loads(cli("job", "userapp:app", held[0].id, "--json"))
     assert data["held"] == "key_concurrency=2 reached for key 'a' (2 running)" and data["attempts"] == 0
+    side.set("side:held-gate", 1)
     assert all(final(h, timeout=60) is JobState.SUCCEEDED for h in jobs)

@@ -173,7 +173,12 @@ def keyed(account):
 
 @app.task(key="account", key_concurrency=2)
 def keyed_span(account, seconds):
-    """Runs a while; a key may have two at once across every worker."""
+    """Runs a while (seconds, or until the side key named by a string is set); a key may have two at once."""
+    if isinstance(seconds, str):
+        deadline = time.monotonic() + 120
+        while not side.get(seconds) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return
     time.sleep(seconds)
 
 
