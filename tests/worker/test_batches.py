@@ -98,9 +98,10 @@ def test_a_higher_priority_job_starts_before_the_lanes_next_claim(start_worker, 
 
 
 def test_auto_gives_back_the_rest_of_a_batch_behind_a_run_that_turns_out_long(start_worker, producer, side) -> None:
-    # Deep and short: batches grow (runs with no side effect, so a loaded machine's slower
-    # round trips to the side Redis never make them look long to auto).
-    quick = [producer.send("userapp.nothing", n) for n in range(60)]
+    # Deep and short: batches grow (runs with no side effect). Auto doubles a lane's batch once
+    # its recent runs average under 2.5 ms, the handing on to the supervisor included, which a
+    # loaded machine can keep above that for dozens of runs: 300 jobs leave it room to.
+    quick = [producer.send("userapp.nothing", n) for n in range(300)]
     # A job that waits for the one after it. Claimed in one batch (most runs), only a give-back lets it
     # end: it goes back to the queue, and the other child runs it.
     pairs = [(producer.send("userapp.waits_for", "gate"), producer.send("userapp.opens", "gate"))]
