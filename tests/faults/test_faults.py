@@ -29,11 +29,17 @@ def marks(name: str) -> list[pytest.MarkDecorator]:
 
 @pytest.mark.parametrize("name", [pytest.param(name, marks=marks(name)) for name in PLANS if name not in FULL_ONLY])
 def test_no_job_lost_no_unexplained_duplicate_none_early(name: str) -> None:
-    result = run(PLANS[name], seed=7, quick=name in QUICK)
-    assert result.jobs and result.ok, "\n".join(
-        [str({k: v for k, v in vars(result).items() if k != "problems"}), *result.problems]
-    )
-    if PLANS[name].fault.__name__ in ("partition",):
+    partition = PLANS[name].fault.__name__ in ("partition",)
+    # A partition must cut a worker off while it runs a job (a cut between jobs tests nothing); on
+    # a loaded machine the other worker may have taken every job by then: then the next seed tries.
+    for seed in (7, 8, 9) if partition else (7,):
+        result = run(PLANS[name], seed=seed, quick=name in QUICK)
+        assert result.jobs and result.ok, "\n".join(
+            [str({k: v for k, v in vars(result).items() if k != "problems"}), *result.problems]
+        )
+        if not partition or result.cut_mid_job:
+            break
+    if partition:
         # Cut off mid-job, its run is either taken over (a duplicate, explained) or, healed before
-        # any reclaim, recorded late: both keep the promise; a cut between jobs tests nothing.
-        assert result.cut_mid_job, "the partition never cut a running job off: the scenario tested nothing"
+        # any reclaim, recorded late: both keep the promise.
+        assert result.cut_mid_job, "the partition never cut a running job off in three seeds: it tested nothing"
