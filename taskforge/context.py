@@ -130,6 +130,23 @@ class CurrentJob:
                 "run has it, or will); the step's result is not stored"
             )
 
+    def stream(self, value: Any) -> None:
+        """Append ``value`` (msgpack-able) to the job's stream, for ``JobHandle.stream`` readers.
+
+        Readers in any process see it at once. Never deduplicated: code that
+        runs again (a retry, the run after a ``sleep``) streams again, unless
+        the call is inside a ``step``. Raises ``SerializationError`` for a
+        value msgpack cannot carry and ``LeaseLost`` in a run that no longer
+        holds the job (nothing is written). In async tasks it is a quick
+        Redis call, as ``set_progress`` is: it does not wait on readers.
+        """
+        try:
+            packed = dumps(value)
+        except SerializationError as exc:
+            raise SerializationError(f"stream: the item cannot be stored: {exc}") from None
+        if self._steps is not None and not self._steps.append(self.queue, self.id, self._token, packed):
+            raise LeaseLost(f"stream: this run no longer holds job {self.id}; the item is not stored")
+
     def set_progress(self, fraction: float, message: str | None = None, meta: Any = None) -> None:
         """Record progress (0.0 to 1.0) for ``info()``, ``taskforge job`` and status.
 

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar, cast
 
-from . import celery_names
+from . import celery_names, streams
 from .broker.record import job_info as job_info
 from .errors import ConfigurationError, JobNotFound, TaskFailed
 from .finals import FinalTransition
 from .job import JobInfo, JobState
 
 if TYPE_CHECKING:
-    from .broker.aio_roles import AsyncBrokerRoles
+    from .broker.aio_roles import AsyncBrokerRoles, AsyncJobsRole
     from .protocols import BrokerAccess
 
 R = TypeVar("R")
@@ -190,6 +191,24 @@ class JobHandle(Generic[R]):
             if state in FINAL:
                 return self._outcome(self.info())
             broker.jobs.wait_done(self.queue, self.id, time_left(self.id, deadline, timeout, state))
+
+    def stream(self, timeout: float | None = None) -> Iterator[Any]:
+        """Every item the job streamed (``current_job().stream``), in order from the first, then live ones.
+
+        Stops once the job has finished, whatever its end, and every item was
+        read (``result()`` says how it ended). ``timeout`` bounds the wait for
+        the next item (``TimeoutError``); None waits as long as the job runs.
+        Any number of readers, in any process, each see every item once.
+        """
+        return streams.follow(self.app.broker.jobs, self.queue, self.id, timeout)
+
+    def astream(self, timeout: float | None = None) -> AsyncIterator[Any]:
+        """``stream()`` for ``async for``: the loop runs other coroutines while it waits."""
+
+        async def access() -> tuple[AsyncJobsRole, str]:
+            return async_access(self.app).async_broker().jobs, await self._aqueue()
+
+        return streams.afollow(access, self.id, timeout)
 
     def _outcome(self, info: JobInfo) -> R:
         if info.state is JobState.SUCCEEDED:

@@ -161,6 +161,7 @@ class JobInfo:
     key: str | None = None  # the job's key (the task's key= option), None for a job without one
     held: str | None = None  # why a pending job waits (its queue paused, its key's limits reached); None: nothing
     steps: dict[str, Any] = field(default_factory=dict)  # each finished durable step's result, by name
+    stream_length: int = 0  # how many items the job streamed (current_job().stream)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form with the field names of ``JobInfo`` (``job --json``)."""

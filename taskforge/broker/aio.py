@@ -50,6 +50,7 @@ from .replies import AbortOutcome, CancelOutcome, EnqueueRefused
 from .scaled import is_scaled
 from .scripts import REPLICA_WAIT_MS, SCRIPT_NAMES, denials, script_source
 from .slots import queue_calls, slot_moved
+from .stream_reads import STREAM_BATCH, StreamRead, block_ms, damaged, entries, state_text
 
 T = TypeVar("T")
 log = logging.getLogger("taskforge.broker")
@@ -284,6 +285,21 @@ class AsyncJobs:
         """Wait until the job's done list exists; non-destructive, so many may wait."""
         async with self.guard(queue):
             return await wait_for_list(self.client, QueueKeys(queue).done(job_id), timeout, self.memory)
+
+    async def read_stream(self, queue: str, job_id: str, after: str, block: float) -> StreamRead:
+        """``Jobs.read_stream``, awaited: the loop runs other coroutines while the XREAD blocks."""
+        keys_ = QueueKeys(queue)
+        async with self.guard(queue):
+            try:
+                reply = await self.client.xread(
+                    {keys_.stream(job_id): after}, count=STREAM_BATCH, block=block_ms(block)
+                )
+                items = entries(reply)
+                if items:
+                    return StreamRead(items)
+                return StreamRead([], state_text(await self.client.hget(keys_.job(job_id), "state")))
+            except redis.ResponseError as exc:
+                raise damaged(job_id, exc) from None
 
 
 class AsyncBroker:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from .record import NewJob
     from .replies import AbortOutcome, CancelOutcome, ResumeReply, WorkflowReply
+    from .stream_reads import StreamRead
 
 
 class AsyncJobsRole(Protocol):
@@ -35,6 +36,8 @@ class AsyncJobsRole(Protocol):
     async def await_state(self, queue: str, job_id: str) -> str | None: ...
 
     async def wait_done(self, queue: str, job_id: str, timeout: float) -> bool: ...
+
+    async def read_stream(self, queue: str, job_id: str, after: str, block: float) -> StreamRead: ...
 
 
 class AsyncFlowRole(Protocol):

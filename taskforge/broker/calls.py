@@ -173,6 +173,11 @@ def store_step(q: QueueKeys, *, job_id: str, token: str, name: str, result: byte
     return ScriptCall("store_step", q, [job_id, token, name, result], bool)
 
 
+def stream(q: QueueKeys, *, job_id: str, token: str, item: bytes) -> ScriptCall[str | None]:
+    """Append an item to a running job's stream: its entry id, or None when fenced."""
+    return ScriptCall("stream", q, [job_id, token, item], replies.decode_entry)
+
+
 def sleep_job(q: QueueKeys, *, job_id: str, token: str, index: int, due_ms: int, delay_ms: int) -> ScriptCall[int]:
     return ScriptCall("sleep_job", q, [job_id, token, index, due_ms, delay_ms], int)
 
@@ -285,6 +290,7 @@ CALLS: dict[str, Callable[..., ScriptCall[Any]]] = {
     "progress": progress,
     "store_step": store_step,
     "sleep_job": sleep_job,
+    "stream": stream,
     "fast_forward": fast_forward,
     "extend": extend,
     "abort": abort,

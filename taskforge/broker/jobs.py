@@ -21,6 +21,7 @@ from .connection import broker_errors, sent_once
 from .keys import QueueKeys
 from .record import NewJob
 from .replies import AbortOutcome, CancelOutcome, EnqueueRefused
+from .stream_reads import STREAM_BATCH, StreamRead, block_ms, damaged, entries, state_text
 
 if TYPE_CHECKING:
     from .link import Link
@@ -110,3 +111,17 @@ class Jobs:
         key = QueueKeys(queue).done(job_id)
         with self.guard(queue):
             return wait_for_list(self.client, key, timeout)
+
+    def read_stream(self, queue: str, job_id: str, after: str, block: float) -> StreamRead:
+        """The job's stream items after entry ``after``, waiting up to ``block`` s for one (0: not at all);
+        when none came, the job's state then."""
+        keys_ = QueueKeys(queue)
+        with self.guard(queue):
+            try:
+                reply = self.client.xread({keys_.stream(job_id): after}, count=STREAM_BATCH, block=block_ms(block))
+                items = entries(reply)
+                if items:
+                    return StreamRead(items)
+                return StreamRead([], state_text(self.client.hget(keys_.job(job_id), "state")))
+            except redis.ResponseError as exc:
+                raise damaged(job_id, exc) from None

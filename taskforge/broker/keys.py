@@ -60,6 +60,10 @@ class QueueKeys:
     def done(self, job_id: str) -> str:
         return f"{self.prefix}done:{job_id}"
 
+    def stream(self, job_id: str) -> str:
+        """The job's stream (``current_job().stream``): a Redis Stream that lives and goes with its record."""
+        return f"{self.prefix}stream:{job_id}"
+
     @property
     def pending(self) -> str:
         return self.prefix + "pending"

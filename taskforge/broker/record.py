@@ -97,6 +97,7 @@ class Field(str, enum.Enum):
     PASSES = "passes"  # times a worker that does not know the task gave it back for one that does
     KEY = "key"  # the job's key (the task's key= option, or with_options(key=)); absent: none
     LANE = "lane"  # the lane a keyed job waits in: its key, with its task's name when the task has limits
+    STREAM_LENGTH = "stream_length"  # items in the job's stream (stream.lua); absent: none
     DEBOUNCE_FIRST = (
         "debounce_first"  # ms: the first call of a debounced job's burst (its debounce_max_wait counts from it)
     )
@@ -264,6 +265,7 @@ SHOWN: dict[str, tuple[Field, Callable[[Raw], Any]]] = {
     "headers": (Field.HEADERS, lambda raw: decode_headers(raw) or {}),
     "progress_meta": (Field.PROGRESS_META, meta),
     "key": (Field.KEY, text),
+    "stream_length": (Field.STREAM_LENGTH, count),
 }
 DERIVED = ("id", "queue", "args", "kwargs", "result", "state", "error", "error_type", "held", "steps")
 STEP_FIELD = b"step:"  # a finished durable step's result: "step:<name>" (steps.py)

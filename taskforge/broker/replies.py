@@ -149,6 +149,13 @@ def decode_ids(raw: list[Any]) -> list[str]:
     return [i.decode() for i in raw]
 
 
+def decode_entry(raw: Any) -> str | None:
+    """A stream entry's id (``stream.lua``), or None: the run no longer holds the job (0)."""
+    if isinstance(raw, bytes):
+        return raw.decode()
+    return raw if isinstance(raw, str) and raw else None
+
+
 def decode_state(raw: Any) -> str | None:
     return raw.decode() if raw else None
 

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         WorkflowReply,
     )
     from .stats import Tally
+    from .stream_reads import StreamRead
     from .workflows import StepReport
 
 
@@ -61,6 +62,8 @@ class JobsRole(Protocol):
     def await_state(self, queue: str, job_id: str) -> str | None: ...
 
     def wait_done(self, queue: str, job_id: str, timeout: float) -> bool: ...
+
+    def read_stream(self, queue: str, job_id: str, after: str, block: float) -> StreamRead: ...
 
 
 class ClaimsRole(Protocol):
@@ -260,6 +263,8 @@ class StepsRole(Protocol):
     def slept(self, queue: str, job_id: str, index: int) -> bool: ...
 
     def sleep(self, queue: str, job_id: str, token: str, index: int, due_ms: int, delay_ms: int) -> int: ...
+
+    def append(self, queue: str, job_id: str, token: str, item: bytes) -> bool: ...
 
 
 class BrokerRoles(Protocol):

@@ -1,10 +1,12 @@
-"""Durable steps: what a job's finished steps returned, kept with the job (SPEC, "Durable steps and streams").
+"""Durable steps and streams: what a job's finished steps returned, kept with the job, and what it streamed.
 
 A step's result is a field of the job's hash, ``step:<name>`` (msgpack),
 written by ``store_step.lua`` only while the run that computed it still
 holds the job (the claim token), so it lives, expires and is purged with the
 record. A later run of the same job reads it back instead of running the
-step again (``context.CurrentJob.step``).
+step again (``context.CurrentJob.step``). A stream item goes the same way
+(``stream.lua``): fenced, into a Redis Stream beside the record, which the
+record counts and whose expiry finishing the job sets with its own.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING, cast
 
 import redis
 
+from ..errors import CorruptJob
 from . import calls
 from .keys import QueueKeys
 from .record import STEP_FIELD
@@ -60,3 +63,14 @@ class Steps:
         call = calls.store_step(QueueKeys(queue), job_id=job_id, token=token, name=name, result=result)
         with self.guard(queue):
             return self.scripts.run(call)
+
+    def append(self, queue: str, job_id: str, token: str, item: bytes) -> bool:
+        """Add an item (msgpack) to the job's stream; False when the run no longer holds the job (fenced)."""
+        call = calls.stream(QueueKeys(queue), job_id=job_id, token=token, item=item)
+        with self.guard(queue):
+            try:
+                return self.scripts.run(call) is not None
+            except redis.ResponseError as exc:
+                if "CorruptJob" not in str(exc):
+                    raise
+                raise CorruptJob(str(exc).split("CorruptJob: ", 1)[-1]) from None

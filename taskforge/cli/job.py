@@ -32,7 +32,8 @@ any), error_type (the class path of that failure's error, such as
 progress_meta (the meta of set_progress, or null), key (the job's key, or
 null), held (why a pending job waits: its queue paused, or its key's limits
 reached; or null), steps (an object: each finished durable step's result by
-its name, {} for none).
+its name, {} for none), stream_length (how many items the job streamed, 0
+for none).
 Values in args, kwargs, result, progress_meta and steps that JSON has no type for are rendered:
 datetime, date, time as ISO 8601 strings; timedelta as seconds; UUID and
 Decimal as strings; tuple as an array; set and frozenset as sorted arrays;
@@ -97,6 +98,8 @@ def format_job(info: JobInfo) -> str:
         rows.append(("held back", click.style(info.held, fg="yellow")))
     rows += [(f"header {name}", value) for name, value in info.headers.items()]
     rows += [(f"step {name}", repr(value)) for name, value in info.steps.items()]
+    if info.stream_length:
+        rows.append(("stream", f"{info.stream_length} items (JobHandle.stream() reads them)"))
     if info.state is JobState.SUCCEEDED:
         rows.append(("result", repr(info.result)))
     if info.progress is not None:

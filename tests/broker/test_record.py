@@ -58,6 +58,7 @@ NOT_FIELDS = {
     "failed_step", "on_failure", "settled", "steps",  # fields of a workflow's record (workflows/handle.py reads them)
     "ending",  # workflow_resume's reply: dead, but its death is not settled yet
     "drop", "revive",  # replan_steps' phases
+    "v",  # the one field of a job's stream entry (stream.lua)
 }  # fmt: skip
 
 

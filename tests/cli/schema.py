@@ -105,4 +105,5 @@ JOB_SCHEMA = {
     "key": (str, type(None)),
     "held": (str, type(None)),
     "steps": (dict,),
+    "stream_length": (int,),
 }

@@ -13,7 +13,7 @@ SEC_APP = """
 from datetime import timedelta
 from pathlib import Path
 
-from taskforge import TaskForge
+from taskforge import TaskForge, current_job
 
 app = TaskForge("secapp")
 
@@ -42,6 +42,15 @@ def limited(value):
 @app.task(name="once", unique=True)
 def once(value):
     return value
+
+
+@app.task(name="narrated")  # durable steps, a durable sleep and a stream
+def narrated(value):
+    job = current_job()
+    got = job.step("fetch", lambda: value)
+    job.sleep(0.2)
+    job.stream(got)
+    return got
 
 
 @app.periodic(every=timedelta(seconds=1))

@@ -90,9 +90,11 @@ def run_everything(processes: Processes, app_dir: Path, broker: str, operator: b
         return [f"enqueue: {enqueued.output[-500:]}"]
     worker = processes.start_taskforge(*WORKER, "--visibility-timeout", "3", url=broker, cwd=app_dir)
     producer = producer_app(broker)
-    for task, value in (("echo", "hello"), ("limited", 1), ("once", 2), ("mail", "to you")):
+    for task, value in (("echo", "hello"), ("limited", 1), ("once", 2), ("mail", "to you"), ("narrated", 3)):
         try:
-            assert producer.send(task, value).result(timeout=60) == value
+            handle = producer.send(task, value)
+            assert handle.result(timeout=60) == value
+            assert task != "narrated" or list(handle.stream(timeout=10)) == [value]
         except Exception as exc:
             problems.append(f"{task} job: {type(exc).__name__}: {exc}")
     cli_job = producer.job(enqueued.output.strip().splitlines()[-1])

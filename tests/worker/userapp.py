@@ -6,7 +6,7 @@ import time
 
 import redis
 
-from taskforge import Retry, TaskForge, current_job
+from taskforge import LeaseLost, Retry, TaskForge, current_job
 
 app = TaskForge("userapp")
 side = redis.Redis.from_url(os.environ["SIDE_REDIS"])
@@ -75,6 +75,42 @@ def napper(key, seconds):
     job.sleep(seconds)
     side.rpush(f"side:{key}:woke", time.time())
     return [before, job.step("after", lambda: "after")]
+
+
+@app.task(max_attempts=3)
+def fenced_steps(key):
+    """Step one; on its first run, wait (frozen by the test, overtaken) before step two and a stream item."""
+    job = current_job()
+    one = job.step("one", lambda: side.incr(f"side:{key}:one"))
+    if job.attempt == 1:
+        side.set(f"side:{key}:waiting", 1)
+        while not side.exists(f"side:{key}:go"):
+            time.sleep(0.05)
+    refused = []
+    for name, write in (
+        ("stream", lambda: job.stream(f"run {job.attempt}")),
+        ("step", lambda: job.step(f"two of run {job.attempt}", str)),
+    ):
+        try:
+            write()
+        except LeaseLost:
+            refused.append(name)
+    if refused:
+        side.set(f"side:{key}:refused", " ".join(refused))
+        raise LeaseLost("overtaken")
+    return [one, job.attempt]
+
+
+@app.task
+def narrator(key, items):
+    """Streams ``items`` items, each only once the reader of the test saw the one before (``side:<key>:seen``)."""
+    job = current_job()
+    for n in range(items):
+        deadline = time.monotonic() + 30
+        while int(side.get(f"side:{key}:seen") or 0) < n and time.monotonic() < deadline:
+            time.sleep(0.01)
+        job.stream({"n": n})
+    return items
 
 
 @app.task(max_attempts=2, backoff=0.05)

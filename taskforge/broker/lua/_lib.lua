@@ -34,6 +34,12 @@ local function job_key(id)
   return PREFIX .. 'job:' .. id
 end
 
+-- A job's stream (current_job().stream): a Redis Stream beside its record,
+-- under the same hash tag; it lives and goes with the record.
+local function stream_key(id)
+  return PREFIX .. 'stream:' .. id
+end
+
 -- Junk in a job's priority field (nan, 1e400, 'x': written by something
 -- else) means normal priority: a nan score would make ZADD fail half-way.
 local function pending_score(priority, seq)
@@ -425,10 +431,11 @@ end
 
 -- A dead job back at the back of its line with a fresh set of attempts
 -- (retry_dead, and replan_steps reviving a resumed workflow's dead step): its
--- record stops expiring, and a leftover done list, which would make every
+-- record and its stream stop expiring, and a leftover done list, which would make every
 -- result() wait return at once, goes.  The caller has taken it off DEAD.
 local function revive_dead(id, jk)
   redis.call('PERSIST', jk)
+  redis.call('PERSIST', stream_key(id))
   redis.call('HSET', jk, 'attempts', 0)
   redis.call('HDEL', jk, 'finished_at', 'result', 'waiting', 'abort')
   redis.call('UNLINK', PREFIX .. 'done:' .. id)
@@ -506,11 +513,13 @@ local function notify_done(id, ttl)
 end
 
 -- The end of a job: its final state (plus `extra` field/value pairs) in one
--- HSET.  `meta` is {unique, waiting, workflow} when the caller already read those
--- fields, else nil: every redis.call costs a few microseconds inside Redis,
--- so the hot path reads each job's fields once.
+-- HSET.  `meta` is {unique, waiting, workflow, stream_length} when the caller
+-- already read those fields, else nil: every redis.call costs a few
+-- microseconds inside Redis, so the hot path reads each job's fields once.
+-- A job that streamed gets its stream the record's expiry; one that did not
+-- pays nothing for streams.
 local function finish(id, jk, state, now, ttl, extra, meta)
-  meta = meta or redis.call('HMGET', jk, 'unique', 'waiting', 'workflow')
+  meta = meta or redis.call('HMGET', jk, 'unique', 'waiting', 'workflow', 'stream_length')
   release_unique(id, meta[1])
   local fields = {'state', state, 'finished_at', now, 'token', ''}
   for _, v in ipairs(extra or {}) do
@@ -518,6 +527,9 @@ local function finish(id, jk, state, now, ttl, extra, meta)
   end
   redis.call('HSET', jk, unpack(fields))
   redis.call('PEXPIRE', jk, ttl)
+  if meta[4] then
+    redis.call('PEXPIRE', stream_key(id), ttl)
+  end
   if meta[2] then
     notify_done(id, ttl)
   end

@@ -47,6 +47,6 @@ if #ids == 0 and ARGV[2] == 'pending' then
 end
 for _, id in ipairs(ids) do
   redis.call('ZREM', key, id)
-  redis.call('UNLINK', job_key(id), PREFIX .. 'done:' .. id)
+  redis.call('UNLINK', job_key(id), PREFIX .. 'done:' .. id, stream_key(id))
 end
 return #ids

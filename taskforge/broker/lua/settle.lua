@@ -19,7 +19,8 @@
 local now = now_ms()
 local oks, mine, fields = {}, {}, {}
 for i = 10, #ARGV, 3 do
-  local ours, f = claim_guard(job_key(ARGV[i]), ARGV[i + 1], 'group', 'unique', 'waiting', 'workflow', 'lane')
+  local ours, f = claim_guard(job_key(ARGV[i]), ARGV[i + 1], 'group', 'unique', 'waiting', 'workflow',
+    'lane', 'stream_length')
   if ours then
     mine[#mine + 1] = i
     fields[#mine] = f
@@ -41,7 +42,7 @@ for n, i in ipairs(mine) do
   local jk = job_key(id)
   release_slot(id, jk, f[3], f[7])
   finish(id, jk, 'succeeded', now, tonumber(ARGV[2]), {'result', ARGV[i + 2], 'outcome_token', token},
-    {f[4], f[5], f[6]})
+    {f[4], f[5], f[6], f[8]})
 end
 oks = table.concat(oks)
 if ARGV[3] == '' then

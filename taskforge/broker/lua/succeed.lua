@@ -29,10 +29,11 @@ local id, token = ARGV[2], ARGV[3]
 local jk = job_key(id)
 local ok = 0
 local now = now_ms()
-local ours, f = claim_guard(jk, token, 'group', 'unique', 'waiting', 'workflow', 'lane')
+local ours, f = claim_guard(jk, token, 'group', 'unique', 'waiting', 'workflow', 'lane',
+  'stream_length')
 if ours then
   leave_running(id, jk, f[3], f[7])
-  finish(id, jk, 'succeeded', now, tonumber(ARGV[5]), {'result', ARGV[4], 'outcome_token', token}, {f[4], f[5], f[6]})
+  finish(id, jk, 'succeeded', now, tonumber(ARGV[5]), {'result', ARGV[4], 'outcome_token', token}, {f[4], f[5], f[6], f[8]})
   ok = 1
 end
 if not ARGV[6] or ARGV[6] == '' then
