@@ -55,6 +55,19 @@ CASES = {
             "on_failure said: draft.pdf was not published",
         ],
     ),
+    "durable": (
+        EXAMPLES,
+        "durable:app",
+        "durable.py",
+        ["-c", "2"],
+        [
+            "Jobs live in redis. A crash resumes after the last finished step. Readers see every token.",
+            "job succeeded on attempt 2: {'retrieved_in_run': 1, 'answered_in_run': 2}",
+            "steps kept with the job: outline, retrieve",
+            "the first words reached the HTTP client while the job ran: True",
+            "streamed 16 words; the client got 16",
+        ],
+    ),
     "fastapi": (
         EXAMPLES / "fastapi",
         "tasks:app",
