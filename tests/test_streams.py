@@ -235,3 +235,47 @@ def test_a_reader_gives_up_once_redis_stays_away(app: TaskForge, monkeypatch: py
     monkeypatch.setattr(app.broker.jobs, "read_stream", down)
     with pytest.raises(BrokerUnavailable):
         list(handle.stream(timeout=0.5))
+
+
+def test_a_workflow_step_may_use_steps_a_sleep_and_a_stream(app: TaskForge) -> None:
+    from taskforge import chain
+
+    calls: list[str] = []
+
+    @app.task(max_attempts=2, backoff=0.01)
+    def research(topic: str) -> str:
+        job = current_job()
+        found = job.step("search", lambda: calls.append("search") or f"notes on {topic}")
+        job.sleep(30)  # a durable sleep inside a workflow step: the workflow waits for it
+        job.stream(found)
+        return found
+
+    @app.task
+    def publish(notes: str) -> str:
+        return notes.upper()
+
+    flow = chain(research.s("redis"), publish.s()).delay()
+    app.drain()
+    assert flow.status().value == "running"  # its first step sleeps, scheduled
+    app.drain(advance=60)
+    assert flow.result(timeout=5) == "NOTES ON REDIS" and calls == ["search"]
+    [first, _] = flow.info().steps
+    step = app.job(first.id)
+    assert step.info().steps == {"search": "notes on redis"} and list(step.stream(timeout=5)) == ["notes on redis"]
+
+
+def test_in_eager_mode_a_sleeping_job_waits_for_drain_advance(app: TaskForge) -> None:
+    @app.task
+    def later() -> int:
+        current_job().sleep(3600)
+        current_job().stream("awake")
+        return 1
+
+    app.eager = True
+    try:
+        handle = later.delay()  # ran at once, up to its sleep
+        assert handle.status() is JobState.SCHEDULED and handle.info().attempts == 0
+        app.drain(advance=3600)
+    finally:
+        app.eager = False
+    assert handle.result(timeout=5) == 1 and list(handle.stream(timeout=5)) == ["awake"]

@@ -210,7 +210,7 @@ def documented_keyspace(doc: str | None = None) -> list[tuple[re.Pattern[str], s
     a key the code writes without documenting it is a finding.
     """
     text = doc if doc is not None else KEYSPACE_DOC.read_text(encoding="utf-8")
-    rows = re.findall(r"^\|?\s*`?(taskforge:[^\s`]+)`?\s*\|?\s*(hash|zset|string|list|set)\s", text, re.M)
+    rows = re.findall(r"^\|?\s*`?(taskforge:[^\s`]+)`?\s*\|?\s*(hash|zset|string|list|set|stream)\s", text, re.M)
     table = []
     for template, kind in rows:
         regex = ""

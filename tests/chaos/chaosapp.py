@@ -176,6 +176,48 @@ def bulk(token):
     return token
 
 
+# A durable job: three steps, each streaming an item from inside it, an item streamed after
+# each step (outside it: streamed again by every run that gets there), and a durable sleep
+# before the last step.  Side records, beside the runs and ends above:
+#
+#   <prefix>dsteps:<token>   list   "start:<n>:<run>:<time>" / "end:<n>:<run>:<time>" around a
+#                                   step's work; "kept:<n>:<value>:<run>:<time>" once step()
+#                                   returned (<value>: the run whose result is stored)
+#   <prefix>dstream:<token>  list   each item, once job.stream() returned for it
+DURABLE_STEPS = 3
+
+
+def _durable_work(job, token, n, run):
+    side.rpush(f"{PREFIX}dsteps:{token}", f"start:{n}:{run}:{time.time():.6f}")
+    _streamed(job, token, f"{run}:in{n}")
+    time.sleep(0.03)  # long enough that faults find steps running
+    side.rpush(f"{PREFIX}dsteps:{token}", f"end:{n}:{run}:{time.time():.6f}")
+    return run
+
+
+def _streamed(job, token, item):
+    job.stream(item)
+    side.rpush(f"{PREFIX}dstream:{token}", item)
+
+
+@app.task(max_attempts=PATIENT, backoff=0.1)
+def durable(token, nap):
+    run = _start(token, "durable")
+    job = current_job()
+    for n in range(DURABLE_STEPS):
+        if n == DURABLE_STEPS - 1 and nap:
+            try:
+                job.sleep(nap)
+            except BaseException:  # the durable sleep ends this run (Slept): recorded as such
+                _end(token, "slept")
+                raise
+        kept = job.step(f"s{n}", _durable_work, job, token, n, run)
+        side.rpush(f"{PREFIX}dsteps:{token}", f"kept:{n}:{kept}:{run}:{time.time():.6f}")
+        _streamed(job, token, f"{run}:after{n}")
+    _end(token, "ok")
+    return token
+
+
 # -- the async twins: the same designs, on the children's event loops ---------------
 
 
@@ -248,6 +290,37 @@ async def aio_crash_once(token):
     if await _astart(token, "aio_crash_once") == 1:
         await _aend(token, "crash")
         os._exit(13)
+    await _aend(token, "ok")
+    return token
+
+
+async def _adurable_work(job, token, n, run):
+    aside = _async_side()
+    await aside.rpush(f"{PREFIX}dsteps:{token}", f"start:{n}:{run}:{time.time():.6f}")
+    job.stream(f"{run}:in{n}")
+    await aside.rpush(f"{PREFIX}dstream:{token}", f"{run}:in{n}")
+    await asyncio.sleep(0.03)
+    await aside.rpush(f"{PREFIX}dsteps:{token}", f"end:{n}:{run}:{time.time():.6f}")
+    return run
+
+
+@app.task(max_attempts=PATIENT, backoff=0.1)
+async def aio_durable(token, nap):
+    """``durable`` through astep and asleep."""
+    run = await _astart(token, "aio_durable")
+    job = current_job()
+    aside = _async_side()
+    for n in range(DURABLE_STEPS):
+        if n == DURABLE_STEPS - 1 and nap:
+            try:
+                await job.asleep(nap)
+            except BaseException:
+                await _aend(token, "slept")
+                raise
+        kept = await job.astep(f"s{n}", _adurable_work, job, token, n, run)
+        await aside.rpush(f"{PREFIX}dsteps:{token}", f"kept:{n}:{kept}:{run}:{time.time():.6f}")
+        job.stream(f"{run}:after{n}")
+        await aside.rpush(f"{PREFIX}dstream:{token}", f"{run}:after{n}")
     await _aend(token, "ok")
     return token
 

@@ -12,6 +12,7 @@ from taskforge import TaskForge
 from taskforge.serialization import loads_call
 
 from .analysis import Run, classify, documented_keyspace, keyspace_violation, parse_runs
+from .durable_checks import StreamReaders, check_durable
 from .faults import KINDS as FAULT_KINDS
 from .faults import FaultDriver
 from .flow_checks import Flow, FlowTally, check_flows, read_flows, stale_entries, workflow_results
@@ -380,6 +381,7 @@ def check_all(
     drained: bool,
     url: str,
     flow_producer: FlowProducer,
+    readers: StreamReaders,
 ) -> Report:
     report = Report(path)
     if not drained:
@@ -392,6 +394,11 @@ def check_all(
     explained, unexplained = count_duplicates(driver, producer, jobs, token_of, runs, report)
     flows = check_workflows(url, client, side, prefix, driver, flow_producer.flows, runs, report)
     key_caps = check_key_caps(jobs, runs, driver.faults, report.problem)
+    for line in readers.join(60):
+        report.problem(line)
+    durable = check_durable(client, side, prefix, jobs, records, readers)
+    for line in durable.problems:
+        report.problem(line)
     check_workers(driver, report)
     check_orphans(driver, side, prefix, report)
     counts = check_fault_counts(driver, faults_wanted, report)
@@ -416,7 +423,8 @@ def check_all(
         f"attempt 1 again after a give-back={flows.restarts_explained}, unexplained={flows.restarts_unexplained}; "
         f"delay() calls failed and retried: {flow_producer.failed_calls}, stored anyway (phantoms): {flows.phantoms}; "
         f"step reports a fault kept from delivery: {flows.waited}, reports and launches the reconciler "
-        f"repaired: {flows.repaired}; stale entries in the running index: {len(flows.stale)}; {key_caps}"
+        f"repaired: {flows.repaired}; stale entries in the running index: {len(flows.stale)}; {key_caps}; "
+        f"{durable.line()}"
     )
     report.details.extend(f"NOTE: {line}" for line in flows.stale)
     report.write([f.line() for f in driver.faults])

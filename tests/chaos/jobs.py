@@ -34,6 +34,8 @@ class Kind:
             return 2
         if self.name == "doomed":
             return self.max_attempts
+        if self.name == "durable":
+            return 2 if args[1] else 1  # a durable sleep ends the first run
         return 1
 
 
@@ -50,6 +52,7 @@ KINDS = {
         Kind("bulk", 0.16, queue="bulk"),
         Kind("keyed", 0.08),
         Kind("turns", 0.06),
+        Kind("durable", 0.03),
     )
 }
 
@@ -103,6 +106,8 @@ def plan_jobs(rng: random.Random, n: int) -> list[JobPlan]:
             extra = (rng.choice(ACCOUNTS), round(rng.uniform(0.05, 0.4), 3))
         elif kind == "turns":
             extra = (rng.choice(CUSTOMERS),)
+        elif kind == "durable":
+            extra = (rng.choice((0, round(rng.uniform(0.2, 1.5), 3))),)
         priority = rng.choice(PRIORITIES) if rng.random() < 0.35 else None
         delay = round(rng.uniform(0.5, 3.0), 3) if rng.random() < 0.10 else 0.0
         if kind == "quick" and priority is None and not delay and rng.random() < 0.15:

@@ -9,7 +9,9 @@ Workflows go through the same storm (flows.py): chains, chords, chains with
 a group, and a few made to die. Then every acknowledged job must have
 reached its designed final state, its side effect must have happened, every
 workflow must have ended as designed with the right result and each of its
-successors stored exactly once (flow_checks.py), no job or step may have run
+successors stored exactly once (flow_checks.py), no finished durable step may
+have run again and every stream item must reach its live readers once, in
+order (durable_checks.py), no job or step may have run
 more often than its design needs unless a fault explains it (see
 analysis.py), no claim may be left behind, Redis may hold nothing outside
 the documented keyspace, no worker may crash or leave a process behind.
@@ -48,6 +50,7 @@ import redis
 from tests.conftest import skip_or_fail
 
 from .checks import QUEUES, check_all, unfinished_ids, unfinished_jobs
+from .durable_checks import StreamReaders
 from .faults import FaultDriver, estimated_seconds, plan_faults, worker_args
 from .flow_checks import unfinished_flows
 from .flows import FlowPlan, FlowProducer, plan_flows
@@ -165,14 +168,17 @@ def test_no_job_lost_or_run_twice_unexplained_under_faults(artifacts: Artifacts,
 
         producer = Producer(server.url, jobs, lambda: pace(JOBS), journal)
         flow_producer = FlowProducer(server.url, flows, lambda: pace(WORKFLOWS), journal)
+        readers = StreamReaders(server.url, jobs, journal)
         producer.start()
         flow_producer.start()
+        readers.start()
         driver.run(planned, budget=2 * estimate + 60)
         journal("faults over")
         for thread in (producer, flow_producer):
             thread.join(timeout=GIVE_UP_AFTER + 60)
             assert not thread.is_alive(), f"{thread.name} did not finish"
             assert thread.error is None, f"{thread.name} failed:\n{thread.error}"
+        readers.producing.clear()
 
         drained = drain(server.client, driver, jobs, flows, journal)
         stop_all(driver, journal)
@@ -189,6 +195,7 @@ def test_no_job_lost_or_run_twice_unexplained_under_faults(artifacts: Artifacts,
             drained,
             server.url,
             flow_producer,
+            readers,
         )
         journal(report.summary)
         journal(report.stats)
