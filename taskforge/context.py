@@ -39,6 +39,7 @@ class CurrentJob:
     _steps: StepsRole | None = None
     _seen: set[str] = field(default_factory=set)  # the step names this run reached
     _sleeps: list[int] = field(default_factory=lambda: [0])  # how many sleeps this run reached
+    _streamed: list[int] = field(default_factory=lambda: [0])  # how many items this run streamed
 
     def sleep(self, duration: float | timedelta) -> None:
         """End this run and resume the job ``duration`` (seconds or a ``timedelta``) from now.
@@ -144,7 +145,9 @@ class CurrentJob:
             packed = dumps(value)
         except SerializationError as exc:
             raise SerializationError(f"stream: the item cannot be stored: {exc}") from None
-        if self._steps is not None and not self._steps.append(self.queue, self.id, self._token, packed):
+        self._streamed[0] += 1
+        index = self._streamed[0]
+        if self._steps is not None and not self._steps.append(self.queue, self.id, self._token, packed, index):
             raise LeaseLost(f"stream: this run no longer holds job {self.id}; the item is not stored")
 
     def set_progress(self, fraction: float, message: str | None = None, meta: Any = None) -> None:

@@ -279,3 +279,14 @@ def test_in_eager_mode_a_sleeping_job_waits_for_drain_advance(app: TaskForge) ->
     finally:
         app.eager = False
     assert handle.result(timeout=5) == 1 and list(handle.stream(timeout=5)) == ["awake"]
+
+
+def test_a_stream_call_sent_again_after_a_lost_reply_writes_its_item_once(app: TaskForge) -> None:
+    """redis-py sends a command again after a connection error: the item it may already have written counts once."""
+    handle, claim = claimed(app)
+    steps = app.broker.steps
+    assert steps.append("default", claim.id, claim.token, b"\xa1a", 1)
+    assert steps.append("default", claim.id, claim.token, b"\xa1a", 1)  # the same call again
+    assert steps.append("default", claim.id, claim.token, b"\xa1b", 2)
+    assert app.broker.client.xlen(QueueKeys("default").stream(handle.id)) == 2
+    assert handle.info().stream_length == 2

@@ -173,9 +173,9 @@ def store_step(q: QueueKeys, *, job_id: str, token: str, name: str, result: byte
     return ScriptCall("store_step", q, [job_id, token, name, result], bool)
 
 
-def stream(q: QueueKeys, *, job_id: str, token: str, item: bytes) -> ScriptCall[str | None]:
-    """Append an item to a running job's stream: its entry id, or None when fenced."""
-    return ScriptCall("stream", q, [job_id, token, item], replies.decode_entry)
+def stream(q: QueueKeys, *, job_id: str, token: str, item: bytes, index: int) -> ScriptCall[str | None]:
+    """Append a run's item number ``index`` to its job's stream: the entry id, or None when fenced."""
+    return ScriptCall("stream", q, [job_id, token, item, index], replies.decode_entry)
 
 
 def sleep_job(q: QueueKeys, *, job_id: str, token: str, index: int, due_ms: int, delay_ms: int) -> ScriptCall[int]:

@@ -98,6 +98,7 @@ class Field(str, enum.Enum):
     KEY = "key"  # the job's key (the task's key= option, or with_options(key=)); absent: none
     LANE = "lane"  # the lane a keyed job waits in: its key, with its task's name when the task has limits
     STREAM_LENGTH = "stream_length"  # items in the job's stream (stream.lua); absent: none
+    STREAM_LAST = "stream_last"  # "<token>:<n>": the run and number of the item written last (a repeat writes none)
     DEBOUNCE_FIRST = (
         "debounce_first"  # ms: the first call of a debounced job's burst (its debounce_max_wait counts from it)
     )

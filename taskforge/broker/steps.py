@@ -64,9 +64,10 @@ class Steps:
         with self.guard(queue):
             return self.scripts.run(call)
 
-    def append(self, queue: str, job_id: str, token: str, item: bytes) -> bool:
-        """Add an item (msgpack) to the job's stream; False when the run no longer holds the job (fenced)."""
-        call = calls.stream(QueueKeys(queue), job_id=job_id, token=token, item=item)
+    def append(self, queue: str, job_id: str, token: str, item: bytes, index: int) -> bool:
+        """Add the run's item number ``index`` (msgpack) to the job's stream, once however often the call
+        is sent; False when the run no longer holds the job (fenced)."""
+        call = calls.stream(QueueKeys(queue), job_id=job_id, token=token, item=item, index=index)
         with self.guard(queue):
             try:
                 return self.scripts.run(call) is not None

@@ -59,6 +59,7 @@ NOT_FIELDS = {
     "ending",  # workflow_resume's reply: dead, but its death is not settled yet
     "drop", "revive",  # replan_steps' phases
     "v",  # the one field of a job's stream entry (stream.lua)
+    "written",  # stream.lua's reply to a repeat of the item written last
 }  # fmt: skip
 
 

@@ -165,7 +165,7 @@ def every_script(app: TaskForge, queue: str) -> None:
     b.claims.adopt(queue, first.id, first.token, 3, 10.0)
     b.claims.progress(queue, first.id, first.token, 0.5, "halfway")
     b.steps.store(queue, first.id, first.token, "fetched", dumps_result("profile"))
-    b.steps.append(queue, first.id, first.token, dumps_result("a token"))  # a stream item
+    b.steps.append(queue, first.id, first.token, dumps_result("a token"), 1)  # a stream item
     b.claims.extend(queue, 60_000, [(c.id, c.token) for c in claims])
     b.claims.succeed_and_claim(queue, first.id, first.token, dumps_result(1), 60_000, "next-token")
     b.claims.succeed(queue, second.id, second.token, dumps_result(2))

@@ -25,8 +25,8 @@ def test_the_job_page_shows_steps_and_the_stream_length(start_dashboard, produce
     steps = producer.broker.steps
     assert steps.store("default", claim.id, claim.token, "fetch", dumps({"user": 7}))
     assert steps.store("default", claim.id, claim.token, "summarize <b>", dumps("three words"))
-    for word in ("never", "redo", "work"):
-        assert steps.append("default", claim.id, claim.token, dumps(word))
+    for index, word in enumerate(("never", "redo", "work"), 1):
+        assert steps.append("default", claim.id, claim.token, dumps(word), index)
     board = start_dashboard()
     status, body, _ = http(f"{board.base}/jobs/{stepped.id}?queue=default")
     assert status == 200, body

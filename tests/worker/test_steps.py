@@ -3,6 +3,8 @@ child, a run overtaken after its lease ran out, a reader in another process."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -76,7 +78,7 @@ for item in app.job(job_id).stream(timeout=30):
 
 
 def test_a_reader_in_another_process_sees_every_item_while_the_job_runs(
-    start_worker, producer, side, redis_url, tmp_path
+    start_worker, producer, side, redis_url, tmp_path, workdir
 ) -> None:
     start_worker("-c", "1")
     handle = producer.send("userapp.narrator", "r", 450)  # more than one read's worth
@@ -89,3 +91,27 @@ def test_a_reader_in_another_process_sees_every_item_while_the_job_runs(
     assert final(handle) is JobState.SUCCEEDED and handle.info().stream_length == 450
     late = [item["n"] for item in handle.stream(timeout=5)]  # a late reader: all of them, from the first
     assert late == list(range(450))
+
+    async def late_async() -> list[int]:
+        return [item["n"] async for item in handle.astream(timeout=5)]
+
+    assert asyncio.run(late_async()) == list(range(450))
+    env = {**os.environ, "TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": redis_url}
+    shown = subprocess.run(
+        [sys.executable, "-m", "taskforge", "job", "userapp:app", handle.id, "--json"],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0 and json.loads(shown.stdout)["stream_length"] == 450, shown.stderr
+    shown = subprocess.run(
+        [sys.executable, "-m", "taskforge", "job", "userapp:app", handle.id],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "450 items" in shown.stdout, shown.stdout + shown.stderr
