@@ -59,6 +59,7 @@ class Supervisor:
         self.app_spec = app_spec
         self.options = options
         self.stop_deadline = 0.0
+        self.signals = 0  # SIGTERM/SIGINT received so far
         self.seen_done = 0
         owner = owner_tag()
         self.pool = Pool(app_spec, options, metrics, owner)
@@ -98,20 +99,28 @@ class Supervisor:
         return self.pool.stopping
 
     def on_signal(self, signum: int, _frame: Any) -> None:
-        now = time.monotonic()
-        if not self.stopping:
-            log.info(
-                "received %s: stopping; running jobs get %.0f s to finish",
-                signal.Signals(signum).name,
-                self.options.grace,
-            )
-            self.pool.stopping = True  # before the hook runs: no child is started again from here on
-            self.app.hooks.emit("worker_stopping")
-            self.stop_deadline = now + self.options.grace
-            self.pool.stop()
-        else:
+        """The first SIGTERM/SIGINT starts a graceful stop; any later one stops now.
+
+        Counted before anything else: Python may run this handler again
+        inside itself (a second signal arriving while the first is logged or
+        its hook runs), and that second signal must not be taken for a first
+        and given the whole grace period.
+        """
+        self.signals += 1
+        if self.signals > 1 or self.stopping:
             log.info("received %s again: stopping now", signal.Signals(signum).name)
-            self.stop_deadline = now
+            self.stop_deadline = time.monotonic()
+            return
+        self.pool.stopping = True  # before the hook runs: no child is started again from here on
+        log.info(
+            "received %s: stopping; running jobs get %.0f s to finish",
+            signal.Signals(signum).name,
+            self.options.grace,
+        )
+        self.app.hooks.emit("worker_stopping")
+        grace = self.options.grace if self.signals == 1 else 0.0  # a second one came meanwhile: now
+        self.stop_deadline = time.monotonic() + grace
+        self.pool.stop()
 
     # -- duties: what the housekeeping runs, wired to the parts that know ----
 

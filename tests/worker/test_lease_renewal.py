@@ -69,3 +69,23 @@ def test_a_claim_taken_over_is_reported_from_the_second_renewal(
     assert lost_warnings(caplog) == [
         f"{handle.id} in default: this worker no longer holds its claim (its lease expired and the job was reclaimed)"
     ]
+
+
+def test_a_second_signal_inside_the_first_ones_handling_stops_now(app: TaskForge) -> None:
+    """Python may run the handler again inside itself: the second signal must not get the grace period too."""
+    import signal
+
+    sup = Supervisor(app, "tests:app", WorkerOptions(concurrency=1, queues=("default",), grace=60))
+
+    @app.on("worker_stopping")
+    def second_signal_meanwhile(event: object) -> None:
+        sup.on_signal(signal.SIGINT, None)
+
+    sup.on_signal(signal.SIGTERM, None)
+    assert sup.stopping and sup.stop_deadline <= time.monotonic()
+    later = Supervisor(app, "tests:app", WorkerOptions(concurrency=1, queues=("default",), grace=60))
+    app.hooks.handlers["worker_stopping"].clear()
+    later.on_signal(signal.SIGTERM, None)
+    assert later.stop_deadline > time.monotonic() + 50  # one signal: the grace period
+    later.on_signal(signal.SIGINT, None)
+    assert later.stop_deadline <= time.monotonic()
