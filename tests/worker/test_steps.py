@@ -11,9 +11,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from taskforge import JobState
 
 from .conftest import final, wait_for
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
 
 def test_a_child_killed_inside_step_two_never_runs_step_one_again(start_worker, producer, side) -> None:
