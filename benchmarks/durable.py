@@ -14,7 +14,8 @@ is counted), in this process, through the same calls a worker's run makes
 Redis time is the time Redis spent inside those commands (``INFO
 commandstats``) and its own CPU (``INFO cpu``: the commands plus reading and
 answering them); client time is this process's CPU. Rounds alternate, the
-medians are printed. That jobs without steps or streams pay nothing is
+medians are printed, with a plain ``HGET`` through redis-py as a reference
+measured in the same rounds (this machine's speed moves). That jobs without steps or streams pay nothing is
 measured by ``benchmarks/drain_cpu.py --base <tree before the feature>``
 (the plain drain's CPU per job), since the feature only adds a field to a
 read the finish already makes.
@@ -135,6 +136,10 @@ def one_round(url: str, jobs: int, steps: int, items: int) -> dict[str, Cost]:
         app.broker.claims.succeed(QUEUE, claim.id, claim.token, b"\xc0")
     handles = [app.job(claim.id) for claim in claims[: max(1, jobs // 10)]]
     costs["stream item read (JobHandle.stream)"] = measure(client, len(handles) * items, lambda: read_streams(handles))
+    key = f"taskforge:{{{QUEUE}}}:job:{claims[0].id}"
+    costs["reference: one HGET through redis-py"] = measure(
+        client, jobs * steps, lambda: [client.hget(key, "state") for _ in range(jobs * steps)]
+    )
     app.broker.client.close()
     return costs
 
