@@ -80,6 +80,14 @@ class Inspection:
             first = self.client.zrange(QueueKeys(queue).scheduled, 0, 0, withscores=True)
         return int(first[0][1]) if first else None
 
+    def due_count(self, queue: str) -> int:
+        """Scheduled and retrying jobs of ``queue`` already due, by Redis's clock: work a worker would
+        promote and run now (what an autoscaler with no worker running must count)."""
+        with self.guard(queue):
+            seconds, micros = self.client.time()
+            now_ms = seconds * 1000 + micros // 1000
+            return int(self.client.zcount(QueueKeys(queue).scheduled, "-inf", now_ms))
+
     def scheduled_states(self, queue: str, sample: int) -> tuple[int, list[str]]:
         """The size of the scheduled set, and the states of up to ``sample`` random members.
 

@@ -4,6 +4,8 @@
     GET /api/history                            runs succeeded and failed per minute, last hour, per queue
     GET /api/queues/{queue}/jobs?state=S&page=N one page (50) of a queue's jobs: pending, scheduled,
                                                 running or dead; each job as ``job --json`` prints it
+    GET /api/queues/{queue}/depth               the queue's depth for an autoscaler (KEDA's metrics-api
+                                                scaler): {"depth": jobs to start now + running, ...}
     GET /api/dead?limit=N                       the N (default 50, at most 500) newest dead jobs, all queues
     GET /api/jobs/{id}[?queue=Q]                one job, as ``taskforge job --json`` prints it
     GET /api/workflows?limit=N                  counts of workflows by state, and the N (default 20,
@@ -21,7 +23,7 @@ from starlette.responses import JSONResponse
 
 from .. import status as tf_status
 from ..errors import ConfigurationError
-from . import data
+from . import data, scaling
 from .pages import app_of, handle_for
 
 MAX_DEAD = 500
@@ -45,6 +47,10 @@ def queue_jobs(request: Request) -> JSONResponse:
         data.page_number(request.query_params.get("page")),
     )
     return JSONResponse(page.to_dict())
+
+
+def depth(request: Request) -> JSONResponse:
+    return JSONResponse(scaling.depth(app_of(request), request.path_params["queue"]).to_dict())
 
 
 def dead(request: Request) -> JSONResponse:

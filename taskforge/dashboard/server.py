@@ -63,6 +63,7 @@ def create_app(app: TaskForge, auth: tuple[str, str] | None = None) -> Starlette
         Route("/api/history", api.history),
         Route("/api/dead", api.dead),
         Route("/api/queues/{queue:path}/jobs", api.queue_jobs),
+        Route("/api/queues/{queue:path}/depth", api.depth),
         Route("/api/jobs/{job_id}", api.job),
         Route("/api/workflows", api.workflows),
         Route("/api/workflows/{workflow_id}", api.workflow),
