@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, cast
@@ -202,24 +203,36 @@ class WakeWaiter:
         self.lock = threading.Lock()
 
     def wait(self, timeout: float) -> bool:
+        """Whether a token came within ``timeout``; a pop that ends empty before then is started again.
+
+        (Returning at the first pop to end, empty, made a 30 s wait end
+        after at most ``POP_BLOCK``: a pop kept from an earlier call timed
+        out first.)
+        """
+        deadline = time.monotonic() + max(timeout, 0.001)
         with self.lock:
-            for index, group in enumerate(self.groups):
-                if index not in self.inflight:
-                    self.inflight[index] = self.pool.submit(self.client.blpop, group, timeout=POP_BLOCK)
-            wait(list(self.inflight.values()), timeout=max(timeout, 0.001), return_when=FIRST_COMPLETED)
-            woken = False
-            error: BaseException | None = None
-            for index, future in list(self.inflight.items()):
-                if future.done():
-                    del self.inflight[index]
-                    exc = future.exception()
-                    if exc is not None:
-                        error = exc
-                    elif future.result() is not None:
-                        woken = True
-            if error is not None and not woken:
-                raise error
-            return woken
+            while True:
+                for index, group in enumerate(self.groups):
+                    if index not in self.inflight:
+                        self.inflight[index] = self.pool.submit(self.client.blpop, group, timeout=POP_BLOCK)
+                left = max(deadline - time.monotonic(), 0.001)
+                wait(list(self.inflight.values()), timeout=left, return_when=FIRST_COMPLETED)
+                woken = False
+                error: BaseException | None = None
+                for index, future in list(self.inflight.items()):
+                    if future.done():
+                        del self.inflight[index]
+                        exc = future.exception()
+                        if exc is not None:
+                            error = exc
+                        elif future.result() is not None:
+                            woken = True
+                if woken:
+                    return True
+                if error is not None:
+                    raise error
+                if time.monotonic() >= deadline:
+                    return False
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
