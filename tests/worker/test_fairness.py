@@ -16,6 +16,7 @@ import time
 import pytest
 
 from taskforge import JobState, TaskForge
+from taskforge.broker import workers
 
 from ..intervals import most_at_once
 from .conftest import final, wait_for
@@ -45,9 +46,18 @@ def test_key_concurrency_is_never_exceeded_across_two_workers(start_worker, redi
     @producer.task(name="userapp.keyed_span", key="account", key_concurrency=2)
     def keyed_span(account: str, seconds: float) -> None: ...
 
-    handles = {account: [keyed_span.delay(account, 0.15) for _ in range(6)] for account in ("a", "b", "c")}
-    start_worker("-c", "2")
-    start_worker("-c", "2", "-t", "2")
+    started = [start_worker("-c", "2"), start_worker("-c", "2", "-t", "2")]
+    # Both workers up (listed with their two children) before the jobs come: a second worker still
+    # starting on a loaded box would leave the first to run every job alone, at most one of a key at once.
+    wait_for(
+        lambda: (
+            {w["pid"] for w in workers.live_workers(producer.broker.client) if len(w["processes"]) >= 3}
+            >= {worker.pid for worker in started}
+        ),
+        60,
+        "both workers to list their children",
+    )
+    handles = {account: [keyed_span.delay(account, 0.3) for _ in range(6)] for account in ("a", "b", "c")}
     for jobs in handles.values():
         assert all(final(h, timeout=60) is JobState.SUCCEEDED for h in jobs)
     peaks = {}
