@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
-from drain_cpu import HERE, start_redis
+from drain_cpu import HERE, redis_cpu, start_redis
 
 from taskforge import TaskForge, current_job
 from taskforge.context import enter, leave
@@ -54,11 +54,6 @@ class Cost:
     client_us: float  # this process's CPU per call
     inside_us: float  # Redis time inside the commands, per call (commandstats)
     redis_us: float  # Redis's own CPU per call (INFO cpu)
-
-
-def redis_cpu(client: redis.Redis) -> float:
-    info = client.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 def inside_usec(client: redis.Redis) -> float:

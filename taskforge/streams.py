@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 # items arrive at once (XREAD wakes on XADD); the end is seen within a slice.
 STREAM_SLICE = 0.25
 RECONNECT_FOR = 30.0  # seconds a reader keeps asking an unreachable Redis before it raises
-_ENDED = {state.value for state in (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED)}
 
 
 class _Reader:
@@ -80,14 +79,14 @@ class _Reader:
         """After an empty read: whether the job has finished; raises once ``timeout`` has passed without an item."""
         if read.state is None:
             raise JobNotFound(f"no job {self.job_id}: it never existed, or its record expired (retention)")
-        if read.state in _ENDED or read.state not in _STATES:
+        try:
+            if JobState(read.state).finished:
+                return True
+        except ValueError:
             return True  # junk in the state field reads as dead, as everywhere else
         if self.timeout is not None and time.monotonic() - self.since >= self.timeout:
             raise TimeoutError(f"job {self.job_id} streamed nothing new within {self.timeout} s (state: {read.state})")
         return False
-
-
-_STATES = {state.value for state in JobState}
 
 
 def follow(jobs: JobsRole, queue: str, job_id: str, timeout: float | None) -> Iterator[Any]:

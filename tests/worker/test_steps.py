@@ -101,21 +101,16 @@ def test_a_reader_in_another_process_sees_every_item_while_the_job_runs(
 
     assert asyncio.run(late_async()) == list(range(450))
     env = {**os.environ, "TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": redis_url}
-    shown = subprocess.run(
-        [sys.executable, "-m", "taskforge", "job", "userapp:app", handle.id, "--json"],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    text, as_json = (
+        subprocess.run(
+            [sys.executable, "-m", "taskforge", "job", "userapp:app", handle.id, *extra],
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        for extra in ([], ["--json"])
     )
-    assert shown.returncode == 0 and json.loads(shown.stdout)["stream_length"] == 450, shown.stderr
-    shown = subprocess.run(
-        [sys.executable, "-m", "taskforge", "job", "userapp:app", handle.id],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert "450 items" in shown.stdout, shown.stdout + shown.stderr
+    assert as_json.returncode == 0 and json.loads(as_json.stdout)["stream_length"] == 450, as_json.stderr
+    assert "450 items" in text.stdout, text.stdout + text.stderr
