@@ -24,6 +24,7 @@ if _typing.TYPE_CHECKING:
     from .context import CurrentJob, current_job
     from .handle import JobHandle
     from .job import JobInfo, JobState, Priority
+    from .search import JobPage
     from .task import Task
     from .workflows.canvas import Signature, chain, chord, group
     from .workflows.handle import WorkflowHandle, WorkflowInfo, WorkflowState
@@ -37,6 +38,7 @@ _LAZY = {
     "current_job": "context",
     "JobHandle": "handle",
     "JobInfo": "job",
+    "JobPage": "search",
     "JobState": "job",
     "Priority": "job",
     "Task": "task",
@@ -56,11 +58,11 @@ def __getattr__(name: str) -> _typing.Any:
         from .celery_names import module_error  # Celery's names (AsyncResult...) say what to use instead
 
         raise module_error(name) or AttributeError(f"module 'taskforge' has no attribute {name!r}")
-    from . import app, context, handle, job, task  # one import loads them all anyway
+    from . import app, context, handle, job, search, task  # one import loads them all anyway
     from .workflows import canvas
     from .workflows import handle as workflow_handle
 
-    modules = {"app": app, "context": context, "handle": handle, "job": job, "task": task}
+    modules = {"app": app, "context": context, "handle": handle, "job": job, "search": search, "task": task}
     modules.update({"workflows.canvas": canvas, "workflows.handle": workflow_handle})
     value = getattr(modules[module], name)
     globals()[name] = value
@@ -81,6 +83,7 @@ __all__ = [
     "JobHandle",
     "JobInfo",
     "JobNotFound",
+    "JobPage",
     "JobState",
     "LeaseLost",
     "Priority",

@@ -15,9 +15,10 @@ from .errors import ConfigurationError
 from .finals import Finals
 from .handle import JobHandle
 from .hooks import Event, Hooks, Middleware
-from .job import BackoffPolicy, JobInfo, Priority
+from .job import BackoffPolicy, JobInfo, JobState, Priority
 from .pausing import Pausing
 from .periodic import Schedule
+from .search import JobPage, find_jobs, query
 from .sending import SendHook, check_hook
 from .task import Task, TaskOptions
 from .task_options import OPTION_NAMES, module_name, module_names
@@ -133,11 +134,6 @@ class TaskForge(Pausing):
         previous, self._broker = self._broker, broker
         self._async_brokers.clear()  # the next a-call follows the new broker (memory:// shares its server)
         return previous
-
-    def enqueued(self, handle: JobHandle[Any]) -> None:
-        """Tell the ``after_enqueue`` callbacks that a job was stored; a callback's error propagates."""
-        for callback in list(self.after_enqueue):
-            callback(handle)
 
     @property
     def eager(self) -> bool:
@@ -327,6 +323,30 @@ class TaskForge(Pausing):
         if not isinstance(workflow_id, str) or not workflow_id:
             raise ConfigurationError(f"workflow id {workflow_id!r}: use the id string a WorkflowHandle gave you")
         return WorkflowHandle(self, workflow_id)
+
+    def find_jobs(
+        self,
+        queue: str | None = None,
+        state: JobState | str | None = None,
+        task: str | None = None,
+        key: str | None = None,
+        match: str | None = None,
+        since: timedelta | datetime | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """One page of the jobs that match, newest first by creation; ``page.cursor`` asks for the next.
+
+        ``match`` finds text in the id, task, key, arguments or error; ``key``
+        matches exactly; ``since`` is a ``timedelta`` or an aware ``datetime``
+        (created since). Read from each queue's search index, never a walk
+        over every job: a page stops at ``limit`` jobs or once it has looked
+        a while (then it may hold fewer, and its cursor goes on from where it
+        got to). A ``ValueError`` names a filter that cannot be used (an
+        unknown queue or state, a naive datetime, a cursor of another query).
+        """
+        filters = query(self, queue=queue, state=state, task=task, key=key, match=match, since=since)
+        return find_jobs(self, filters, limit, cursor)
 
     def job(self, job_id: str) -> JobHandle[Any]:
         """A handle for a job id received from elsewhere (another process, a log line)."""

@@ -9,7 +9,7 @@ double, a workflow's step sender to come).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -46,4 +46,7 @@ class Producer(BrokerAccess, Protocol):
     @property
     def send_hooks(self) -> Sequence[SendHook]: ...
 
-    def enqueued(self, handle: JobHandle[Any]) -> None: ...
+    @property
+    def after_enqueue(self) -> Sequence[Callable[[JobHandle[Any]], object]]:
+        """Who to tell once a job is stored (``sending.announce``)."""
+        ...

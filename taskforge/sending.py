@@ -97,3 +97,13 @@ def check_headers(headers: dict[str, str]) -> None:
     for name, value in headers.items():
         if type(name) is not str or type(value) is not str or not name:
             raise SerializationError(f"job headers map non-empty str names to str values, got {name!r}: {value!r:.60}")
+
+
+def announce(after_enqueue: Sequence[Callable[[Any], object]], handle: Any) -> None:
+    """Tell an app's ``after_enqueue`` callbacks that a job was stored (a callback's error propagates).
+
+    A function here rather than a method of the app: the app's own surface is
+    what users call, and this is the producer's seam.
+    """
+    for callback in list(after_enqueue):
+        callback(handle)

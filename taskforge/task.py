@@ -18,7 +18,7 @@ from .celery_call import celery_call
 from .errors import ConfigurationError, SerializationError
 from .handle import JobHandle, async_access
 from .job import BackoffPolicy, Priority, backoff_policy
-from .sending import Outgoing, sending
+from .sending import Outgoing, announce, sending
 from .task_options import (
     TaskOptions,
     check_key_parameter,
@@ -52,7 +52,7 @@ class Task(Generic[P, R]):
     """A registered task. Call it to run now; ``delay()`` to queue it for a worker.
 
     ``app`` is what the task queues through: a ``TaskForge``, or anything
-    with its broker, its size limits and an ``enqueued`` callback (the
+    with its broker, its size limits and its ``after_enqueue`` callbacks (the
     ``Producer`` protocol); a task never runs jobs itself.
     """
 
@@ -247,7 +247,7 @@ class Task(Generic[P, R]):
 
     def _store_later(self, job: NewJob) -> None:
         [job_id] = self._store([job], resend=self.options.job_id is not None)
-        self.app.enqueued(JobHandle(self.app, job_id, self.queue))
+        announce(self.app.after_enqueue, JobHandle(self.app, job_id, self.queue))
 
     def delay_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]]) -> list[JobHandle[R]]:
         """Queue many runs in one round trip; a tuple is args, a dict is kwargs.
@@ -313,7 +313,7 @@ class Task(Generic[P, R]):
         chosen = self.options.job_id is not None  # an id already stored is left alone, and comes back
         [job_id] = self._store([job], resend=chosen)
         handle: JobHandle[R] = JobHandle(self.app, job_id, self.queue)
-        self.app.enqueued(handle)  # eager mode drains here, when the testing kit installed it
+        announce(self.app.after_enqueue, handle)  # eager mode drains here, when the testing kit installed it
         return handle
 
     # -- the same, awaited: the same job, stored over redis.asyncio -----------
@@ -343,7 +343,7 @@ class Task(Generic[P, R]):
         chosen = self.options.job_id is not None
         [job_id] = await self._astore([job], resend=chosen)
         handle: JobHandle[R] = JobHandle(self.app, job_id, self.queue)
-        self.app.enqueued(handle)
+        announce(self.app.after_enqueue, handle)
         return handle
 
     if not TYPE_CHECKING:  # hidden from type checkers: a typo stays a static error

@@ -121,12 +121,10 @@ class Outbox:
         self.stored: list[str] = []
         self.send_hooks: list[Any] = []
         self.finals = Finals()  # no listener: a job it cancels tells nobody
+        self.after_enqueue = [lambda handle: self.stored.append(handle.id)]
 
     def queues(self) -> list[str]:
         return ["default"]
-
-    def enqueued(self, handle: JobHandle[Any]) -> None:
-        self.stored.append(handle.id)
 
 
 def test_task_and_handle_need_only_the_producer_protocol() -> None:

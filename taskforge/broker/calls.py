@@ -234,6 +234,11 @@ def purge(q: QueueKeys, *, which: str, limit: int) -> ScriptCall[int]:
     return ScriptCall("purge", q, [which, limit], int)
 
 
+def delete_jobs(q: QueueKeys, *, job_ids: Sequence[str]) -> ScriptCall[int]:
+    """Finished jobs deleted for good (``taskforge jobs --delete``): how many went."""
+    return ScriptCall("delete_jobs", q, [*job_ids], int)
+
+
 def cancel_steps(q: QueueKeys, *, workflow: str, retention_ms: int, job_ids: Sequence[str]) -> ScriptCall[int]:
     return ScriptCall("cancel_steps", q, [workflow, retention_ms, *job_ids], int)
 
@@ -303,6 +308,7 @@ CALLS: dict[str, Callable[..., ScriptCall[Any]]] = {
     "await": await_state,
     "retry_dead": retry_dead,
     "purge": purge,
+    "delete_jobs": delete_jobs,
     "cancel_steps": cancel_steps,
     "workflow_create": workflow_create,
     "workflow_report": workflow_report,

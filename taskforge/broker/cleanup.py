@@ -14,11 +14,15 @@ import redis
 
 from . import calls
 from .keys import QueueKeys
+from .replies import CancelOutcome
 
 if TYPE_CHECKING:
     from .link import Link
 
-PURGE_SLICE = 500  # jobs a purge or dead retry moves per script call: Redis never blocks long
+# Jobs a purge, a dead retry or a bulk action moves per script call: a dead
+# job retried costs its script about a dozen commands, so 100 keep each call
+# to a few milliseconds of Redis time, and Redis never blocks long.
+PURGE_SLICE = 100
 
 
 class Cleanup:
@@ -28,6 +32,7 @@ class Cleanup:
         self.client = link.client
         self.scripts = link.scripts
         self.guard = link.guard
+        self.retention_ms = link.retention_ms
 
     def retry_dead(self, queue: str, job_ids: Sequence[str] = (), limit: int = PURGE_SLICE) -> list[str]:
         with self.guard(queue):
@@ -38,6 +43,17 @@ class Cleanup:
         with self.guard(queue):
             raw = cast("list[bytes]", self.client.zrange(QueueKeys(queue).dead, 0, limit - 1))
         return [i.decode() for i in raw]
+
+    def delete(self, queue: str, job_ids: Sequence[str]) -> int:
+        """Finished jobs (succeeded, dead, cancelled) deleted for good, in one script call: how many went."""
+        with self.guard(queue):
+            return self.scripts.run(calls.delete_jobs(QueueKeys(queue), job_ids=job_ids))
+
+    def cancel_each(self, queue: str, job_ids: Sequence[str]) -> list[CancelOutcome]:
+        """``JobHandle.cancel()``'s script for each job, in one pipeline: each job is its own atomic call."""
+        q = QueueKeys(queue)
+        with self.guard(queue):
+            return self.scripts.run_each([calls.cancel(q, job_id=i, retention_ms=self.retention_ms) for i in job_ids])
 
     def purge(self, queue: str, which: str) -> int:
         """Delete every job of one set ('pending', 'scheduled', 'dead'), in slices."""

@@ -3,8 +3,9 @@
 Each caller takes the role it needs (``roles.py`` has their protocols):
 a producer ``jobs``, a worker ``claims``, the workflow machinery ``ledger``,
 the operators' tools ``inspection``, ``cleanup`` and ``flow`` (pause and
-resume), a running job's durable ``steps``. ``client``, ``url`` and ``scripts`` are the link's, for the tools
-and tests that speak to Redis directly.
+resume), a running job's durable ``steps``, the search ``index``. ``client``,
+``url`` and ``scripts`` are the link's, for the tools and tests that speak to
+Redis directly.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import redis
 from .cleanup import Cleanup
 from .connection import broker_errors
 from .flow import Flow
+from .index import Index
 from .inspection import Inspection
 from .jobs import Jobs
 from .link import Link
 from .queue import Claims
-from .roles import ClaimsRole, CleanupRole, FlowRole, InspectionRole, JobsRole, LedgerRole, StepsRole
+from .roles import ClaimsRole, CleanupRole, FlowRole, IndexRole, InspectionRole, JobsRole, LedgerRole, StepsRole
 from .steps import Steps
 from .workflows import WorkflowStore
 
@@ -46,6 +48,7 @@ class Broker:
         self.cleanup: CleanupRole = Cleanup(link)
         self.flow: FlowRole = Flow(link)
         self.steps: StepsRole = Steps(link)
+        self.index: IndexRole = Index(link)
 
     def ping(self) -> None:
         """Raise BrokerUnavailable now rather than at the first job."""

@@ -158,6 +158,15 @@ class QueueKeys:
 # Workflows span queues, so their keys carry a tag of their own: each
 # workflow's under {wf:<id>}, and the index of all of them under {workflows}.
 WORKFLOW_INDEX = f"{ROOT}:{{workflows}}:"
+def search_index(queue: str) -> str:
+    """The queue's search index (lua/_lib.lua): entries per job, per task, per key, per final state.
+
+    A function beside ``QueueKeys`` rather than one more of its names: what
+    reads it (``index.py``) is the search, not the queue's transitions.
+    """
+    return f"{QueueKeys(queue).prefix}index"
+
+
 WORKFLOW_STATES = ("running", "succeeded", "dead", "cancelled")
 
 

@@ -241,6 +241,10 @@ class CleanupRole(Protocol):
     def clear(self, queue: str) -> int: ...
 
 
+    def delete(self, queue: str, job_ids: Sequence[str]) -> int: ...
+
+    def cancel_each(self, queue: str, job_ids: Sequence[str]) -> list[CancelOutcome]: ...
+
 class FlowRole(Protocol):
     """Whole queues held or let go (pause and resume), and jobs held back by limits (``flow.Flow``)."""
 
@@ -259,6 +263,16 @@ class StepsRole(Protocol):
     """A running job's durable steps: their results kept with the job, fenced by its claim (``steps.Steps``)."""
 
     def stored(self, queue: str, job_id: str, name: str) -> bytes | None: ...
+
+class IndexRole(Protocol):
+    """Reading the queues' search indexes, for ``find_jobs`` and bulk actions (``index.Index``)."""
+
+    def count(self, queue: str, prefix: bytes, since: bytes = b"") -> int: ...
+
+    def entries(self, queue: str, prefix: bytes, below: bytes | None, since: bytes, count: int) -> list[bytes]: ...
+
+    def fields(self, queue: str, job_ids: Sequence[str], names: Sequence[str]) -> list[list[bytes | None]]: ...
+
 
     def store(self, queue: str, job_id: str, token: str, name: str, result: bytes) -> bool: ...
 
@@ -298,3 +312,6 @@ class BrokerRoles(Protocol):
 
     @property
     def steps(self) -> StepsRole: ...
+
+    @property
+    def index(self) -> IndexRole: ...

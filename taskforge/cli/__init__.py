@@ -38,6 +38,7 @@ COMMANDS = (
     "demo",
     "enqueue",
     "job",
+    "jobs",
     "pause",
     "purge",
     "resume",
@@ -58,6 +59,8 @@ def load(name: str) -> click.Command | None:  # noqa: C901  (one case per comman
             from .job import job as command
         case "workflow":
             from .workflow import workflow as command
+        case "jobs":
+            from .jobs import jobs as command
         case "dead":
             from .dead import dead as command
         case "enqueue":

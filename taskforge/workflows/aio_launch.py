@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
 from ..handle import JobHandle, async_access
-from ..sending import around
+from ..sending import announce, around
 from .aio_delivery import asend
 from .handle import WorkflowHandle
 from .launch import outgoing, record_fields, with_headers
@@ -40,5 +40,5 @@ async def alaunch(root: Node, on_failure: Signature[Any] | None) -> WorkflowHand
         reply = await broker.ledger.workflow_flight(workflow)  # the roots' specs, exactly as a worker will read them
         await asend(broker, workflow, reply.ready)
         await broker.ledger.workflow_launched(workflow)
-    app.enqueued(JobHandle(app, f"{workflow}.{roots[0]}", first.queue))
+    announce(app.after_enqueue, JobHandle(app, f"{workflow}.{roots[0]}", first.queue))
     return WorkflowHandle(app, workflow)

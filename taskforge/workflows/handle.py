@@ -12,6 +12,7 @@ from ..broker.record import Field, error_type_of, job_info
 from ..errors import TaskFailed, WorkflowNotFound
 from ..handle import JobHandle, async_access
 from ..job import FailureKind, JobInfo, JobState, Priority, ms_to_datetime
+from ..sending import announce
 from ..serialization import loads
 from .aio_delivery import aact
 from .delivery import step_id, stop
@@ -165,10 +166,10 @@ class WorkflowHandle(Generic[R]):
 
     def _sent_again(self, reply: ResumeReply) -> None:
         """An app's after_enqueue callbacks hear of a resume as of a ``delay()`` (eager mode then drains)."""
-        enqueued = getattr(self.app, "enqueued", None)  # a TaskForge has it; a bare BrokerAccess may not
-        if reply.before == "dead" and reply.replan and callable(enqueued):
+        listeners = getattr(self.app, "after_enqueue", None)  # a TaskForge has them; a bare BrokerAccess may not
+        if reply.before == "dead" and reply.replan and listeners is not None:
             index, queue = reply.replan[0]
-            enqueued(JobHandle(self.app, step_id(self.id, index), queue))
+            announce(listeners, JobHandle(self.app, step_id(self.id, index), queue))
 
     def result(self, timeout: float | None = None) -> R:
         """Wait for the workflow to end; the last step's result (a list for a group).

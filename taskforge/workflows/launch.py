@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..building import check_size
 from ..errors import ConfigurationError, SerializationError
 from ..handle import JobHandle
-from ..sending import Outgoing, around
+from ..sending import Outgoing, announce, around
 from ..serialization import dumps, dumps_call
 from .delivery import send, step_id
 from .handle import WorkflowHandle
@@ -129,5 +129,5 @@ def launch(root: Node, on_failure: Signature[Any] | None) -> WorkflowHandle[Any]
         send(broker, workflow, reply.ready)
         broker.ledger.workflow_launched(workflow)
     # Eager mode runs the workflow here, when the testing kit installed it.
-    app.enqueued(JobHandle(app, f"{workflow}.{roots[0]}", first.queue))
+    announce(app.after_enqueue, JobHandle(app, f"{workflow}.{roots[0]}", first.queue))
     return WorkflowHandle(app, workflow)

@@ -193,7 +193,9 @@ def every_script(app: TaskForge, queue: str) -> None:
     b.claims.fail(queue, *(lambda c: (c.id, c.token))(b.claims.dequeue(queue, 60_000)[0][0]), "flaky", "tb", 30.0)
     b.claims.fast_forward(queue, 3600)
     b.cleanup.retry_dead(queue)
-    b.jobs.cancel(queue, plain.delay(4).id)
+    cancelled = plain.delay(4).id
+    b.jobs.cancel(queue, cancelled)
+    b.cleanup.delete(queue, [cancelled])  # a bulk delete
     b.jobs.abort(queue, plain.delay(5).id)
     b.cleanup.purge(queue, "pending")
     b.cleanup.purge(queue, "scheduled")

@@ -357,6 +357,119 @@ local function unhold(lane)
   return true
 end
 
+-- The search index (app.find_jobs, `taskforge jobs`): one sorted set per
+-- queue whose members all score 0, so it sorts by their bytes, and a range of
+-- members sharing a prefix is one ZREVRANGEBYLEX.  Each member ends in the
+-- job's *stamp*, its creation time (13 digits of ms) then its id (length-
+-- prefixed), so every prefix lists its jobs newest first by creation, and one
+-- stamp is a place in all of them at once (a page's cursor).  Per job:
+--   'a' <stamp> <#task>:<task><key>   every job (task and key ride along, for the sweep)
+--   't' <#task>:<task> <stamp>        by task
+--   'k' <#key>:<key> <stamp>          by key, for a job with one
+--   'd' <stamp>, 'c' <stamp>          while it is dead, once it is cancelled
+-- A new job's entries go in with the record, in one ZADD; a death or a
+-- cancel adds one more, a dead job retried loses its 'd'; a deleted job
+-- loses them all.  A record that expires leaves its entries behind until the
+-- sweep in reclaim finds it gone.  The index is a view, so its writes go
+-- through pcall: damage there must never stop a transition.
+local INDEX = PREFIX .. 'index'
+local function index_stamp(created, id)
+  return string.format('%013d', tonumber(created) or 0) .. #id .. ':' .. id
+end
+
+local function index_entries(id, created, task, key)
+  local stamp = index_stamp(created, id)
+  local out = {'a' .. stamp .. #task .. ':' .. task .. key, 't' .. #task .. ':' .. task .. stamp}
+  if key ~= '' then
+    out[3] = 'k' .. #key .. ':' .. key .. stamp
+  end
+  return out, stamp
+end
+
+-- Members into the index in one ZADD per 1,000 (unpack has a limit).
+local function index_add(members)
+  for first = 1, #members, 1000 do
+    local args = {}
+    for i = first, math.min(first + 999, #members) do
+      args[#args + 1] = 0
+      args[#args + 1] = members[i]
+    end
+    redis.pcall('ZADD', INDEX, unpack(args))
+  end
+end
+
+-- A job's final-state entry ('d' dead, 'c' cancelled) in (`on`) or out.
+local function index_mark(jk, id, letter, on)
+  local created = redis.pcall('HGET', jk, 'created_at')
+  if type(created) == 'string' then
+    if on then
+      redis.pcall('ZADD', INDEX, 0, letter .. index_stamp(created, id))
+    else
+      redis.pcall('ZREM', INDEX, letter .. index_stamp(created, id))
+    end
+  end
+end
+
+-- A job about to be deleted: every entry it may have.
+local function index_drop(jk, id)
+  local f = redis.pcall('HMGET', jk, 'created_at', 'task', 'key')
+  if type(f) == 'table' and type(f[1]) == 'string' then
+    local members, stamp = index_entries(id, f[1], f[2] or '', f[3] or '')
+    members[#members + 1] = 'd' .. stamp
+    members[#members + 1] = 'c' .. stamp
+    redis.pcall('ZREM', INDEX, unpack(members))
+  end
+end
+
+-- One step of the sweep of entries whose record expired: up to SWEEP_INDEX
+-- 'a' entries of jobs created before `before` (ms), from the place kept in
+-- INDEX_AT on.  A job whose record is gone loses all its entries (its 'a'
+-- member names its task and key, so each is known); the entries of a job
+-- still there (one that waited or ran long, a dead one kept longer) are
+-- looked at again when the sweep comes round.
+local INDEX_AT = PREFIX .. 'index_at'
+local SWEEP_INDEX = 500
+local function sweep_index(before)
+  local at = redis.pcall('GET', INDEX_AT)
+  local low = type(at) == 'string' and ('(' .. at) or '[a'
+  local found = redis.pcall('ZRANGEBYLEX', INDEX, low, '(a' .. string.format('%013d', before), 'LIMIT', 0, SWEEP_INDEX)
+  if type(found) ~= 'table' or found.err then
+    return
+  end
+  local gone = {}
+  for _, member in ipairs(found) do
+    local colon = string.find(member, ':', 15, true)
+    local n = colon and tonumber(string.sub(member, 15, colon - 1))
+    local id = n and string.sub(member, colon + 1, colon + n)
+    if not id then
+      gone[#gone + 1] = member  -- not an entry this index writes
+    elseif redis.call('EXISTS', job_key(id)) == 0 then
+      local stamp = string.sub(member, 2, colon + n)
+      gone[#gone + 1] = member
+      gone[#gone + 1] = 'd' .. stamp
+      gone[#gone + 1] = 'c' .. stamp
+      local rest = string.sub(member, colon + n + 1)
+      local tcolon = string.find(rest, ':', 1, true)
+      local tn = tcolon and tonumber(string.sub(rest, 1, tcolon - 1))
+      if tn then
+        local task, key = string.sub(rest, tcolon + 1, tcolon + tn), string.sub(rest, tcolon + tn + 1)
+        gone[#gone + 1] = 't' .. #task .. ':' .. task .. stamp
+        if key ~= '' then
+          gone[#gone + 1] = 'k' .. #key .. ':' .. key .. stamp
+        end
+      end
+    end
+  end
+  for first = 1, #gone, 1000 do
+    redis.pcall('ZREM', INDEX, unpack(gone, first, math.min(first + 999, #gone)))
+  end
+  if #found < SWEEP_INDEX then
+    redis.pcall('DEL', INDEX_AT)
+  else
+    redis.pcall('SET', INDEX_AT, found[#found])
+  end
+end
+
 -- pending_key reads the limits hash (HEXISTS) half-way through a transition
 -- for a limited task's job; scripts that may get there read it up front.
 local function need_limits()
@@ -439,6 +552,7 @@ local function revive_dead(id, jk)
   redis.call('HSET', jk, 'attempts', 0)
   redis.call('HDEL', jk, 'finished_at', 'result', 'waiting', 'abort')
   redis.call('UNLINK', PREFIX .. 'done:' .. id)
+  index_mark(jk, id, 'd', false)
   make_pending(id, jk)
 end
 
@@ -527,6 +641,9 @@ local function finish(id, jk, state, now, ttl, extra, meta)
   end
   redis.call('HSET', jk, unpack(fields))
   redis.call('PEXPIRE', jk, ttl)
+  if state ~= 'succeeded' then
+    index_mark(jk, id, state == 'dead' and 'd' or 'c', true)
+  end
   if meta[4] then
     redis.call('PEXPIRE', stream_key(id), ttl)
   end

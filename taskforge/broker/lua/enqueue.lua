@@ -84,6 +84,7 @@ local out = {'OK'}
 local woken = 0
 local lane_count = {}  -- band -> jobs put in lanes
 local book = {fronts = {}}  -- the turns of open lanes' jobs, written back once
+local entries = {}  -- the new jobs' search index entries, written in one ZADD
 
 -- Sequence numbers for this call's ready jobs: one INCRBY for the whole call
 -- (a delay_many of 10,000 jobs saves 9,999 commands), handed out in order;
@@ -198,6 +199,9 @@ local function store(f, payload, id, jk)
     add('unique', f[NEW_UNIQUE])
   end
   redis.call('HSET', jk, unpack(fields))
+  for _, member in ipairs(index_entries(id, now, f[NEW_TASK], f[NEW_KEY])) do
+    entries[#entries + 1] = member
+  end
   woken = woken + 1
 end
 
@@ -267,5 +271,6 @@ if seq_next and seq_next <= seq_last then
 end
 count_lane_jobs(lane_count)
 write_turns(book)
+index_add(entries)
 wake(woken)
 return out

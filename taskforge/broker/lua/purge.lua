@@ -47,6 +47,7 @@ if #ids == 0 and ARGV[2] == 'pending' then
 end
 for _, id in ipairs(ids) do
   redis.call('ZREM', key, id)
+  index_drop(job_key(id), id)
   redis.call('UNLINK', job_key(id), PREFIX .. 'done:' .. id, stream_key(id))
 end
 return #ids

@@ -53,6 +53,7 @@ for _, id in ipairs(expired) do
   end
 end
 sweep_turns()
+sweep_index(now - math.min(ttl, dead_ttl))
 if #back > 0 then
   wake(#back)
 end

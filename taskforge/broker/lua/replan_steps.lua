@@ -21,6 +21,7 @@ local outbox = PREFIX .. 'outbox'
 local function drop(id, jk)
   redis.call('ZREM', DEAD, id)
   redis.call('HDEL', outbox, id)
+  index_drop(jk, id)
   redis.call('DEL', jk, PREFIX .. 'done:' .. id, stream_key(id))
 end
 local revive = ARGV[4] == 'revive'

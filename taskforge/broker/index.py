@@ -1,0 +1,68 @@
+"""Reading the search index (``lua/_lib.lua``, "The search index"): the broker's half of ``find_jobs``.
+
+Each queue's ``index`` is one sorted set whose members all score 0, so Redis
+keeps them in byte order: a prefix (``a`` every job, ``t<#task>:<task>``,
+``k<#key>:<key>``, ``d`` dead, ``c`` cancelled) followed by the job's stamp
+(13 digits of creation ms, then ``<#id>:<id>``). A page is one
+``ZREVRANGEBYLEX`` per queue below a stamp, and the records it names are read
+in one pipeline: no call walks every job. ``taskforge/search.py`` decides what
+to ask; this module only asks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
+
+from .keys import QueueKeys, search_index
+
+if TYPE_CHECKING:
+    from .link import Link
+
+TOP = b"~"  # sorts after every stamp (they start with digits)
+
+
+def prefix_of(kind: str, value: str = "") -> bytes:
+    """The members' prefix: ``a``, ``d``, ``c``, or ``t``/``k`` with a length-prefixed task or key."""
+    if kind in ("t", "k"):
+        raw = value.encode()
+        return b"%s%d:%s" % (kind.encode(), len(raw), raw)
+    return kind.encode()
+
+
+class Index:
+    """The search index of each queue (``Broker.index``). Methods take the queue name."""
+
+    def __init__(self, link: Link) -> None:
+        self.client = link.client
+        self.guard = link.guard
+
+    def count(self, queue: str, prefix: bytes, since: bytes = b"") -> int:
+        """How many entries start with ``prefix`` (at or after stamp ``since``): O(log n)."""
+        with self.guard(queue):
+            return int(self.client.zlexcount(search_index(queue), b"[" + prefix + since, b"[" + prefix + TOP))
+
+    def entries(self, queue: str, prefix: bytes, below: bytes | None, since: bytes, count: int) -> list[bytes]:
+        """Up to ``count`` entries with ``prefix``, newest first, below stamp ``below`` (None: from the top).
+
+        Returned without the prefix: each starts with its stamp (for ``a``, task and key follow).
+        """
+        high = b"(" + prefix + below if below is not None else b"[" + prefix + TOP
+        with self.guard(queue):
+            found = cast(
+                "list[bytes]",
+                self.client.zrevrangebylex(search_index(queue), high, b"[" + prefix + since, start=0, num=count),
+            )
+        cut = len(prefix)
+        return [member[cut:] for member in found]
+
+    def fields(self, queue: str, job_ids: Sequence[str], names: Sequence[str]) -> list[list[bytes | None]]:
+        """``names`` of each job's record, in one pipeline (all None: no such record)."""
+        if not job_ids:
+            return []
+        q = QueueKeys(queue)
+        with self.guard(queue):
+            pipe = self.client.pipeline(transaction=False)
+            for job_id in job_ids:
+                pipe.hmget(q.job(job_id), list(names))
+            return cast("list[list[bytes | None]]", pipe.execute())
