@@ -13,6 +13,7 @@ import redis
 
 from .connection import broker_errors
 from .keys import QueueKeys
+from .timings import TaskTimings, from_hashes
 
 if TYPE_CHECKING:
     from .link import Link
@@ -202,6 +203,32 @@ class Inspection:
             queue: [_pair(row) for row in rows[i * minutes : (i + 1) * minutes]] for i, queue in enumerate(queues)
         }
         return first * 60000, history
+
+    def task_timings(self, queues: Sequence[str], minutes: int = 60) -> tuple[int, dict[str, dict[str, TaskTimings]]]:
+        """Per queue and task, wait and run time histograms per minute over the last ``minutes``, oldest first.
+
+        Returns the first minute shown (ms since the epoch) and, per queue,
+        the tasks that ran in those minutes, each with one wait and one run
+        histogram a minute (``timings.py``: bucket -> runs; every worker's
+        runs merged, as Redis adds them up). Percentiles are left to the
+        caller (``timings.percentile``): over one minute or, merged, the hour.
+        Same clock and cost as ``outcome_history``: TIME, then one HGETALL
+        per queue and minute; runs this client timed are written first.
+        """
+        self.tally.flush_outcomes()
+        with broker_errors(self.url):
+            seconds, _ = self.client.time()
+            last = int(seconds) // 60
+            first = last - minutes + 1
+            pipe = self.client.pipeline(transaction=False)
+            for queue in queues:
+                q = QueueKeys(queue)
+                for minute in range(first, last + 1):
+                    pipe.hgetall(q.stats(minute, "timings"))
+            rows = pipe.execute(raise_on_error=False) if queues else []
+        return first * 60000, {
+            queue: from_hashes(rows[i * minutes : (i + 1) * minutes]) for i, queue in enumerate(queues)
+        }
 
 
 def _pair(row: object) -> tuple[int, int]:

@@ -11,6 +11,7 @@ periodic tick's time, and the broker builds the key from it here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from ..errors import ConfigurationError
 
@@ -127,9 +128,11 @@ class QueueKeys:
     def tick(self, task: str, tick_ms: int) -> str:
         return f"{self.prefix}tick:{task}:{tick_ms}"
 
-    def stats(self, minute: int) -> str:
-        """Outcome counts of one minute (ms since the epoch // 60000), written by succeed and fail."""
-        return f"{self.prefix}stats:{minute}"
+    def stats(self, minute: int, of: Literal["stats", "timings"] = "stats") -> str:
+        """A minute's figures (minute: ms since the epoch // 60000): its outcome counts, written by succeed
+        and fail, or ``of="timings"`` its wait and run time histograms per task (``timings.py``), written by
+        the clients' tallies. One method for both keeps ``QueueKeys`` within the size of a role."""
+        return f"{self.prefix}{of}:{minute}"
 
     @property
     def seq(self) -> str:

@@ -199,6 +199,7 @@ class ClaimRow(NamedTuple):
     inherit: bytes
     workflow: bytes  # '' or the id of the workflow the job is a step of
     headers: bytes  # '' or a JSON object of strings (producer hooks' headers)
+    scheduled_at: bytes  # '' or when the job was last due (ms): with its id, when it became ready (``timings.py``)
 
 
 ROW_HEAD = 3  # id, attempts, damage: what the claim script works out
@@ -223,6 +224,7 @@ class Claim:
     inherit: bool = False
     workflow: str = ""  # a workflow step: its outcome is reported to that workflow
     headers: dict[str, str] | None = None  # the job's headers; None when it was sent without any
+    scheduled_at: int | None = None  # ms: when it was last scheduled or retried for (its wait counts from then)
 
 
 def claim_of(row: ClaimRow, job_id: str, queue: str, token: str, call: tuple[tuple[Any, ...], dict[str, Any]]) -> Claim:
@@ -241,6 +243,7 @@ def claim_of(row: ClaimRow, job_id: str, queue: str, token: str, call: tuple[tup
         inherit=bool(row.inherit),
         workflow=text(row.workflow) or "",
         headers=decode_headers(row.headers),
+        scheduled_at=number(row.scheduled_at),
     )
 
 

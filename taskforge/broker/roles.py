@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     )
     from .stats import Tally
     from .stream_reads import StreamRead
+    from .timings import TaskTimings
     from .workflows import StepReport
 
 
@@ -227,6 +228,10 @@ class InspectionRole(Protocol):
     def outcome_history(
         self, queues: Sequence[str], minutes: int = 60
     ) -> tuple[int, dict[str, list[tuple[int, int]]]]: ...
+
+    def task_timings(
+        self, queues: Sequence[str], minutes: int = 60
+    ) -> tuple[int, dict[str, dict[str, TaskTimings]]]: ...
 
 
 class CleanupRole(Protocol):

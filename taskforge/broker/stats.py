@@ -7,6 +7,10 @@ at most about once a second, one pipeline for every queue and minute it
 holds, so a busy worker pays those commands once a second, not once a job.
 Failures are still counted by the fail script: that path is not hot.
 
+Each run's wait and run time go the same way (``RunTimes``): a bucket of a
+fixed histogram per queue, task and minute (``timings.py``), one dict
+increment per run, written in the same pipeline as the outcome counts.
+
 Counts are kept per queue and per minute of this machine's clock (the
 readers use Redis's clock: a skew of a few seconds moves a few runs to the
 neighbouring minute, no more). A flush that fails keeps its counts for the
@@ -20,10 +24,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import redis
 
 from .keys import QueueKeys
+from .timings import NO_WAIT, RUN, WAIT, bucket_of, field_name, ready_s
+
+if TYPE_CHECKING:
+    from .record import Claim
 
 log = logging.getLogger("taskforge.broker")
 
@@ -41,7 +50,7 @@ class OutcomeCounts:
     def __init__(self) -> None:
         self._counts: Counts = {}
         self._lock = threading.Lock()
-        self._flushed = time.monotonic()
+        self.flushed = time.monotonic()
 
     def count(self, queue: str, field: str = "succeeded") -> None:
         key = (queue, int(time.time() // 60), field)
@@ -50,13 +59,13 @@ class OutcomeCounts:
 
     def due(self) -> bool:
         """True once there is something to write and the last flush is a second old."""
-        return bool(self._counts) and time.monotonic() - self._flushed >= FLUSH_EVERY_S
+        return bool(self._counts) and time.monotonic() - self.flushed >= FLUSH_EVERY_S
 
     def take(self) -> Counts:
         """Everything counted so far, and a fresh start."""
         with self._lock:
             counts, self._counts = self._counts, {}
-            self._flushed = time.monotonic()
+            self.flushed = time.monotonic()
         return counts
 
     def give_back(self, counts: Counts) -> None:
@@ -66,12 +75,62 @@ class OutcomeCounts:
                 self._counts[key] = self._counts.get(key, 0) + n
 
 
+Runs = dict[tuple[str, str, int, int, int], int]  # (queue, task, minute, wait bucket, run bucket) -> runs
+
+
+class RunTimes:
+    """Runs' wait and run time buckets since the last flush; safe to share between a child's lanes.
+
+    One key per run holds both buckets, so a run costs one dict increment;
+    the flush splits it into its wait and its run field.
+    """
+
+    def __init__(self) -> None:
+        self._runs: Runs = {}
+        self._lock = threading.Lock()
+
+    def __bool__(self) -> bool:
+        return bool(self._runs)
+
+    def add(self, queue: str, task: str, ready: float | None, run_s: float) -> None:
+        """One run of ``run_s`` seconds, ending now, of a job ready since ``ready`` (epoch s; None: unknown)."""
+        now = time.time()
+        wait = NO_WAIT if ready is None else bucket_of(now - run_s - ready)
+        key = (queue, task, int(now // 60), wait, bucket_of(run_s))
+        with self._lock:
+            self._runs[key] = self._runs.get(key, 0) + 1
+
+    def take(self) -> Runs:
+        with self._lock:
+            runs, self._runs = self._runs, {}
+        return runs
+
+    def give_back(self, runs: Runs) -> None:
+        with self._lock:
+            for key, n in runs.items():
+                self._runs[key] = self._runs.get(key, 0) + n
+
+
+def timing_fields(runs: Runs) -> dict[tuple[str, int], dict[str, int]]:
+    """Per (queue, minute), the HINCRBY of each field: runs split into their wait and run buckets."""
+    fields: dict[tuple[str, int], dict[str, int]] = {}
+    for (queue, task, minute, wait, run), n in runs.items():
+        hincr = fields.setdefault((queue, minute), {})
+        if wait != NO_WAIT:
+            name = field_name(task, WAIT, wait)
+            hincr[name] = hincr.get(name, 0) + n
+        name = field_name(task, RUN, run)
+        hincr[name] = hincr.get(name, 0) + n
+    return fields
+
+
 class Tally:
-    """The success counts of one client (``Link.tally``), written in batches; failures are the fail script's."""
+    """One client's success counts and run times (``Link.tally``), written in batches; failures: the fail script's."""
 
     def __init__(self, client: redis.Redis | redis.RedisCluster) -> None:
         self.client = client
         self.outcomes = OutcomeCounts()
+        self.times = RunTimes()
         # False where a thread writes the counts (a worker child's): then going
         # idle costs no round trip, which a job arriving just then would wait behind.
         self.flush_on_idle = True
@@ -89,9 +148,25 @@ class Tally:
         if self.outcomes.due():
             self.flush_outcomes()
 
+    def time_run(self, queue: str, task: str, ready: float | None, run_s: float) -> None:
+        """Count one finished run's wait (from ``ready``, epoch seconds; None: unknown) and run time.
+
+        Written with the outcome counts: by the next ``count_success`` that
+        finds them due, before the client waits, or by the child's thread.
+        """
+        self.times.add(queue, task, ready, run_s)
+
+    def time_claim(self, claim: Claim, run_s: float) -> None:
+        """``time_run`` for a claim whose run, of ``run_s`` seconds, just ended: what the runner calls."""
+        self.times.add(claim.queue, claim.task, ready_s(claim.id, claim.scheduled_at), run_s)
+
+    def due(self) -> bool:
+        """True once there is something to write and the last flush is a second old."""
+        return self.outcomes.due() or (bool(self.times) and time.monotonic() - self.outcomes.flushed >= FLUSH_EVERY_S)
+
     def flush_when_idle(self) -> None:
         """About to wait or found nothing: write the counts now unless a thread writes them."""
-        if self.flush_on_idle or self.outcomes.due():
+        if self.flush_on_idle or self.due():
             self.flush_outcomes()
 
     def flush_outcomes(self) -> None:
@@ -101,7 +176,8 @@ class Tally:
         flush, and a damaged counter key counts as nothing (the readers do the same).
         """
         counts = self.outcomes.take()
-        if not counts:
+        runs = self.times.take()
+        if not counts and not runs:
             return
         try:
             pipe = self.client.pipeline(transaction=False)
@@ -109,7 +185,13 @@ class Tally:
                 key = QueueKeys(queue).stats(minute)
                 pipe.hincrby(key, field, n)
                 pipe.pexpire(key, STATS_TTL_MS)
+            for (queue, minute), hincr in timing_fields(runs).items():
+                key = QueueKeys(queue).stats(minute, "timings")
+                for field, n in hincr.items():
+                    pipe.hincrby(key, field, n)
+                pipe.pexpire(key, STATS_TTL_MS)
             pipe.execute(raise_on_error=False)
         except (redis.RedisError, OSError) as exc:
             self.outcomes.give_back(counts)
+            self.times.give_back(runs)
             log.debug("outcome counts not written yet: %s", exc)

@@ -2,6 +2,8 @@
 
     GET /api/status                             the ``status --json`` document (schema_version 1)
     GET /api/history                            runs succeeded and failed per minute, last hour, per queue
+    GET /api/tasks                              per queue and task, wait and run time p50 and p95 (seconds),
+                                                over the last hour and per minute
     GET /api/queues/{queue}/jobs?state=S&page=N one page (50) of a queue's jobs: pending, scheduled,
                                                 running or dead; each job as ``job --json`` prints it
     GET /api/queues/{queue}/depth               the queue's depth for an autoscaler (KEDA's metrics-api
@@ -23,7 +25,7 @@ from starlette.responses import JSONResponse
 
 from .. import status as tf_status
 from ..errors import ConfigurationError
-from . import data, scaling
+from . import data, scaling, tasks
 from .pages import app_of, handle_for
 
 MAX_DEAD = 500
@@ -37,6 +39,11 @@ def status(request: Request) -> JSONResponse:
 def history(request: Request) -> JSONResponse:
     app = app_of(request)
     return JSONResponse(data.history(app, tf_status.all_queues(app)).to_dict())
+
+
+def task_times(request: Request) -> JSONResponse:
+    app = app_of(request)
+    return JSONResponse(tasks.task_times(app, tf_status.all_queues(app)).to_dict())
 
 
 def queue_jobs(request: Request) -> JSONResponse:

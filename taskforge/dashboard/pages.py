@@ -23,7 +23,7 @@ from .. import status as tf_status
 from ..handle import JobHandle
 from ..job import JobState
 from ..workflows.resume import retry_dead
-from . import data
+from . import data, tasks
 from .security import CSRF_FIELD, csrf_problem, csrf_token, read_form, set_csrf_cookie
 
 
@@ -37,6 +37,7 @@ def make_templates() -> Jinja2Templates:
     env.filters["q"] = lambda value: quote(str(value), safe="")
     env.filters["tojson_args"] = lambda value: json.dumps(tf_status.jsonable(value), indent=2, ensure_ascii=False)
     env.globals["STATES"] = data.STATES
+    env.filters["duration"] = tasks.duration
     return Jinja2Templates(env=env)
 
 
@@ -71,6 +72,12 @@ def overview(request: Request) -> Response:
     history = data.history(app, [q.name for q in status.queues])
     workflows = app.broker.ledger.workflow_counts()
     return render(request, "overview.html", status=status, history=history, workflows=workflows)
+
+
+def task_times(request: Request) -> Response:
+    """Per task, wait and run time percentiles over the last hour: a page of its own, as the overview is per queue."""
+    app = app_of(request)
+    return render(request, "tasks.html", times=tasks.task_times(app, tf_status.all_queues(app)))
 
 
 def workers(request: Request) -> Response:

@@ -47,6 +47,7 @@ def create_app(app: TaskForge, auth: tuple[str, str] | None = None) -> Starlette
     routes = [
         Route("/", pages.overview),
         Route("/workers", pages.workers),
+        Route("/tasks", pages.task_times),
         Route("/dead", pages.dead),
         Route("/scheduled", pages.scheduled),
         # Queue names may contain '/': the purge route goes first, as the list's would swallow it.
@@ -61,6 +62,7 @@ def create_app(app: TaskForge, auth: tuple[str, str] | None = None) -> Starlette
         Route("/workflows/{workflow_id}/retry", pages.retry_workflow, methods=["POST"]),
         Route("/api/status", api.status),
         Route("/api/history", api.history),
+        Route("/api/tasks", api.task_times),
         Route("/api/dead", api.dead),
         Route("/api/queues/{queue:path}/jobs", api.queue_jobs),
         Route("/api/queues/{queue:path}/depth", api.depth),

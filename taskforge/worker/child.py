@@ -95,7 +95,7 @@ def die_with_parent(parent: int) -> None:
 
 
 def keep_counts_written(tally: Tally, stop: threading.Event) -> threading.Thread:
-    """Write the success counts ``tally`` holds about once a second, until ``stop`` is set.
+    """Write the success counts and run times ``tally`` holds about once a second, until ``stop`` is set.
 
     A lane writes them itself when they are due; this thread writes the rest,
     so a lane going idle need not spend a round trip on them, and a lane that
@@ -105,7 +105,7 @@ def keep_counts_written(tally: Tally, stop: threading.Event) -> threading.Thread
 
     def write() -> None:
         while not stop.wait(FLUSH_EVERY_S / 2):
-            if tally.outcomes.due():
+            if tally.due():
                 tally.flush_outcomes()
 
     tally.flush_on_idle = False  # this thread writes them: a lane going idle need not

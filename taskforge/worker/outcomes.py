@@ -117,6 +117,9 @@ class PendingOutcomes:
         if state == "dead":  # the record says why: the listeners read it there
             self.app.finals.ended(self.app.broker, FinalTransition(job.queue, job.job_id, "dead"))
         duration = time.monotonic() - running.started
+        if state in ("retrying", "dead"):  # a timeout's run time belongs in the p95; its wait is unknown here
+            self.app.broker.claims.tally.time_run(job.queue, job.task, None, duration)
+            self.app.broker.claims.tally.flush_outcomes()  # the supervisor has no idle wait that would write it
         if self.metrics is not None:
             self.metrics.finished(job.queue, job.task, state, duration)
         attempt = f"{job.attempts}/{job.max_attempts}" if job.max_attempts else str(job.attempts)

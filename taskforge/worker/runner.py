@@ -268,8 +268,11 @@ def record_outcome(
         )
     if defer is not None and not (claim.workflow or context.finals.every or hooks.handlers["job_succeeded"]):
         defer(claim, result)  # recorded with the lane's next claim, or within FLUSH_AFTER (batches.py)
+        context.broker.claims.tally.time_claim(claim, duration)
         return Outcome("succeeded", duration)
     outcome = succeeded(context, claim, result, duration, chain, outage)
+    if outcome.state == "succeeded":  # its wait and run time: the dashboard's per-task last hour
+        context.broker.claims.tally.time_claim(claim, duration)
     if (claim.workflow or context.finals.every) and outcome.state == "succeeded":  # a plain job: this check only
         tell_finals(context, claim, "succeeded", result, busy=bool(outcome.next and outcome.next[0]))
     if outcome.state == "succeeded" and hooks.handlers["job_succeeded"]:  # no JobInfo copy for nobody
@@ -349,6 +352,8 @@ def failed(
     state = record(fail, claim.queue, claim.id, claim.token, error, tb, retry_in, kind, error_type, outage=outage)
     if state == "fenced":  # a lost reply, not a takeover, when the record names this claim's report
         state = own_outcome(context.broker.claims, claim) or state
+    if state in ("retrying", "dead"):
+        context.broker.claims.tally.time_claim(claim, duration)
     if (claim.workflow or context.finals.every) and state == "dead":
         tell_finals(context, claim, "dead", error=error)
     notify_failure(context, info or claim_info(claim), state, error, tb, kind, error_type)
