@@ -45,9 +45,9 @@ if TYPE_CHECKING:
     from .protocols import BrokerAccess
 
 SCAN_BUDGET = 20_000  # index entries one page looks at, at most
-TIME_BUDGET_S = 0.15  # and the time it spends looking
+TIME_BUDGET_S = 0.1  # and the time it spends looking
 FIRST_SLICE = 200
-MAX_SLICE = 2_000
+MAX_SLICE = 1_000
 MAX_LIMIT = 1_000
 STATES = ", ".join(s.value for s in JobState)
 NON_STRING = re.compile(r"[-+0-9.e]+|true|false|none")  # a text a number or a constant renders as

@@ -158,9 +158,6 @@ class QueueKeys:
         return self.pending
 
 
-# Workflows span queues, so their keys carry a tag of their own: each
-# workflow's under {wf:<id>}, and the index of all of them under {workflows}.
-WORKFLOW_INDEX = f"{ROOT}:{{workflows}}:"
 def search_index(queue: str) -> str:
     """The queue's search index (lua/_lib.lua): entries per job, per task, per key, per final state.
 
@@ -170,6 +167,9 @@ def search_index(queue: str) -> str:
     return f"{QueueKeys(queue).prefix}index"
 
 
+# Workflows span queues, so their keys carry a tag of their own: each
+# workflow's under {wf:<id>}, and the index of all of them under {workflows}.
+WORKFLOW_INDEX = f"{ROOT}:{{workflows}}:"
 WORKFLOW_STATES = ("running", "succeeded", "dead", "cancelled")
 
 

@@ -241,14 +241,14 @@ class CleanupRole(Protocol):
 
     def oldest_dead(self, queue: str, limit: int) -> list[str]: ...
 
+    def delete(self, queue: str, job_ids: Sequence[str]) -> int: ...
+
+    def cancel_each(self, queue: str, job_ids: Sequence[str]) -> list[CancelOutcome]: ...
+
     def purge(self, queue: str, which: str) -> int: ...
 
     def clear(self, queue: str) -> int: ...
 
-
-    def delete(self, queue: str, job_ids: Sequence[str]) -> int: ...
-
-    def cancel_each(self, queue: str, job_ids: Sequence[str]) -> list[CancelOutcome]: ...
 
 class FlowRole(Protocol):
     """Whole queues held or let go (pause and resume), and jobs held back by limits (``flow.Flow``)."""
@@ -264,11 +264,6 @@ class FlowRole(Protocol):
     def held_reason(self, queue: str, fields: dict[bytes, bytes]) -> str | None: ...
 
 
-class StepsRole(Protocol):
-    """A running job's durable steps: their results kept with the job, fenced by its claim (``steps.Steps``)."""
-
-    def stored(self, queue: str, job_id: str, name: str) -> bytes | None: ...
-
 class IndexRole(Protocol):
     """Reading the queues' search indexes, for ``find_jobs`` and bulk actions (``index.Index``)."""
 
@@ -278,6 +273,11 @@ class IndexRole(Protocol):
 
     def fields(self, queue: str, job_ids: Sequence[str], names: Sequence[str]) -> list[list[bytes | None]]: ...
 
+
+class StepsRole(Protocol):
+    """A running job's durable steps: their results kept with the job, fenced by its claim (``steps.Steps``)."""
+
+    def stored(self, queue: str, job_id: str, name: str) -> bytes | None: ...
 
     def store(self, queue: str, job_id: str, token: str, name: str, result: bytes) -> bool: ...
 

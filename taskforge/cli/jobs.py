@@ -65,9 +65,9 @@ def since_option(raw: str | None) -> timedelta | None:
 @click.option("-n", "--limit", type=click.IntRange(1, MAX_LIMIT), default=20, show_default=True, help="Jobs per page.")
 @click.option("--cursor", default=None, help="Go on from where the page with these filters ended.")
 @click.option("--json", "as_json", is_flag=True, help='Print {"jobs": [...], "cursor": ...}.')
-@click.option("--retry", "action", flag_value="retry", help="Run every matching dead job again.")
-@click.option("--cancel", "action", flag_value="cancel", help="Cancel every matching job not started yet.")
-@click.option("--delete", "action", flag_value="delete", help="Delete every matching finished job.")
+@click.option("--retry", is_flag=True, help="Run every matching dead job again.")
+@click.option("--cancel", is_flag=True, help="Cancel every matching job not started yet.")
+@click.option("--delete", is_flag=True, help="Delete every matching finished job.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask before a bulk action.")
 def jobs(
     app: str,
@@ -80,9 +80,15 @@ def jobs(
     limit: int,
     cursor: str | None,
     as_json: bool,
-    action: str | None,
+    retry: bool,
+    cancel: bool,
+    delete: bool,
     yes: bool,
 ) -> None:
+    chosen = [name for name, on in (("retry", retry), ("cancel", cancel), ("delete", delete)) if on]
+    if len(chosen) > 1:
+        fail("give one of --retry, --cancel, --delete", USAGE)
+    action = chosen[0] if chosen else None
     since = since_option(since_raw)
     if action and cursor:
         fail("--cursor pages a listing; a bulk action applies to every job that matches", USAGE)
