@@ -34,7 +34,7 @@ from hypothesis.stateful import (
 )
 
 from taskforge import TaskForge
-from taskforge.broker.keys import QueueKeys
+from taskforge.broker.keys import QueueKeys, search_index
 from taskforge.broker.queue import Claim, NewJob, new_token
 from taskforge.serialization import dumps_call
 
@@ -392,10 +392,12 @@ class QueueMachine(RuleBasedStateMachine):
         pipe.zrange(KEYS.dead, 0, -1)
         pipe.get(KEYS.seq)
         pipe.keys(KEYS.prefix + "claim:*")
+        pipe.zrange(search_index(QUEUE), 0, -1)
         for job_id in ids:
-            pipe.hmget(KEYS.job(job_id), "state", "attempts", "seq", "max_attempts", "priority")
+            pipe.hmget(KEYS.job(job_id), "state", "attempts", "seq", "max_attempts", "priority", "created_at", "task")
             pipe.pttl(KEYS.job(job_id))
         replies = pipe.execute()
+        index = replies.pop(6)
         pending, scheduled, running = ({m.decode(): s for m, s in r} for r in replies[:3])
         dead = {m.decode() for m in replies[3]}
         assert int(replies[4] or 0) == self.seq
@@ -419,9 +421,20 @@ class QueueMachine(RuleBasedStateMachine):
             else:
                 assert running[job.id] <= job.lease_bound
 
+        # The search index: a and t per job (no keys here), d while dead, c once cancelled; nothing else.
+        entries = set()
+        for job_id, fields in zip(ids, replies[6::2], strict=True):
+            created, task = int(fields[5]), fields[6].decode()
+            stamp = f"{created:013d}{len(job_id)}:{job_id}"
+            entries |= {f"a{stamp}{len(task)}:{task}", f"t{len(task)}:{task}{stamp}"}
+            state = self.jobs[job_id].state
+            if state in ("dead", "cancelled"):
+                entries.add(state[0] + stamp)
+        assert {m.decode() for m in index} == entries
+
         for job_id, fields, ttl in zip(ids, replies[6::2], replies[7::2], strict=True):
             job = self.jobs[job_id]
-            state, attempts, seq, max_attempts, priority = (None if f is None else f.decode() for f in fields)
+            state, attempts, seq, max_attempts, priority = (None if f is None else f.decode() for f in fields[:5])
             assert (state, int(attempts)) == (job.state, job.attempts), job_id
             assert (int(max_attempts), int(priority)) == (job.max_attempts, job.priority)
             assert (None if seq is None else int(seq)) == job.seq
