@@ -16,7 +16,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..broker.connection import redact
 from ..errors import BrokerUnavailable, ConfigurationError, DashboardPortUnavailable, JobNotFound, TaskforgeError
-from . import api, pages
+from . import api, finding, pages
 from .security import BasicAuth
 
 if TYPE_CHECKING:
@@ -50,6 +50,8 @@ def create_app(app: TaskForge, auth: tuple[str, str] | None = None) -> Starlette
         Route("/tasks", pages.task_times),
         Route("/dead", pages.dead),
         Route("/scheduled", pages.scheduled),
+        Route("/search", finding.search),
+        Route("/search/{action}", finding.bulk_action, methods=["GET", "POST"]),
         # Queue names may contain '/': the purge route goes first, as the list's would swallow it.
         Route("/queues/{queue:path}/purge-dead", pages.purge_dead, methods=["GET", "POST"]),
         Route("/queues/{queue:path}/pause", pages.flow, methods=["POST"]),
@@ -66,6 +68,7 @@ def create_app(app: TaskForge, auth: tuple[str, str] | None = None) -> Starlette
         Route("/api/dead", api.dead),
         Route("/api/queues/{queue:path}/jobs", api.queue_jobs),
         Route("/api/queues/{queue:path}/depth", api.depth),
+        Route("/api/jobs", finding.api_jobs),
         Route("/api/jobs/{job_id}", api.job),
         Route("/api/workflows", api.workflows),
         Route("/api/workflows/{workflow_id}", api.workflow),

@@ -37,8 +37,14 @@
 
   function busy() {
     var el = document.activeElement;
-    return el && (el.tagName === "INPUT" || el.tagName === "SELECT" || el.tagName === "TEXTAREA");
+    if (el && (el.tagName === "INPUT" || el.tagName === "SELECT" || el.tagName === "TEXTAREA")) { return true; }
+    // A form changed but not sent (the search's) is the user's: a refresh would throw away what they chose.
+    return document.querySelector("form[data-edited]") !== null;
   }
+
+  document.addEventListener("input", function (e) {
+    if (e.target && e.target.form) { e.target.form.dataset.edited = "1"; }
+  });
 
   function refresh(main, every) {
     var live = document.getElementById("live");
@@ -50,6 +56,7 @@
           return r.text();
         })
         .then(function (html) {
+          if (busy()) { return; }  // the user began on a form while the page was on its way
           main.innerHTML = html;
           localize(main);
           live.classList.remove("stale");
