@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from datetime import timedelta
 
 import click
@@ -11,6 +10,7 @@ import click
 from .. import bulk
 from ..app import TaskForge
 from ..search import MAX_LIMIT, JobPage, Query, query
+from ..since import parse_since
 from ..status import now_utc
 from .common import USAGE, cli_errors, fail, open_app
 from .dead import first_line
@@ -41,17 +41,14 @@ states are left alone. They ask first on a terminal unless --yes; with no
 terminal and no --yes they change nothing and exit 2.
 """
 
-SINCE = re.compile(r"(\d+)([smhd])")
-UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-
 
 def since_option(raw: str | None) -> timedelta | None:
     if raw is None:
         return None
-    found = SINCE.fullmatch(raw.strip())
-    if not found or int(found.group(1)) == 0:
-        fail(f"--since {raw!r}: give a positive number and a unit, like 30s, 15m, 1h or 2d", USAGE)
-    return timedelta(**{UNITS[found.group(2)]: int(found.group(1))})
+    try:
+        return parse_since(raw)
+    except ValueError as exc:
+        fail(f"--{exc}", USAGE)
 
 
 @click.command(help=JOBS_HELP)

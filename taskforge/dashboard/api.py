@@ -9,6 +9,8 @@
     GET /api/queues/{queue}/depth               the queue's depth for an autoscaler (KEDA's metrics-api
                                                 scaler): {"depth": jobs to start now + running, ...}
     GET /api/dead?limit=N                       the N (default 50, at most 500) newest dead jobs, all queues
+    GET /api/jobs?queue=&state=&task=&key=&match=&since=&limit=&cursor=
+                                                one page of a search, as ``taskforge jobs --json`` prints it
     GET /api/jobs/{id}[?queue=Q]                one job, as ``taskforge job --json`` prints it
     GET /api/workflows?limit=N                  counts of workflows by state, and the N (default 20,
                                                 at most 500) newest of each state, without their steps

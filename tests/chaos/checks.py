@@ -17,6 +17,7 @@ from .faults import KINDS as FAULT_KINDS
 from .faults import FaultDriver
 from .flow_checks import Flow, FlowTally, check_flows, read_flows, stale_entries, workflow_results
 from .flows import FlowPlan, FlowProducer
+from .index_checks import check_index
 from .jobs import KINDS, JobPlan
 from .key_checks import check_key_caps
 from .procs import WorkerProcess, tracebacks
@@ -386,7 +387,9 @@ def check_all(
     report = Report(path)
     if not drained:
         report.problem("the queue did not drain in time once the faults stopped (see the drain lines in faults.log)")
-    records, token_of = read_records(client, check_keyspace(client, report), report)
+    job_keys = check_keyspace(client, report)
+    records, token_of = read_records(client, job_keys, report)
+    check_index(client, set(QUEUES), job_keys, records, report.problem)
     check_turns_left(url, client, report)
     runs = read_runs(side, prefix, sorted(producer.token_owner))
     lost = check_outcomes(jobs, records, token_of, runs, report)

@@ -112,3 +112,31 @@ def test_fair_turns_and_a_key_cap_in_one_slot_of_the_cluster(cluster) -> None:
     assert app.broker.flow.held("q05") == 49
     assert app.broker.inspection.counts("q05")["pending"] == 49
     app.broker.cleanup.clear("q05")
+
+
+def test_finding_jobs_and_a_bulk_retry_over_three_masters(cluster) -> None:
+    """Each queue's index lives in its queue's slot: a search merges queues on different masters by stamp."""
+    from taskforge import bulk, search
+
+    app = TaskForge("finder", broker=cluster.url)
+    queues = ["q01", "q07", "q13"]  # three slots
+    for queue in queues:
+        app.broker.cleanup.clear(queue)
+    sent = []
+    for n in range(9):
+        sent.append(app.task_for("finder.job").with_options(queue=queues[n % 3], max_attempts=1).delay(n))
+        time.sleep(0.002)
+    page = app.find_jobs(task="finder.job", limit=4)
+    assert [j.id for j in page.jobs] == [h.id for h in reversed(sent)][:4] and page.cursor
+    rest = app.find_jobs(task="finder.job", limit=10, cursor=page.cursor)
+    assert [j.id for j in rest.jobs] == [h.id for h in reversed(sent)][4:] and rest.cursor is None
+    for queue in queues:
+        for claim in app.broker.claims.dequeue(queue, 60_000, count=5).claims:
+            assert app.broker.claims.fail(queue, claim.id, claim.token, "boom", "", None) == "dead"
+    assert bulk.apply(app, search.query(app, state="dead", task="finder.job"), "retry") == 9
+    assert {h.status().value for h in sent} == {"pending"}
+    assert bulk.apply(app, search.query(app, task="finder.job"), "cancel") == 9
+    assert bulk.apply(app, search.query(app, task="finder.job"), "delete") == 9
+    assert app.find_jobs(task="finder.job").jobs == []
+    for queue in queues:
+        app.broker.cleanup.clear(queue)
