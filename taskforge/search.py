@@ -5,7 +5,9 @@ newest first by creation, and apart by task, by key, and while dead or once
 cancelled. A query reads the one list that narrows it most (a key, then a
 final state or a task, whichever ``ZLEXCOUNT`` says is shorter, else every
 job), a slice at a time, and checks what that list cannot say (the state, a
-text) on the records it names, read in one pipeline per slice. Queues are
+text) on the records it names, read in one pipeline per slice. Running,
+scheduled and retrying jobs have sets of their own, usually small: a search
+for those states reads the set whole when it holds at most ``SMALL_SET``. Queues are
 merged by stamp (creation ms, then id), which is also the cursor: a page
 goes on below the last job it showed, in every queue at once.
 
@@ -41,7 +43,7 @@ from .job import JobInfo, JobState
 from .serialization import loads_call
 
 if TYPE_CHECKING:
-    from .broker.roles import BrokerRoles
+    from .broker.roles import BrokerRoles, IndexRole
     from .protocols import BrokerAccess
 
 SCAN_BUDGET = 20_000  # index entries one page looks at, at most
@@ -49,6 +51,7 @@ TIME_BUDGET_S = 0.1  # and the time it spends looking
 FIRST_SLICE = 200
 MAX_SLICE = 1_000
 MAX_LIMIT = 1_000
+SMALL_SET = 5_000  # a running or scheduled set up to this size is read whole rather than searched for
 STATES = ", ".join(s.value for s in JobState)
 NON_STRING = re.compile(r"[-+0-9.e]+|true|false|none")  # a text a number or a constant renders as
 
@@ -184,13 +187,24 @@ def task_of(rest: bytes) -> str:
 
 @dataclass
 class Source:
-    """One queue's list to read (``prefix``), and how far down it the search has got (``below``)."""
+    """One queue's list to read (``prefix``), and how far down it the search has got (``below``).
+
+    ``listed``: the stamps of a small set read whole (the running or the
+    scheduled jobs), newest first, read from here instead of the index.
+    """
 
     queue: str
     prefix: bytes
     below: bytes | None
     done: bool = False
     batch: list[tuple[str, bytes, bytes]] = field(default_factory=list)  # (id, stamp, rest)
+    listed: list[bytes] | None = None
+
+    def read(self, index: IndexRole, since: bytes, size: int) -> list[bytes]:
+        if self.listed is None:
+            return index.entries(self.queue, self.prefix, self.below, since, size)
+        below = self.below
+        return [s for s in self.listed if (below is None or s < below) and s >= since][:size]
 
 
 class Finder:
@@ -218,9 +232,37 @@ class Finder:
             return options[0] if options else b"a"
         return min(options, key=lambda p: self.broker.index.count(queue, p, self.since))
 
+    def listed(self, queue: str) -> list[bytes] | None:
+        """For running or scheduled jobs only: their set's stamps, newest first, when it is small."""
+        states = self.q.states or frozenset()
+        if not states or self.q.key is not None:
+            return None
+        if states <= {JobState.RUNNING}:
+            ids = self.broker.index.live(queue, "running", SMALL_SET)
+        elif states <= {JobState.SCHEDULED, JobState.RETRYING}:
+            ids = self.broker.index.live(queue, "scheduled", SMALL_SET)
+        else:
+            return None
+        if ids is None:
+            return None
+        rows = self.broker.index.fields(queue, ids, ["created_at"])
+        stamps = [
+            b"%013d%d:%s" % (int(row[0]), len(raw), raw)
+            for job_id, row in zip(ids, rows, strict=True)
+            if row[0] is not None and row[0].isdigit()
+            for raw in [job_id.encode()]
+        ]
+        return sorted(stamps, reverse=True)
+
+    def source(self, queue: str, below: bytes | None) -> Source:
+        listed = self.listed(queue)
+        return (
+            Source(queue, b"", below, listed=listed) if listed is not None else Source(queue, self.choose(queue), below)
+        )
+
     def scan(self, below: bytes | None, limit: int | None, budget: bool) -> tuple[list[Found], bytes | None]:
         """Matches newest first below ``below``: up to ``limit`` (None: all), and the stamp to go on from."""
-        sources = [Source(queue, self.choose(queue), below) for queue in self.q.queues]
+        sources = [self.source(queue, below) for queue in self.q.queues]
         found: list[Found] = []
         looked, began, size = (
             0,
@@ -230,9 +272,7 @@ class Finder:
         while True:
             active = [s for s in sources if not s.done]
             for s in active:
-                s.batch = [
-                    parse_stamp(e) for e in self.broker.index.entries(s.queue, s.prefix, s.below, self.since, size)
-                ]
+                s.batch = [parse_stamp(e) for e in s.read(self.broker.index, self.since, size)]
             full = [s.batch[-1][1] for s in active if len(s.batch) == size]
             floor = max(full) if full else None
             candidates = sorted(

@@ -229,3 +229,22 @@ def test_a_bulk_action_leaves_jobs_created_after_it_began(app: TaskForge, shop: 
     cancelled = bulk.apply(app, search.query(app, queue="mail"), "delete", progress)
     assert cancelled == 12
     assert later and all(app.job(i).status() is JobState.SCHEDULED for i in later)
+
+
+def test_running_and_scheduled_jobs_come_from_their_own_sets(app: TaskForge, shop: dict[str, Any]) -> None:
+    """Below a million finished jobs too: their sets are read whole, not the index from the top."""
+    mail = shop["mail"]
+    later = [mail.apply_in(3600, f"later{n}@example.com") for n in range(3)]
+    for n in range(30):
+        mail.delay(f"filler{n}@example.com")
+    app.drain()
+    running = mail.delay("running@example.com")
+    claim = app.broker.claims.dequeue("mail", 60_000).claims[0]
+    assert claim.id == running.id
+    assert ids(app.find_jobs(state="running")) == [running.id]
+    assert ids(app.find_jobs(state="scheduled", limit=2)) == [later[2].id, later[1].id]
+    page = app.find_jobs(state="scheduled", limit=2)
+    assert ids(app.find_jobs(state="scheduled", limit=2, cursor=page.cursor)) == [later[0].id]
+    assert ids(app.find_jobs(state="scheduled", match="later1")) == [later[1].id]
+    assert app.find_jobs(state="retrying").jobs == []
+    assert ids(app.find_jobs(state="scheduled", since=timedelta(hours=1), queue="mail")) == [h.id for h in later[::-1]]

@@ -5,8 +5,9 @@ keeps them in byte order: a prefix (``a`` every job, ``t<#task>:<task>``,
 ``k<#key>:<key>``, ``d`` dead, ``c`` cancelled) followed by the job's stamp
 (13 digits of creation ms, then ``<#id>:<id>``). A page is one
 ``ZREVRANGEBYLEX`` per queue below a stamp, and the records it names are read
-in one pipeline: no call walks every job. ``taskforge/search.py`` decides what
-to ask; this module only asks.
+in one pipeline: no call walks every job. A search for running or scheduled
+jobs may read those states' own sets instead (``live``), when they are
+small. ``taskforge/search.py`` decides what to ask; this module only asks.
 """
 
 from __future__ import annotations
@@ -55,6 +56,18 @@ class Index:
             )
         cut = len(prefix)
         return [member[cut:] for member in found]
+
+    def live(self, queue: str, which: str, most: int) -> list[str] | None:
+        """Every id in the queue's ``running`` or ``scheduled`` set (scheduled and retrying), None above ``most``.
+
+        A search for running or scheduled jobs reads these small sets rather
+        than the whole index, where they can sit far below the newest entries.
+        """
+        key = QueueKeys(queue).running if which == "running" else QueueKeys(queue).scheduled
+        with self.guard(queue):
+            if int(self.client.zcard(key)) > most:
+                return None
+            return [m.decode() for m in cast("list[bytes]", self.client.zrange(key, 0, most - 1))]
 
     def fields(self, queue: str, job_ids: Sequence[str], names: Sequence[str]) -> list[list[bytes | None]]:
         """``names`` of each job's record, in one pipeline (all None: no such record)."""
