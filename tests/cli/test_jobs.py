@@ -55,11 +55,17 @@ def receipt(email):
 
 
 @pytest.fixture
-def shop(tmp_path: Path, redis_url: str, start_worker: Callable[..., object]) -> dict[str, object]:
-    """Twelve charges over three customers (three declined, dead), six receipts; one worker ran them all."""
+def shop_app(tmp_path: Path, redis_url: str) -> dict[str, object]:
+    """The app's module in a directory of its own, and a producer on the same Redis; no worker yet."""
     (tmp_path / "shopapp.py").write_text(SHOP_APP)
     env = {**os.environ, "TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": redis_url}
-    producer = TaskForge("producer", broker=redis_url)
+    return {"cwd": tmp_path, "env": env, "producer": TaskForge("producer", broker=redis_url)}
+
+
+@pytest.fixture
+def shop(shop_app: dict[str, object], start_worker: Callable[..., object]) -> dict[str, object]:
+    """Twelve charges over three customers (three declined, dead), six receipts; one worker ran them all."""
+    producer: TaskForge = shop_app["producer"]  # type: ignore[assignment]
 
     @producer.task(name="shopapp.charge", key=lambda customer, amount: customer, max_attempts=1)
     def charge(customer: str, amount: int) -> None: ...  # the producer's twin: it computes the key
@@ -68,7 +74,7 @@ def shop(tmp_path: Path, redis_url: str, start_worker: Callable[..., object]) ->
     receipts = [producer.task_for("shopapp.receipt").with_options(queue="mail").delay(f"u{n}@x.y") for n in range(6)]
     worker = start_worker("-c", "2", "-q", "default", "-q", "mail", app="shopapp:app")
     wait_for(lambda: all(h.status().finished for h in handles + receipts), 30, "the first runs to finish")
-    return {"cwd": tmp_path, "env": env, "producer": producer, "charges": handles, "worker": worker}
+    return {**shop_app, "charges": handles, "worker": worker}
 
 
 def run(shop: dict[str, object], *args: str) -> subprocess.CompletedProcess[str]:
@@ -126,15 +132,18 @@ def test_filters_pages_and_json(shop: dict[str, object]) -> None:
         (["--delete", "--cursor", "x"], "--cursor"),
     ],
 )
-def test_bad_input_exits_2_with_one_line(shop: dict[str, object], args: list[str], words: str) -> None:
-    out = run(shop, *args)
+def test_bad_input_exits_2_with_one_line(shop_app: dict[str, object], args: list[str], words: str) -> None:
+    out = run(shop_app, *args)
     assert out.returncode == 2, out
     assert "Traceback" not in out.stderr and words in out.stderr
 
 
-def test_a_cursor_of_another_query_is_refused(shop: dict[str, object]) -> None:
-    page = listed(shop, "--queue", "default", "--limit", "2")
-    out = run(shop, "--queue", "mail", "--cursor", page["cursor"])  # type: ignore[arg-type]
+def test_a_cursor_of_another_query_is_refused(shop_app: dict[str, object]) -> None:
+    producer: TaskForge = shop_app["producer"]  # type: ignore[assignment]
+    for n in range(3):
+        producer.task_for("shopapp.receipt").with_options(queue="mail").delay(f"u{n}@x.y")
+    page = listed(shop_app, "--queue", "mail", "--limit", "2")
+    out = run(shop_app, "--queue", "default", "--cursor", page["cursor"])  # type: ignore[arg-type]
     assert out.returncode == 2 and "another query" in out.stderr
 
 

@@ -45,8 +45,11 @@ def run_naps(producer: TaskForge, base: str) -> dict[str, Any]:
 def test_a_real_workers_runs_land_in_their_buckets(start_dashboard, worker, producer: TaskForge) -> None:
     board = start_dashboard()
     row = run_naps(producer, board.base)
+    # A nap never runs shorter than NAP; a loaded machine (CI runs suites side by side) can make a
+    # run of it take a bucket or two longer, so the check is: in NAP's bucket or past it, below 2 NAP.
     for name in ("p50", "p95"):
-        assert in_bucket_of(row["run"][name], NAP), row["run"]
+        assert in_bucket_of(row["run"][name], NAP) or NAP < row["run"][name] < 2 * NAP, row["run"]
+    assert row["run"]["p50"] <= row["run"]["p95"]
     # Two processes, six naps sent at once: two start at once, two wait one nap, two wait two.
     assert 0 <= row["wait"]["p50"] <= 2.5 * NAP, row["wait"]
     assert NAP / 2 <= row["wait"]["p95"] <= 4 * NAP, row["wait"]

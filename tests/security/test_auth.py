@@ -81,7 +81,7 @@ def producer_app(broker: str) -> TaskForge:
 
 
 def run_everything(processes: Processes, app_dir: Path, broker: str, operator: bool = True) -> list[str]:
-    """The whole loop as one user: CLI enqueue, a worker, result(), status, job, dead, purge. Returns problems."""
+    """The whole loop as one user: CLI enqueue, a worker, result(), status, job, dead, jobs, purge. Returns problems."""
     problems = []
     enqueued = processes.taskforge(
         "enqueue", "secapp:app", "echo", "--args", '["from the cli"]', url=broker, cwd=app_dir
@@ -112,9 +112,16 @@ def run_everything(processes: Processes, app_dir: Path, broker: str, operator: b
             ("status", "secapp:app", "--json"),
             ("job", "secapp:app", doomed.id),
             ("dead", "secapp:app", "list"),
+            ("jobs", "secapp:app", "--task", "secapp.echo", "--state", "succeeded", "--json"),
+            ("jobs", "secapp:app", "--match", "hello", "--since", "1h"),
+            ("jobs", "secapp:app", "--state", "dead", "--task", "no.such.task"),
         ]
         results = processes.taskforge_many(reads, url=broker, cwd=app_dir)
-        for command in (("dead", "secapp:app", "retry", doomed.id), ("purge", "secapp:app", "--yes")):
+        for command in (
+            ("dead", "secapp:app", "retry", doomed.id),
+            ("jobs", "secapp:app", "--task", "secapp.echo", "--state", "succeeded", "--delete", "--yes"),
+            ("purge", "secapp:app", "--yes"),
+        ):
             results[" ".join(command)] = processes.taskforge(*command, url=broker, cwd=app_dir)
         problems += [
             f"`taskforge {line}` exited {done.code}: {done.output[-400:]}"
