@@ -94,7 +94,10 @@ def test_runs_are_timed_per_task_successes_and_failures_alike(app: TaskForge) ->
     assert len(naps.run) == 60 and sum(sum(h.values()) for h in naps.run) == 5
     assert sum(sum(h.values()) for h in naps.wait) == 5
     run = merged(naps.run)
-    assert within_bucket(percentile(run, 0.5), 0.05) or within_bucket(percentile(run, 0.5), 0.055), run
+    # A 0.05 s nap never runs shorter; under load (CI runs suites side by side) it can run a bucket or two
+    # longer, never twice as long.
+    p50 = percentile(run, 0.5)
+    assert p50 is not None and (within_bucket(p50, 0.05) or 0.05 < p50 < 0.1), run
     assert percentile(merged(naps.wait), 0.95) < 5  # type: ignore[operator]
     quicks = timings["t.quick"]
     assert sum(sum(h.values()) for h in quicks.run) == 2 and sum(sum(h.values()) for h in quicks.wait) == 1
