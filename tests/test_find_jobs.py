@@ -248,3 +248,20 @@ def test_running_and_scheduled_jobs_come_from_their_own_sets(app: TaskForge, sho
     assert ids(app.find_jobs(state="scheduled", match="later1")) == [later[1].id]
     assert app.find_jobs(state="retrying").jobs == []
     assert ids(app.find_jobs(state="scheduled", since=timedelta(hours=1), queue="mail")) == [h.id for h in later[::-1]]
+
+
+def test_a_connection_lost_while_reading_records_falls_back_to_the_pipeline(
+    app: TaskForge, shop: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The records a page checks are read in one packed write; a lost connection costs a second try, not the page."""
+    index = app.broker.index
+    expected = ids(app.find_jobs(match="declined"))
+    calls: list[int] = []
+
+    def lost(commands: list[tuple[str, ...]]) -> list[Any]:
+        calls.append(len(commands))
+        raise ConnectionError("connection reset by peer")
+
+    monkeypatch.setattr(index, "packed", lost)
+    assert ids(app.find_jobs(match="declined")) == expected and len(expected) == 3
+    assert bool(calls) == (getattr(index, "pack", None) is not None)  # without hiredis: the pipeline alone

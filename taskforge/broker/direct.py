@@ -38,6 +38,13 @@ UNCAPPED = 2**31  # redis-py's default max_connections: no cap
 LOST = (redis.ConnectionError, redis.TimeoutError, OSError)
 
 
+def plain_encoding(client: redis.Redis | Any) -> bool:
+    """hiredis encodes str as UTF-8 and numbers as redis-py does; another encoding goes through redis-py."""
+    kwargs = client.connection_pool.connection_kwargs
+    plain = kwargs.get("encoding", "utf-8") == "utf-8" and kwargs.get("encoding_errors", "strict") == "strict"
+    return plain and hiredis_pack is not None
+
+
 class Direct:
     """``EVALSHA`` of a registered redis-py ``Script`` on a connection of ``client``'s pool.
 
@@ -56,10 +63,7 @@ class Direct:
         self.room = max(1, getattr(self.pool, "max_connections", UNCAPPED) // 2)
         self.holders = 0
         self.lock = threading.Lock()
-        # hiredis encodes str as UTF-8 and numbers as redis-py does; another encoding goes through redis-py.
-        kwargs = self.pool.connection_kwargs
-        plain = kwargs.get("encoding", "utf-8") == "utf-8" and kwargs.get("encoding_errors", "strict") == "strict"
-        self.pack = hiredis_pack if plain and hiredis_pack is not None else None
+        self.pack = hiredis_pack if plain_encoding(client) else None
 
     def connection(self) -> Any:
         """This thread's own connection, or None when the threads keep as many as they may."""
