@@ -253,7 +253,7 @@ def bulk_retry(app: Any, url: str, dead: int) -> None:
         f" over 2 ms: {over[2]}, over 5 ms: {over[5]}; the longest call of all: {longest:.1f} ms"
     )
     names = {script.sha: name for name, script in app.broker.scripts._scripts.items()}
-    for entry in slow[:5]:
+    for entry in sorted(logged, key=lambda e: -e["duration"])[:5]:
         words = entry["command"].split()
         name = names.get(words[1].decode(), "?") if len(words) > 1 and words[0] == b"EVALSHA" else ""
         print(f"    {entry['duration'] / 1000:.1f} ms: {name} {entry['command'][:100]!r}")

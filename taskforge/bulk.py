@@ -4,8 +4,8 @@ A bulk action applies to every job that matches when it is asked, not one
 page: the search runs to its end, newest first, over the jobs created before
 the call (``search.every_match``), kept to the states the action applies to
 (a dead job to retry; a pending, scheduled or retrying one to cancel; a
-succeeded, dead or cancelled one to delete), and each slice of
-``PURGE_SLICE`` jobs goes through the same scripts as one job does: a
+succeeded, dead or cancelled one to delete), and each slice (50 jobs to
+retry, 100 otherwise) goes through the same scripts as one job does: a
 retried dead job is exactly what ``taskforge dead retry`` makes it (a step
 of a dead workflow resumes its workflow), a cancelled one what
 ``JobHandle.cancel()`` makes it (its final-transition listeners hear of it).
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .broker.cleanup import PURGE_SLICE
+from .broker.cleanup import PURGE_SLICE, RETRY_SLICE
 from .finals import FinalTransition
 from .job import JobState
 from .search import Query, every_match
@@ -59,7 +59,7 @@ def apply(app: TaskForge, q: Query, action: str, progress: Callable[[int], None]
     if kept is None:
         return 0
     changed = 0
-    for found in every_match(app, kept, PURGE_SLICE):
+    for found in every_match(app, kept, RETRY_SLICE if action == "retry" else PURGE_SLICE):
         by_queue: dict[str, list[str]] = {}
         for f in found:
             by_queue.setdefault(f.queue, []).append(f.id)

@@ -7,7 +7,7 @@ import json
 import click
 
 from ..app import TaskForge
-from ..broker.cleanup import PURGE_SLICE
+from ..broker.cleanup import RETRY_SLICE
 from ..job import JobState
 from ..status import dead_jobs, job_to_json, now_utc
 from ..workflows.resume import retry_dead
@@ -129,7 +129,7 @@ def retry_every(app: TaskForge, queues: list[str]) -> int:
     for queue in queues:
         budget = app.broker.inspection.counts(queue)["dead"]
         while budget > 0:
-            batch = retry_dead(app.broker, queue, app.broker.cleanup.oldest_dead(queue, min(budget, PURGE_SLICE)))
+            batch = retry_dead(app.broker, queue, app.broker.cleanup.oldest_dead(queue, min(budget, RETRY_SLICE)))
             if not batch:
                 break
             moved += len(batch)
