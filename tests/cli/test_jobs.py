@@ -1,8 +1,10 @@
 """``taskforge jobs APP``: find jobs and act on every match, against real worker processes and real Redis.
 
 A user app of its own (``shopapp``) whose ``charge`` fails for a customer
-until a side key says the card is fixed; real ``taskforge worker`` processes
-run the jobs, and the commands run as a user runs them (their own process).
+until a side key says the card is fixed; a real ``taskforge worker`` runs
+the jobs. The commands run through click in this process (a second of
+interpreter start saved per command), the refused and the real bulk retry
+in a process of their own, as a user runs them.
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
+from click.testing import CliRunner
 
 from taskforge import JobState, TaskForge
+from taskforge.cli import main
 
 from ..worker.conftest import wait_for
 from .conftest import one_line_error
@@ -55,11 +59,17 @@ def receipt(email):
 
 
 @pytest.fixture
-def shop_app(tmp_path: Path, redis_url: str) -> dict[str, object]:
-    """The app's module in a directory of its own, and a producer on the same Redis; no worker yet."""
+def shop_app(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, object]]:
+    """The app's module in a directory of its own, importable here too, and a producer; no worker yet."""
     (tmp_path / "shopapp.py").write_text(SHOP_APP)
     env = {**os.environ, "TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": redis_url}
-    return {"cwd": tmp_path, "env": env, "producer": TaskForge("producer", broker=redis_url)}
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("TASKFORGE_BROKER_URL", redis_url)
+    monkeypatch.setenv("SIDE_REDIS", redis_url)
+    sys.modules.pop("shopapp", None)
+    yield {"cwd": tmp_path, "env": env, "producer": TaskForge("producer", broker=redis_url)}
+    sys.modules.pop("shopapp", None)
 
 
 @pytest.fixture
@@ -78,6 +88,13 @@ def shop(shop_app: dict[str, object], start_worker: Callable[..., object]) -> di
 
 
 def run(shop: dict[str, object], *args: str) -> subprocess.CompletedProcess[str]:
+    """``taskforge jobs shopapp:app ARGS`` in this process (a second each saved), stdin not a terminal."""
+    result = CliRunner().invoke(main, ["jobs", "shopapp:app", *args], catch_exceptions=False)
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+
+
+def run_process(shop: dict[str, object], *args: str) -> subprocess.CompletedProcess[str]:
+    """The same command in a process of its own, as a user runs it."""
     return subprocess.run(
         [sys.executable, "-m", "taskforge", "jobs", "shopapp:app", *args],
         cwd=shop["cwd"],  # type: ignore[arg-type]
@@ -149,11 +166,11 @@ def test_a_cursor_of_another_query_is_refused(shop_app: dict[str, object]) -> No
 
 def test_bulk_retry_runs_every_dead_match_again_once(shop: dict[str, object], redis_url: str) -> None:
     side = redis.Redis.from_url(redis_url)
-    refused = run(shop, "--state", "dead", "--retry")  # no terminal, no --yes: nothing changes
+    refused = run_process(shop, "--state", "dead", "--retry")  # no terminal, no --yes: nothing changes
     assert refused.returncode == 2 and "--yes" in refused.stderr
     assert len(listed(shop, "--state", "dead")["jobs"]) == 3  # type: ignore[arg-type]
     side.set("side:fixed", 1)
-    done = run(shop, "--match", "declined", "--retry", "--yes")
+    done = run_process(shop, "--match", "declined", "--retry", "--yes")
     assert done.returncode == 0 and done.stdout.strip() == "retried 3 jobs", done
     dead = [h for h in shop["charges"] if h.info().error and "declined" in h.info().error]  # type: ignore[attr-defined]
     wait_for(lambda: all(h.status() is JobState.SUCCEEDED for h in dead), 30, "the retried jobs to run again")
@@ -181,10 +198,6 @@ def test_bulk_cancel_and_delete_leave_other_states_alone(shop: dict[str, object]
 def test_on_a_terminal_a_bulk_action_asks_with_the_count(
     shop: dict[str, object], invoke, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.chdir(shop["cwd"])  # type: ignore[arg-type]
-    monkeypatch.syspath_prepend(str(shop["cwd"]))
-    for name, value in shop["env"].items():  # type: ignore[attr-defined]
-        monkeypatch.setenv(name, value)
     monkeypatch.setattr(jobs_module, "stdin_is_terminal", lambda: True)
     monkeypatch.setattr(purge_module, "stdin_is_terminal", lambda: True)
     declined = invoke("jobs", "shopapp:app", "--state", "dead", "--delete", input="n\n")
