@@ -114,27 +114,37 @@ class Scheduler:
             return 0
         enqueued = 0
         for schedule in self.schedules:
-            task = schedule.task
             tick = schedule.latest(now)
-            if self.done.get(task.name) == tick:
+            last = self.done.get(schedule.task.name)
+            if last == tick:
                 continue
-            tick_ms = int(tick.timestamp() * 1000)
-            ttl_ms = int(max(MIN_TICK_TTL, 2 * schedule.period(now)) * 1000)
-            job = replace(build_job(task, (), {}), tick_ms=tick_ms, lock_ttl_ms=ttl_ms)
-            try:
-                [job_id] = task.app.broker.jobs.enqueue(task.queue, [job], task.app.max_size)
-            except BrokerUnavailable:
-                # The worker's outage lines already say where and why; one short line per tick is enough.
-                log.warning("periodic %s: the broker is unreachable; will retry the tick", task.name)
-                continue
-            except QueueFull as exc:
-                log.warning("periodic %s: %s; will retry", task.name, exc)
-                continue
-            self.done[task.name] = tick
-            if job_id:
-                enqueued += 1
-                log.info("periodic %s: enqueued the tick of %s as %s", task.name, tick.isoformat(), job_id)
+            before = schedule.latest(tick - timedelta(milliseconds=1))
+            # A running scheduler that missed the tick before this one (its process stalled past
+            # it: a loaded machine) enqueues it late, one at most; a starting one replays nothing.
+            for due in ([before] if last is not None and before > last else []) + [tick]:
+                enqueued += self.enqueue_tick(schedule, due, now)
         return enqueued
+
+    def enqueue_tick(self, schedule: Schedule, tick: datetime, now: datetime) -> int:
+        """Enqueue one tick unless a worker did: 1 if this call stored it."""
+        task = schedule.task
+        tick_ms = int(tick.timestamp() * 1000)
+        ttl_ms = int(max(MIN_TICK_TTL, 2 * schedule.period(now)) * 1000)
+        job = replace(build_job(task, (), {}), tick_ms=tick_ms, lock_ttl_ms=ttl_ms)
+        try:
+            [job_id] = task.app.broker.jobs.enqueue(task.queue, [job], task.app.max_size)
+        except BrokerUnavailable:
+            # The worker's outage lines already say where and why; one short line per tick is enough.
+            log.warning("periodic %s: the broker is unreachable; will retry the tick", task.name)
+            return 0
+        except QueueFull as exc:
+            log.warning("periodic %s: %s; will retry", task.name, exc)
+            return 0
+        self.done[task.name] = tick
+        if not job_id:
+            return 0
+        log.info("periodic %s: enqueued the tick of %s as %s", task.name, tick.isoformat(), job_id)
+        return 1
 
     def redis_now(self) -> datetime | None:
         """Redis's time when a tick may be due, else None: no round trip on the passes between ticks.

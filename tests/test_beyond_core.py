@@ -175,6 +175,12 @@ def test_scheduler_enqueues_each_tick_once_and_catches_up_at_most_once(app: Task
     assert first.run_due(noon) == 0
     assert second.run_due(noon.replace(minute=1)) == 1 and first.run_due(noon.replace(minute=1)) == 0
     assert app.broker.inspection.counts("default")["pending"] == 2
+    # A running scheduler that stalled past a tick enqueues it late, one at most; a scheduler starting
+    # now replays nothing.
+    assert first.run_due(noon.replace(minute=3)) == 2  # 12:02 missed by both, then 12:03
+    assert first.run_due(noon.replace(minute=6)) == 2  # 12:05 and 12:06; 12:04 is not replayed
+    assert Scheduler(app.schedules).run_due(noon.replace(minute=9)) == 1  # 12:09 only
+    assert app.broker.inspection.counts("default")["pending"] == 7
 
 
 def test_unique_rate_and_concurrency_options(app: TaskForge) -> None:
