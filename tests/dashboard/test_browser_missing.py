@@ -27,6 +27,7 @@ def run_browser_tests(ci: bool) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # a whole other pytest per case: about 10 s each
 @pytest.mark.parametrize("ci", [True, False], ids=["ci", "local"])
 def test_a_missing_chromium_fails_under_ci_and_skips_locally(ci: bool) -> None:
     out = run_browser_tests(ci)

@@ -22,6 +22,8 @@ from taskforge.broker.keys import QueueKeys
 from .rig import Rig, faketime_library
 
 pytestmark = [
+    pytest.mark.redis,  # redis-server and real workers: not the quick memory:// subset
+    pytest.mark.slow,  # it watches ticks for seconds
     pytest.mark.xdist_group("faults"),
     pytest.mark.skipif(faketime_library() is None, reason="libfaketime missing: apt-get install faketime libfaketime"),
 ]

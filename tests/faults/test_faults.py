@@ -15,6 +15,7 @@ from .rig import faketime_library
 from .scenarios import FULL_ONLY, PLANS, QUICK, run
 
 pytestmark = [
+    pytest.mark.redis,  # redis-server and real workers: not the quick memory:// subset
     pytest.mark.xdist_group("faults"),
     pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server missing"),
 ]
