@@ -6,8 +6,8 @@ dashboard. Each is one or two round trips; none loads every id of a queue.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import redis
 
@@ -179,15 +179,12 @@ class Inspection:
                 pass
         return total
 
-    def outcome_history(self, queues: Sequence[str], minutes: int = 60) -> tuple[int, dict[str, list[tuple[int, int]]]]:
-        """Runs succeeded and failed per minute over the last ``minutes``, oldest first, per queue.
-
-        Returns the first minute shown (ms since the epoch) and, per queue,
-        one (succeeded, failed) pair a minute, the current minute last.
-        Minutes are read on Redis's clock, the one the scripts count with.
-        Two round trips whatever the queue sizes: TIME, then one HMGET per
-        queue and minute. Runs this client counted are written first.
-        """
+    def _minutes(
+        self, queues: Sequence[str], minutes: int, read: Callable[[Any, str], object], of: Literal["stats", "timings"]
+    ) -> tuple[int, list[Any]]:
+        """The first of the last ``minutes`` minutes on Redis's clock, and ``read`` of each queue's per-minute
+        key of kind ``of``, queue by queue, oldest minute first: TIME, then one pipeline. What this client
+        counted is written first."""
         self.tally.flush_outcomes()
         with broker_errors(self.url):
             seconds, _ = self.client.time()
@@ -197,8 +194,19 @@ class Inspection:
             for queue in queues:
                 q = QueueKeys(queue)
                 for minute in range(first, last + 1):
-                    pipe.hmget(q.stats(minute), "succeeded", "failed")
-            rows = pipe.execute(raise_on_error=False) if queues else []
+                    read(pipe, q.stats(minute, of))
+            return first, pipe.execute(raise_on_error=False) if queues else []
+
+    def outcome_history(self, queues: Sequence[str], minutes: int = 60) -> tuple[int, dict[str, list[tuple[int, int]]]]:
+        """Runs succeeded and failed per minute over the last ``minutes``, oldest first, per queue.
+
+        Returns the first minute shown (ms since the epoch) and, per queue,
+        one (succeeded, failed) pair a minute, the current minute last.
+        Minutes are read on Redis's clock, the one the scripts count with.
+        Two round trips whatever the queue sizes: TIME, then one HMGET per
+        queue and minute. Runs this client counted are written first.
+        """
+        first, rows = self._minutes(queues, minutes, lambda pipe, key: pipe.hmget(key, "succeeded", "failed"), "stats")
         history = {
             queue: [_pair(row) for row in rows[i * minutes : (i + 1) * minutes]] for i, queue in enumerate(queues)
         }
@@ -215,17 +223,7 @@ class Inspection:
         Same clock and cost as ``outcome_history``: TIME, then one HGETALL
         per queue and minute; runs this client timed are written first.
         """
-        self.tally.flush_outcomes()
-        with broker_errors(self.url):
-            seconds, _ = self.client.time()
-            last = int(seconds) // 60
-            first = last - minutes + 1
-            pipe = self.client.pipeline(transaction=False)
-            for queue in queues:
-                q = QueueKeys(queue)
-                for minute in range(first, last + 1):
-                    pipe.hgetall(q.stats(minute, "timings"))
-            rows = pipe.execute(raise_on_error=False) if queues else []
+        first, rows = self._minutes(queues, minutes, lambda pipe, key: pipe.hgetall(key), "timings")
         return first * 60000, {
             queue: from_hashes(rows[i * minutes : (i + 1) * minutes]) for i, queue in enumerate(queues)
         }
