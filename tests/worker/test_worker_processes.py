@@ -274,18 +274,25 @@ def test_supervisor_sigkill_takes_its_children_along(start_worker) -> None:
 
 
 def test_scheduled_job_starts_promptly_at_its_due_time(start_worker, producer, side) -> None:
-    """The worker wakes for a due job, rather than finding it on a polling tick: a poll once a
-    second would put the latest of five over 0.5 s (all five under it: 3%). The milliseconds are
-    benchmarks/latency.py's to measure; a loaded machine (the parallel suite) stalls a process 0.3 s."""
+    """The worker wakes for a due job, rather than finding it on a polling tick.
+
+    Each job's lateness is counted from its own due time, as its record holds
+    it (Redis's clock, the same machine's), so a stall of the test's process
+    while sending does not count. A poll once a second would put at most one
+    in five under 0.2 s late (four or more: 0.7%); the parallel suite may stall
+    a worker for a second now and then, so one of the five may be late. The
+    milliseconds are benchmarks/latency.py's to measure.
+    """
     start_worker("-c", "1")
     producer.send("userapp.stamp", "warm").result(timeout=20)
     lateness = []
     for _ in range(5):
-        due = time.time() + 0.7
-        producer.task_for("userapp.stamp").apply_in(0.7, "sched")
+        handle = producer.task_for("userapp.stamp").apply_in(0.7, "sched")
+        due = handle.info().scheduled_at
+        assert due is not None
         raw = wait_for(lambda: side.lpop("side:sched"), 10, "the scheduled job to start")
-        lateness.append(float(raw) - due)
-    assert max(lateness) < 0.5, lateness
+        lateness.append(float(raw) - due.timestamp())
+    assert sum(late < 0.2 for late in lateness) >= 4, lateness
     assert min(lateness) > -0.05, lateness  # and never early
 
 
