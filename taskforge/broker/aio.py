@@ -39,7 +39,7 @@ from .aio_connection import (
 from .aio_roles import AsyncFlowRole, AsyncJobsRole, AsyncLedgerRole
 from .aio_workflows import AsyncWorkflowStore
 from .calls import ScriptCall
-from .connection import broker_errors
+from .connection import SCRIPT_LOADS, broker_errors
 from .damage import expected_types, find_damage
 from .durability import FAILOVER_RETRY_S, FailoverRetries, confirmed_enqueue
 from .flow import AsyncFlow
@@ -61,17 +61,25 @@ async def _then_wait(node: Any, script: Any, keys_: list[str], argv: list[Any]) 
 
     Sending again is safe: NOSCRIPT means the script ran nowhere in the pipeline.
     """
-    for attempt in (1, 2):
+
+    async def send() -> tuple[Any, int]:
         pipe = node.pipeline(transaction=False)
         queue_calls(pipe, script, [(keys_, argv)], REPLICA_WAIT_MS)
+        raw, acked = await pipe.execute()
+        return raw, int(acked)
+
+    return await _loading(send, lambda: node.script_load(script.script))
+
+
+async def _loading(send: Callable[[], Awaitable[T]], load: Callable[[], Awaitable[object]]) -> T:
+    """``connection.with_scripts_loaded`` for a coroutine: ``send()``, and on NOSCRIPT load and send
+    again, up to ``SCRIPT_LOADS`` loads (the server lost its scripts in between: it restarted)."""
+    for _ in range(SCRIPT_LOADS):
         try:
-            raw, acked = await pipe.execute()
-            return raw, int(acked)
+            return await send()
         except NoScriptError:
-            if attempt == 2:
-                raise
-            await node.script_load(script.script)
-    raise AssertionError("unreachable")
+            await load()
+    return await send()
 
 
 class _Snapshot:
@@ -139,8 +147,12 @@ class AsyncLink:
 
     async def run(self, call: ScriptCall[T]) -> T:
         """Run one call by SHA (loading the script on NOSCRIPT) and decode its reply."""
+        script = self._scripts[call.name]
         with denials(call.name):
-            raw = await self._scripts[call.name](keys=call.keys, args=call.argv)
+            raw = await _loading(
+                lambda: self.client.evalsha(script.sha, len(call.keys), *call.keys, *call.argv),
+                lambda: self.client.script_load(script.script),
+            )
         return call.decode(raw)
 
     async def write(self, call: ScriptCall[T]) -> tuple[T, int | None]:

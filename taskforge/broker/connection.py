@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import redis
@@ -27,6 +27,8 @@ from .compat import MINIMUM_TEXT, unknown_command, version_check
 from .scaled import CLUSTER, SCALED_SCHEMES, SENTINEL, cluster_client, sentinel_client
 
 DEFAULT_URL = "redis://localhost:6379/0"
+
+T = TypeVar("T")
 
 
 _resends = threading.local()
@@ -186,9 +188,46 @@ TRANSIENT_REPLIES = (
 
 
 def is_transient(exc: redis.ResponseError) -> bool:
+    """Also ``NOSCRIPT`` once ``with_scripts_loaded`` gave up: a server that keeps losing its scripts is restarting."""
     return str(exc).split(" ", 1)[0].upper() in TRANSIENT_REPLIES or isinstance(
-        exc, (redis.exceptions.ReadOnlyError, redis.exceptions.OutOfMemoryError)
+        exc, (redis.exceptions.ReadOnlyError, redis.exceptions.OutOfMemoryError, redis.exceptions.NoScriptError)
     )
+
+
+# How many times a script call goes out with its script loaded first. NOSCRIPT
+# right after a load means the server lost its scripts in between (it restarted,
+# a replica took over, someone ran SCRIPT FLUSH): the script ran nowhere, so
+# loading and sending again is safe, and a second such moment in a row is rare.
+SCRIPT_LOADS = 3
+
+
+def with_scripts_loaded(send: Callable[[], T], load: Callable[[], object]) -> T:
+    """After ``send()`` met NOSCRIPT: ``load()`` and send again, up to ``SCRIPT_LOADS`` loads.
+
+    Still NOSCRIPT after that: raised, and ``broker_errors`` reports it as the
+    broker being unable to serve requests right now (callers back off and retry).
+    """
+    for _ in range(SCRIPT_LOADS - 1):
+        load()
+        try:
+            return send()
+        except redis.exceptions.NoScriptError:
+            continue
+    load()
+    return send()
+
+
+def run_script(client: Any, script: Any, keys: list[str], argv: list[Any]) -> Any:
+    """One EVALSHA of redis-py ``script`` through ``client``'s command path (its retry, a
+    Sentinel's failover), loading the script whenever the server has lost it."""
+
+    def send() -> Any:
+        return client.evalsha(script.sha, len(keys), *keys, *argv)
+
+    try:
+        return send()
+    except redis.exceptions.NoScriptError:
+        return with_scripts_loaded(send, lambda: client.script_load(script.script))
 
 
 class OnError:

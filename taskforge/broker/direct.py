@@ -8,11 +8,11 @@ read the reply on one of its ``Connection`` objects. The hot scripts (every
 redis-py still connects, authenticates, speaks TLS and follows a failover.
 
 What redis-py would have done on an error is kept: an error reply leaves
-the connection as it is (``NOSCRIPT``: the caller loads the script through
-redis-py and sends it again); a connection error closes the connection and,
-unless the caller asked for one send only (``connection.sent_once``), the
-call goes again through redis-py, counted as a re-send (``resends()``), as
-redis-py's own retry would have sent it.
+the connection as it is (``NOSCRIPT``: the script is loaded and the call
+sent again through redis-py, ``connection.run_script``); a connection error
+closes the connection and, unless the caller asked for one send only
+(``connection.sent_once``), the call goes again through redis-py, counted as
+a re-send (``resends()``), as redis-py's own retry would have sent it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 import redis
 
-from .connection import count_resend, sending_once
+from .connection import count_resend, run_script, sending_once
 
 hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
 try:  # packs a whole command in C, as redis-py's own packer does after encoding each argument in Python
@@ -100,7 +100,7 @@ class Direct:
             connection.send_packed_command(packed, check_health=False)
             return connection.read_response()
         except redis.exceptions.NoScriptError:
-            return script(keys=keys, args=argv)  # redis-py loads it and sends it again
+            return run_script(script.registered_client, script, keys, argv)  # loads it and sends it again
         except redis.ResponseError:  # an error reply, read whole: the connection is fine
             raise
         except LOST:
@@ -108,7 +108,7 @@ class Direct:
             if sending_once():
                 raise
             count_resend()
-            return script(keys=keys, args=argv)
+            return run_script(script.registered_client, script, keys, argv)
         except BaseException:  # interrupted half-way: what is left of the reply must not reach the next call
             connection.disconnect()
             raise

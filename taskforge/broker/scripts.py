@@ -22,7 +22,7 @@ from redis.cluster import RedisCluster
 
 from .calls import CALLS, ScriptCall
 from .compat import describe_script_denial
-from .connection import OnError
+from .connection import OnError, run_script
 from .direct import Direct
 from .record import lua_definitions
 from .slots import is_cluster, on_master, script_per_node, write_then_wait
@@ -157,7 +157,7 @@ class Scripts:
         keys, argv = call.keys, call.argv
         with OnError(denials, call.name):
             if self._direct is None:  # a cluster
-                return on_master(self._client, keys[0], lambda node: script(keys=keys, args=argv, client=node))
+                return on_master(self._client, keys[0], lambda node: run_script(node, script, keys, argv))
             return self._direct(script, keys, argv)
 
     def script(self, name: str) -> Any:

@@ -30,6 +30,8 @@ import redis
 from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
+from .connection import with_scripts_loaded
+
 POP_BLOCK = 1.0  # seconds each side-by-side pop blocks; below SOCKET_TIMEOUT
 
 
@@ -119,22 +121,22 @@ def _pipelined(
     wait_ms: int | None = None,
     before: Callable[[Any], None] | None = None,
 ) -> list[Any]:
-    """One pipeline of ``script`` calls (and a final WAIT); loads the script once on NOSCRIPT and re-sends.
+    """One pipeline of ``script`` calls (and a final WAIT); on NOSCRIPT, loads the script and sends again.
 
     A re-send is safe: NOSCRIPT means the script ran nowhere in this pipeline.
     ``before`` queues idempotent commands in front of the calls (their replies
     are dropped): work already done whose bookkeeping rides along.
     """
-    for attempt in (1, 2):
+
+    def send() -> list[Any]:
         pipe = node.pipeline(transaction=False)
         head = queue_calls(pipe, script, calls, wait_ms, before)
-        try:
-            return pipe.execute()[head:]
-        except NoScriptError:
-            if attempt == 2:
-                raise
-            node.script_load(script.script)
-    raise AssertionError("unreachable")
+        return list(pipe.execute()[head:])
+
+    try:
+        return send()
+    except NoScriptError:
+        return with_scripts_loaded(send, lambda: node.script_load(script.script))
 
 
 def queue_calls(
