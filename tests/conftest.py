@@ -22,10 +22,13 @@ module-scoped fixture of its own. The long groups are handed out first.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import shutil
+import signal
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -123,19 +126,39 @@ def run_other_pytest(python: str, args: list[str], database: int, timeout: float
     A database of its own: its workers never meet another test's jobs. Its own
     session and no stdin: nothing it starts can signal this xdist worker's
     process group or read the channel the worker is driven through (its stdin).
+    Its output goes to files, not pipes, so a process it leaves behind cannot
+    keep this call waiting; past ``timeout`` its whole session is killed and
+    the test fails with what it printed (its ten slowest tests among it).
     """
     url = spare_redis_url(database)
     redis.Redis.from_url(url).flushdb()
-    return subprocess.run(
-        [python, "-m", "pytest", *args],
-        cwd=Path(__file__).resolve().parents[1],
-        env={**os.environ, "TASKFORGE_TEST_REDIS": url},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    command = [python, "-m", "pytest", "--durations=10", *args]
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(
+            command,
+            cwd=Path(__file__).resolve().parents[1],
+            env={**os.environ, "TASKFORGE_TEST_REDIS": url},
+            stdout=out,
+            stderr=err,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            code = proc.wait(timeout)
+        except BaseException as exc:  # past the timeout, or this test's own (pytest-timeout)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            if not isinstance(exc, subprocess.TimeoutExpired):
+                raise
+            code = None
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if code is None:
+        pytest.fail(f"{' '.join(command)} did not end within {timeout:.0f} s:\n{stdout[-20_000:]}\n{stderr[-5_000:]}")
+    return subprocess.CompletedProcess(command, code, stdout, stderr)
 
 
 def skip_or_fail(reason: str) -> None:

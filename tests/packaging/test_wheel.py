@@ -17,7 +17,10 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# The fixture's steps have their own timeouts (build 120 s, install 300 s); the install
+# resolves the dependencies from the package index and took 76 s of a loaded suite here,
+# so the suite's 120 s per test (setup included) would end it before they do.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(480)]
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
