@@ -13,6 +13,7 @@ import socket
 import threading
 from typing import Any
 
+from .broker.fakelua import compile_once
 from .errors import BrokerStartError
 
 # Handler threads poll their socket this often; stop() waits at most this long for each.
@@ -91,6 +92,7 @@ class DevBroker:
                 "is another broker or Redis running there? Pick another --port"
             ) from None
         self.port = self._server.server_address[1]
+        compile_once(self._server.fake_server)
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.1},

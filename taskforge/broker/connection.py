@@ -167,7 +167,11 @@ def _memory_client() -> redis.Redis:
         import lupa  # noqa: F401  (fakeredis runs Lua through it)
     except ImportError as exc:  # pragma: no cover - both are dependencies
         raise ConfigurationError(f"memory:// needs fakeredis with Lua support: {exc}") from None
-    return fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    from .fakelua import compile_once
+
+    server = fakeredis.FakeServer()
+    compile_once(server)
+    return fakeredis.FakeRedis(server=server)
 
 
 # Replies that mean "Redis is there but cannot serve this now": a script of
