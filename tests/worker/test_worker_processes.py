@@ -123,11 +123,13 @@ def test_retry_request(start_worker, producer, side) -> None:
 
 def test_high_priority_is_not_stuck_behind_reserved_jobs(start_worker, producer, side) -> None:
     worker = start_worker("-c", "1")
-    producer.send("userapp.sleepy", "block", 1)
+    blocker = producer.send("userapp.waits_for", "block")  # runs until the test opens its gate
     for i in range(20):
         producer.send("userapp.record", "order", f"low{i}")
-    wait_for(lambda: side.llen("side:block:started"), 20, "the first job to start")
+    wait_for(lambda: blocker.status() is JobState.RUNNING, 20, "the first job to start")
     producer.task_for("userapp.record").with_options(priority="critical").delay("order", "urgent")
+    # Only now may the first job end: a blocker that slept a second ended before a loaded test sent the urgent job.
+    side.rpush("side:block:open", 1)
     wait_for(lambda: side.llen("side:order") == 21, 30, "every job to run")
     assert side.lindex("side:order", 0) == b"urgent"
     worker.signal(signal.SIGTERM)
