@@ -72,9 +72,13 @@ def hour(app: TaskForge, queue: str = "default") -> dict:
 
 
 def test_runs_are_timed_per_task_successes_and_failures_alike(app: TaskForge) -> None:
+    slept: list[float] = []  # each run's own measure of its nap (app.drain runs them in this process)
+
     @app.task(name="t.nap", max_attempts=2, backoff=0)
     def nap(seconds, ok=True):
+        start = time.perf_counter()
         time.sleep(seconds)
+        slept.append(time.perf_counter() - start)
         if not ok:
             raise ValueError("no")
 
@@ -94,10 +98,12 @@ def test_runs_are_timed_per_task_successes_and_failures_alike(app: TaskForge) ->
     assert len(naps.run) == 60 and sum(sum(h.values()) for h in naps.run) == 5
     assert sum(sum(h.values()) for h in naps.wait) == 5
     run = merged(naps.run)
-    # A 0.05 s nap never runs shorter; under load (CI runs suites side by side) it can run a bucket or two
-    # longer, never twice as long.
+    # A 0.05 s nap never runs shorter. Under load (the server matrix runs niced beside the suite) a nap
+    # can take twice as long: the median lies between the buckets of the shortest and the longest nap
+    # the runs measured themselves, or one above (the worker's own time around the call).
     p50 = percentile(run, 0.5)
-    assert p50 is not None and (within_bucket(p50, 0.05) or 0.05 < p50 < 0.1), run
+    assert p50 is not None and p50 >= BOUNDS[bucket_of(0.05) - 1], (run, slept)
+    assert bucket_of(min(slept)) <= bucket_of(p50) <= bucket_of(max(slept)) + 1, (run, slept)
     assert percentile(merged(naps.wait), 0.95) < 5  # type: ignore[operator]
     quicks = timings["t.quick"]
     assert sum(sum(h.values()) for h in quicks.run) == 2 and sum(sum(h.values()) for h in quicks.wait) == 1
