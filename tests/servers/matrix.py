@@ -13,6 +13,7 @@ bundled builds have none), stops it, and exits non-zero if any run failed.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -100,16 +101,41 @@ def run_one(name: str, binary: str) -> list[str]:
             for subset in SUBSETS:
                 print(f"== {name} ({version_of(binary)}): pytest {' '.join(subset)}", flush=True)
                 pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *subset]
-                done = subprocess.run(pytest, env=env, cwd=REPO)
-                if done.returncode != 0:
-                    failed.append(f"{name}: {' '.join(subset)} (exit {done.returncode})")
+                code = run_pytest(pytest, env)
+                if code != 0:
+                    failed.append(f"{name}: {' '.join(subset)} (exit {code})")
         finally:
             proc.terminate()
             proc.wait(timeout=15)
     return failed
 
 
+def run_pytest(argv: list[str], env: dict[str, str]) -> int:
+    """One pytest run in a process group of its own: interrupted whole if the matrix is stopped.
+
+    SIGINT, as Ctrl-C would: pytest then runs its fixtures' teardowns, which stop the servers
+    tests start in sessions of their own; SIGKILL if it has not ended 30 s later.
+    """
+    child = subprocess.Popen(argv, env=env, cwd=REPO, start_new_session=True)
+    try:
+        return child.wait()
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGINT)
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+
+
+def stopped(signum: int, _frame: object) -> None:
+    """SIGTERM (CI's exit trap, after a failed step): unwind, so each server and pytest run is stopped."""
+    raise SystemExit(128 + signum)
+
+
 def run(names: list[str]) -> int:
+    signal.signal(signal.SIGTERM, stopped)
     servers = bundled()
     missing = [n for n in names if n not in servers]
     if missing:
