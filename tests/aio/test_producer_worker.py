@@ -23,7 +23,9 @@ pytestmark = [pytest.mark.redis, pytest.mark.slow]  # starts real workers
 
 HERE = Path(__file__).parent
 TICK = 0.01
-MAX_GAP = 0.1
+# A loop blocked by the wait stalls for the job's whole second; a loaded machine (CI, load average 18 on
+# two cores) delayed one 10 ms tick by 115 ms. Half a second tells the two apart.
+MAX_GAP = 0.5
 
 
 @pytest.fixture
@@ -69,7 +71,7 @@ def test_a_ticker_keeps_its_rate_while_aresult_waits(redis_url: str, start_worke
         print(f"aresult waited {waited:.2f} s; {len(gaps)} ticks, the longest {max(gaps) * 1000:.1f} ms apart")
         assert waited >= 0.9, f"the job took a second; aresult returned after {waited:.2f} s"
         assert max(gaps) < MAX_GAP, f"the loop stalled for {max(gaps) * 1000:.0f} ms while aresult waited"
-        assert len(gaps) >= waited / TICK / 3, f"only {len(gaps)} ticks in {waited:.2f} s"
+        assert len(gaps) >= waited / TICK / 5, f"only {len(gaps)} ticks in {waited:.2f} s"
 
     run(app, main)
 
