@@ -46,10 +46,11 @@ def test_a_real_workers_runs_land_in_their_buckets(start_dashboard, worker, prod
     board = start_dashboard()
     row = run_naps(producer, board.base)
     # A nap never runs shorter than NAP; a loaded machine (CI runs suites side by side) can make a
-    # run of it take a bucket or two longer, so the check is: in NAP's bucket or past it, below 2 NAP.
-    for name in ("p50", "p95"):
-        assert in_bucket_of(row["run"][name], NAP) or NAP < row["run"][name] < 2 * NAP, row["run"]
-    assert row["run"]["p50"] <= row["run"]["p95"]
+    # run of it take a bucket or two longer: the median in NAP's bucket or past it, below 2 NAP. The
+    # p95 of six runs is the slowest run, which a rehearsal at load average 18 stretched to 0.74 s.
+    run = row["run"]
+    assert in_bucket_of(run["p50"], NAP) or NAP < run["p50"] < 2 * NAP, run
+    assert (in_bucket_of(run["p95"], NAP) or NAP < run["p95"] < 5 * NAP) and run["p50"] <= run["p95"], run
     # Two processes, six naps sent at once: two start at once, two wait one nap, two wait two; a loaded
     # machine stretches each (a run of CI measured a p50 of 0.58 s), never by ten.
     assert 0 <= row["wait"]["p50"] <= 5 * NAP, row["wait"]
