@@ -46,7 +46,8 @@ def test_a_real_workers_runs_land_in_their_buckets(start_dashboard, worker, prod
     board = start_dashboard()
     row = run_naps(producer, board.base)
     # A nap never runs shorter than NAP; a loaded machine (CI runs suites side by side) can make a
-    # run of it take a bucket or two longer: the median in NAP's bucket or past it, below 2 NAP. The
+    # run of it take a bucket or two longer: the median in NAP's bucket or past it, below 2 NAP (the
+    # in-process tests, with the runs' own measures, catch a worker recording twice the time). The
     # p95 of six runs is the slowest run, which a rehearsal at load average 18 stretched to 0.74 s.
     run = row["run"]
     assert in_bucket_of(run["p50"], NAP) or NAP < run["p50"] < 2 * NAP, run
