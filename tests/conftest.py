@@ -1,7 +1,9 @@
 """Shared fixtures: the same tests run on ``memory://`` and on a real Redis.
 
 Locally a missing Redis skips the real-Redis half; under CI (CI=true) it is a
-failure, so a green CI always means the suite ran against real Redis.
+failure, so a green CI always means the suite ran against real Redis. Under
+CI every other skip fails too (the report hooks below): every collected test
+ran.
 
 The suite runs in parallel: the hooks below start six pytest-xdist workers
 unless ``-n`` says otherwise (see tests/parallel.py). Each xdist worker
@@ -29,9 +31,9 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -45,6 +47,7 @@ REDIS_VAR = "TASKFORGE_TEST_REDIS"
 DBS_VAR = "TASKFORGE_TEST_REDIS_DBS"
 CHAOS_SIDE_DB = 10  # tests/chaos records its runs there (CHAOS_SIDE_REDIS): never a worker's database
 BASE_REDIS_URL = os.environ.get(REDIS_VAR, "redis://127.0.0.1:6379/15")
+R = TypeVar("R", pytest.TestReport, pytest.CollectReport)
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
@@ -249,6 +252,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     parallel.clean_up(config)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Under CI a skipped test fails, whatever skipped it (``skip_or_fail``, a ``skipif`` mark, an
+    ``importorskip``): a green CI means every collected test ran. xfail marks are left alone."""
+    return fail_a_skip_under_ci((yield))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """The same for a module skipped whole while collected (a module-level skip or ``importorskip``)."""
+    return fail_a_skip_under_ci((yield))
+
+
+def fail_a_skip_under_ci(report: R) -> R:
+    """``report`` as a failure if it is a skip under CI."""
+    if IN_CI and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI ({reason}): under CI every test must run"
+    return report
 
 
 def redis_tools_or_skip() -> None:
