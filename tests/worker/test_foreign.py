@@ -71,11 +71,15 @@ def test_jobs_of_another_apps_task_wait_for_its_worker_instead_of_dying(
     listed(producer, theirs)
     ours = start_worker("-c", "1", "--grace", "1")
     assert listed(producer, ours)["tasks"] and "otherapp.hello" not in listed(producer, ours)["tasks"]
-    busy = producer.send("otherapp.hold", "h", 3)  # their only child is busy: ours claims what comes next
+    # Their only child stays busy until ours has met a hello (a fixed 3 s once ended first on a loaded
+    # machine, and theirs ran every hello): ours claims what comes next.
+    busy = producer.send("otherapp.hold", "h", 60)
     wait_for(lambda: side.llen("side:h:started"), 30, "their worker to be busy")
     hellos = [producer.send("otherapp.hello", f"hi{i}") for i in range(5)]
     mine = producer.send("userapp.record", "mine")
     assert mine.result(timeout=30) == 1
+    wait_for(lambda: "does not define task otherapp.hello" in ours.output(), 30, "ours to pass a hello on")
+    side.set("side:h:release", 1)
     for handle in hellos:
         assert finished(handle) is JobState.SUCCEEDED, handle.info().error
         assert handle.info().attempts == 1  # passing it on used no attempt
