@@ -19,6 +19,8 @@ import pytest
 import redis
 
 from taskforge import BrokerUnavailable, TaskForge
+from taskforge.broker.connection import redact
+from taskforge.errors import ConfigurationError
 from tests.worker.conftest import wait_for
 
 from .procs import WORKER, Finished, PrivateRedis, Processes, free_port, report
@@ -149,3 +151,103 @@ def test_a_worker_losing_its_authenticated_broker_logs_no_password(
     check_output("the worker's log across an outage", output, problems, url_shown=True)
     assert code == 0 and "Traceback" not in output, output[-2000:]
     report(problems, "\n--- log:\n" + output[-2000:])
+
+
+# Every URL form, with a marker only the secrets carry: the marker must appear in no output.
+MARK = secrets.token_hex(5)
+NOWHERE = free_port()  # nobody listens there
+FORMS = [
+    (f"REDIS://user:pw{MARK}@127.0.0.1:{NOWHERE}/0", f"REDIS://user:***@127.0.0.1:{NOWHERE}/0"),
+    (f"Rediss://user:pw{MARK}@127.0.0.1:{NOWHERE}/1", f"Rediss://user:***@127.0.0.1:{NOWHERE}/1"),
+    (f"redis://:pw{MARK}@127.0.0.1:{NOWHERE}/0", f"redis://:***@127.0.0.1:{NOWHERE}/0"),
+    (f"redis://user:a{MARK}@b{MARK}@127.0.0.1:{NOWHERE}/0", f"redis://user:***@127.0.0.1:{NOWHERE}/0"),
+    (f"redis://user:a{MARK}:b{MARK}@127.0.0.1:{NOWHERE}", f"redis://user:***@127.0.0.1:{NOWHERE}"),
+    (f"redis://user:a{MARK}%2Fb{MARK}%40%3A@127.0.0.1:{NOWHERE}/0", f"redis://user:***@127.0.0.1:{NOWHERE}/0"),
+    (f"redis://127.0.0.1:{NOWHERE}/0?password=a{MARK}&db=1", f"redis://127.0.0.1:{NOWHERE}/0?password=***&db=1"),
+    (
+        f"redis://127.0.0.1:{NOWHERE}/0?username=u&password=a{MARK}@b{MARK}",
+        f"redis://127.0.0.1:{NOWHERE}/0?username=u&password=***",
+    ),
+    (
+        f"rediss://127.0.0.1:{NOWHERE}/0?ssl_password=a{MARK}&ssl_cert_reqs=none",
+        f"rediss://127.0.0.1:{NOWHERE}/0?ssl_password=***&ssl_cert_reqs=none",
+    ),
+    (f"unix://user:a{MARK}@/nonexistent/redis.sock?db=2", "unix://user:***@/nonexistent/redis.sock?db=2"),
+    (f"UNIX://:a{MARK}@b{MARK}@/nonexistent/redis.sock", "UNIX://:***@/nonexistent/redis.sock"),
+    (
+        f"redis+sentinel://user:a{MARK}@127.0.0.1:{NOWHERE},127.0.0.1:{NOWHERE}/svc/2",
+        f"redis+sentinel://user:***@127.0.0.1:{NOWHERE},127.0.0.1:{NOWHERE}/svc/2",
+    ),
+    (
+        f"REDIS+SENTINEL://:a{MARK}@b{MARK}:c@127.0.0.1:{NOWHERE},127.0.0.1:{NOWHERE}/svc",
+        f"REDIS+SENTINEL://:***@127.0.0.1:{NOWHERE},127.0.0.1:{NOWHERE}/svc",
+    ),
+    # Credentials on each host of the list: everything up to the last '@' is hidden, as the parser reads it.
+    (
+        f"redis+sentinel://u:a{MARK}@127.0.0.1:{NOWHERE},v:b{MARK}@127.0.0.1:{NOWHERE}/svc",
+        f"redis+sentinel://u:***@127.0.0.1:{NOWHERE}/svc",
+    ),
+    (
+        f"Redis+Cluster://:a{MARK}@127.0.0.1:{NOWHERE},127.0.0.1:{NOWHERE}/0",
+        f"Redis+Cluster://:***@127.0.0.1:{NOWHERE},127.0.0.1:{NOWHERE}/0",
+    ),
+]
+# URLs no client is built for, each refused with a ConfigurationError that must hide the password too.
+INVALID = [
+    f"redis://user:a{MARK}/b{MARK}@127.0.0.1:{NOWHERE}/0",  # '/' ends the host part
+    f"REDIS://:a{MARK}?b{MARK}@127.0.0.1:{NOWHERE}/0",
+    f"redis://:a{MARK}#b{MARK}@127.0.0.1:{NOWHERE}/0",
+    f"redis+cluster://u:a{MARK}/b{MARK}@127.0.0.1:{NOWHERE},127.0.0.1:{NOWHERE}",
+    f"redis+sentinel://u:a{MARK}?b{MARK}@127.0.0.1:{NOWHERE}/svc",
+    f"redis://user:a{MARK}@127.0.0.1:notaport/0",  # the parser's error names the text it read as a port
+    f"HTTP://user:a{MARK}@127.0.0.1:{NOWHERE}/0",
+]
+
+
+FORM_IDS = [
+    "upper-case",
+    "mixed-case-tls",
+    "password-only",
+    "at-in-password",
+    "colon-in-password",
+    "escapes-in-password",
+    "query-password",
+    "query-password-with-at",
+    "query-ssl-password",
+    "unix-user-password",
+    "unix-upper-case-at",
+    "sentinel-list",
+    "sentinel-upper-case-at-colon",
+    "sentinel-credentials-per-host",
+    "cluster-mixed-case",
+]
+INVALID_IDS = ["slash", "question-mark", "hash", "cluster-slash", "sentinel-question-mark", "bad-port", "http"]
+
+
+@pytest.mark.parametrize(("url", "shown"), FORMS, ids=FORM_IDS)
+def test_every_url_form_is_shown_without_its_password(url: str, shown: str) -> None:
+    assert redact(url) == shown
+    assert redact(url.replace("password=", "PassWord=")) == shown.replace("password=", "PassWord=")
+    # Inside a message, quoted or not, with text after it.
+    assert redact(f"cannot reach {url!r} (refused); again at {url}, then stop") == (
+        f"cannot reach {shown!r} (refused); again at {shown}, then stop"
+    )
+
+
+@pytest.mark.parametrize("url", [u for u, _ in FORMS] + INVALID, ids=FORM_IDS + INVALID_IDS)
+def test_errors_and_reprs_of_every_url_form_hide_the_password(url: str) -> None:
+    app = TaskForge("forms", broker=url)
+    assert MARK not in repr(app) and "***" in repr(app)
+    with pytest.raises((BrokerUnavailable, ConfigurationError)) as caught:
+        app.broker.ping()
+    text = "".join(traceback.format_exception(caught.value))
+    assert MARK not in text, text
+    assert "***" in str(caught.value), str(caught.value)
+    if url in INVALID:
+        assert caught.type is ConfigurationError, text
+
+
+def test_a_password_with_a_slash_is_refused_before_anything_reads_it() -> None:
+    with pytest.raises(ConfigurationError, match="%-escaped") as caught:
+        TaskForge("forms", broker=INVALID[0]).broker.ping()
+    assert MARK not in str(caught.value)
