@@ -12,6 +12,8 @@ import re
 import secrets
 import time
 import traceback
+import urllib.error
+import urllib.request
 from pathlib import Path
 from urllib.parse import quote
 
@@ -251,3 +253,76 @@ def test_a_password_with_a_slash_is_refused_before_anything_reads_it() -> None:
     with pytest.raises(ConfigurationError, match="%-escaped") as caught:
         TaskForge("forms", broker=INVALID[0]).broker.ping()
     assert MARK not in str(caught.value)
+
+
+# A password a real server accepts raw in the URL: '@' and ':' in it, the marker on both sides of the '@'.
+AT_PASSWORD = f"a{MARK}@b{MARK}:c"
+DASHBOARD_PAGES = ["/", "/workers", "/tasks", "/dead", "/scheduled", "/search", "/workflows", "/queues/default"]
+
+
+def shows_no_secret(what: str, text: str, problems: list[str], url_shown: bool = True) -> None:
+    if MARK in text:
+        line = next(line for line in text.splitlines() if MARK in line)
+        problems.append(f"{what}: a piece of the password appears: {line[:300]!r}")
+    if url_shown and "***" not in text:
+        problems.append(f"{what}: the URL is not shown redacted (no ***): {text.strip()[-300:]!r}")
+
+
+def test_a_working_url_of_every_hard_form_shows_its_password_nowhere(processes: Processes, app_dir: Path) -> None:
+    """An upper-case scheme and '@' and ':' in the password, against a real server: the worker's banner
+    and log, ``taskforge status``, every dashboard page and ``/api/status``, and the errors."""
+    srv = PrivateRedis(processes, "--requirepass", AT_PASSWORD)
+    srv.start(lambda: redis.Redis(port=srv.port, password=AT_PASSWORD).ping())
+    broker = f"REDIS://default:{AT_PASSWORD}@127.0.0.1:{srv.port}/0"
+    problems: list[str] = []
+    worker = processes.start_taskforge(*WORKER, "--no-periodic", url=broker, cwd=app_dir)
+    producer = TaskForge("producer", broker=broker)
+    assert producer.send("echo", "through").result(timeout=30) == "through"  # the URL works as written
+    for args in (("status",), ("status", "--json")):
+        done = processes.taskforge(*args, "secapp:app", url=broker, cwd=app_dir)
+        assert done.code == 0, done.output[-2000:]
+        shows_no_secret(f"`taskforge {' '.join(args)}`", done.output, problems)
+    port = free_port()
+    dashboard = processes.start_taskforge("dashboard", "secapp:app", "--port", str(port), url=broker, cwd=app_dir)
+    wait_for(lambda: fetch(port, "/api/status")[0] == 200, 30, "the dashboard to answer")
+    for page in [*DASHBOARD_PAGES, "/api/status"]:
+        code, body = fetch(port, page)
+        if code != 200:
+            problems.append(f"dashboard {page} answered {code}: {body[-300:]!r}")
+        shows_no_secret(f"dashboard {page}", body, problems, url_shown=page in ("/", "/api/status"))
+    dashboard.stop()
+    assert worker.stop() == 0
+    output = worker.output()
+    assert "broker:" in output, output[-2000:]  # the banner
+    shows_no_secret("the worker's banner and log", output, problems)
+    # The same URL with a wrong password: every error says so without it.
+    wrong = broker.replace(f":{AT_PASSWORD}@", f":{AT_PASSWORD}x@")
+    done = processes.taskforge("status", "secapp:app", url=wrong, cwd=app_dir)
+    assert done.code == 1, done.output[-2000:]
+    shows_no_secret("`taskforge status` refused", done.output, problems)
+    with pytest.raises(BrokerUnavailable) as caught:
+        TaskForge("lib", broker=wrong).send("echo", 1)
+    shows_no_secret("BrokerUnavailable", "".join(traceback.format_exception(caught.value)), problems)
+    report(problems)
+
+
+def test_an_invalid_url_holding_a_password_shows_none_of_it(processes: Processes, app_dir: Path) -> None:
+    """A '/' in the password (not %-escaped): the CLI's usage error and the worker's refusal hide it."""
+    problems: list[str] = []
+    for command in (("status", "secapp:app"), ("worker", "secapp:app", "--burst")):
+        done = processes.taskforge(*command, url=INVALID[0], cwd=app_dir)
+        if done.code != 2:
+            problems.append(f"`taskforge {command[0]}` exited {done.code}, not 2: {done.output[-300:]!r}")
+        shows_no_secret(f"`taskforge {command[0]}` with a '/' in the password", done.output, problems)
+    report(problems)
+
+
+def fetch(port: int, path: str) -> tuple[int, str]:
+    """(status, body) of one GET to the dashboard, by its loopback address."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=15) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError:
+        return 0, ""
