@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,3 +135,15 @@ class Senders:
         assert not missing, (
             f"{sender.name}: {len(missing)} of the jobs sent after the failover are not on the new master"
         )
+
+
+@contextmanager
+def sending(url: str) -> Iterator[Senders]:
+    """``Senders`` of ``url``, started, each past its first few sends; stopped when the block ends."""
+    senders = Senders(url)
+    senders.start()
+    try:
+        wait_until(lambda: all(len(s.sends) >= 5 for s in senders.all), 30, "every producer to send")
+        yield senders
+    finally:
+        senders.finish()

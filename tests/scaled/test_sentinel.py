@@ -9,7 +9,7 @@ import pytest
 from taskforge import status
 
 from .load import producer, results, spread, through_failover
-from .senders import Senders
+from .senders import sending
 from .servers import HOST, client, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -48,6 +48,12 @@ def test_killed_master_fails_over_and_work_goes_on(sentinel, start_worker) -> No
     assert all(w.proc.poll() is None for w in workers), "workers kept running through the failover"
 
 
+def replica_again(port: int) -> float:
+    """Once the node at ``port`` replicates the new master: when that was."""
+    wait_until(lambda: client(port).info("replication").get("master_link_status") == "up", 30, "a replica again")
+    return time.monotonic()
+
+
 def test_producers_made_before_a_failover_send_to_the_new_master(sentinel) -> None:
     """Sync and async, plain and replicated: every send goes through, those after it to the new master.
 
@@ -57,10 +63,7 @@ def test_producers_made_before_a_failover_send_to_the_new_master(sentinel) -> No
     """
     heir = sentinel.standby()
     victim = sentinel.current_master()
-    senders = Senders(sentinel.url)
-    senders.start()
-    try:
-        wait_until(lambda: all(len(s.sends) >= 5 for s in senders.all), 30, "every producer to send")
+    with sending(sentinel.url) as senders:
         sentinel.kill(victim)
         wait_until(lambda: sentinel.current_master() == heir, 30, "the sentinels to promote the replica")
         promoted = time.monotonic()
@@ -68,11 +71,8 @@ def test_producers_made_before_a_failover_send_to_the_new_master(sentinel) -> No
         senders.wait_for(senders.plain, promoted)
         # Back as a replica: replicated enqueues, which waited for one to confirm them, go on.
         sentinel.restart(victim, "--replicaof", HOST, str(heir))
-        wait_until(lambda: client(victim).info("replication").get("master_link_status") == "up", 30, "a replica")
-        whole = time.monotonic()
+        whole = replica_again(victim)
         senders.wait_for(senders.all, whole)
-    finally:
-        senders.finish()
     for sender in senders.all:
         senders.check(sender, promoted if sender in senders.plain else whole, heir)
 
@@ -81,16 +81,10 @@ def test_producers_made_before_a_coordinated_failover_send_to_the_new_master(sen
     """``SENTINEL FAILOVER``: the old master lives on as a replica, its scripts loaded, and answers READONLY."""
     heir = sentinel.standby()
     old = sentinel.current_master()
-    senders = Senders(sentinel.url)
-    senders.start()
-    try:
-        wait_until(lambda: all(len(s.sends) >= 5 for s in senders.all), 30, "every producer to send")
+    with sending(sentinel.url) as senders:
         client(sentinel.sentinels[0]).execute_command("SENTINEL", "FAILOVER", sentinel.SERVICE)
         wait_until(lambda: sentinel.current_master() == heir, 30, "the sentinels to promote the replica")
-        wait_until(lambda: client(old).info("replication").get("master_link_status") == "up", 30, "a replica")
-        whole = time.monotonic()
+        whole = replica_again(old)
         senders.wait_for(senders.all, whole)
-    finally:
-        senders.finish()
     for sender in senders.all:
         senders.check(sender, whole, heir)
