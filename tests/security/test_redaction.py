@@ -290,11 +290,18 @@ def test_a_working_url_of_every_hard_form_shows_its_password_nowhere(processes: 
         if code != 200:
             problems.append(f"dashboard {page} answered {code}: {body[-300:]!r}")
         shows_no_secret(f"dashboard {page}", body, problems, url_shown=page in ("/", "/api/status"))
-    dashboard.stop()
     assert worker.stop() == 0
     output = worker.output()
     assert "broker:" in output, output[-2000:]  # the banner
     shows_no_secret("the worker's banner and log", output, problems)
+    srv.stop()  # the dashboard's error pages, Redis gone
+    for page in ("/", "/api/status"):
+        code, body = fetch(port, page)
+        assert code >= 500, (page, code, body[-300:])
+        shows_no_secret(f"dashboard {page} with Redis gone", body, problems)
+    dashboard.stop()
+    shows_no_secret("the dashboard's log", dashboard.output(), problems, url_shown=False)
+    srv.start(lambda: redis.Redis(port=srv.port, password=AT_PASSWORD).ping())
     # The same URL with a wrong password: every error says so without it.
     wrong = broker.replace(f":{AT_PASSWORD}@", f":{AT_PASSWORD}x@")
     done = processes.taskforge("status", "secapp:app", url=wrong, cwd=app_dir)
@@ -303,6 +310,10 @@ def test_a_working_url_of_every_hard_form_shows_its_password_nowhere(processes: 
     with pytest.raises(BrokerUnavailable) as caught:
         TaskForge("lib", broker=wrong).send("echo", 1)
     shows_no_secret("BrokerUnavailable", "".join(traceback.format_exception(caught.value)), problems)
+    # The dashboard checks the broker before it serves: it exits 1 saying why.
+    done = processes.taskforge("dashboard", "secapp:app", "--port", str(free_port()), url=wrong, cwd=app_dir)
+    assert done.code == 1, done.output[-2000:]
+    shows_no_secret("`taskforge dashboard` refused", done.output, problems)
     report(problems)
 
 
