@@ -23,17 +23,15 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import redis
 
 from taskforge.broker.acl import acl_rules
 
-from .matrix import free_port, run_pytest
+from .matrix import run_pytest, start
 
 # The memory:// halves do not touch the server; the browser halves of the dashboard run in the main suite.
 SUBSETS = (
@@ -49,27 +47,6 @@ SUBSETS = (
     ["tests/worker", "tests/dashboard", "--ignore=tests/dashboard/test_browser.py", "-k", "not memory and not browser"],
 )
 USER = "taskforge"
-
-
-def start(workdir: Path, admin_password: str) -> tuple[subprocess.Popen[bytes], int]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        raise SystemExit("redis-server is not on PATH")
-    port = free_port()
-    argv = [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"]
-    argv += ["--requirepass", admin_password, "--dir", str(workdir), "--acllog-max-len", "1000"]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        try:
-            redis.Redis(port=port, password=admin_password, socket_connect_timeout=1).ping()
-            return proc, port
-        except redis.ConnectionError:
-            if proc.poll() is not None:
-                raise SystemExit(f"{binary} exited with {proc.returncode}") from None
-            time.sleep(0.05)
-    proc.kill()
-    raise SystemExit(f"{binary} did not answer on port {port} within 15 s")
 
 
 def denials(admin: redis.Redis, user: str = USER) -> list[str]:
@@ -111,7 +88,11 @@ def run(argv: list[str]) -> int:
     subsets = [argv] if argv else [list(s) for s in SUBSETS]
     admin_password = secrets.token_hex(12)
     with tempfile.TemporaryDirectory(prefix="tf-acl-") as workdir:
-        proc, port = start(Path(workdir), admin_password)
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise SystemExit("redis-server is not on PATH")
+        extra = ("--requirepass", admin_password, "--acllog-max-len", "1000")
+        proc, port = start(binary, Path(workdir), *extra, password=admin_password)
         try:
             admin_url = f"redis://:{admin_password}@127.0.0.1:{port}"
             name, url = grant(admin_url)

@@ -61,14 +61,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start(binary: str, workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
+def start(binary: str, workdir: Path, *extra: str, password: str | None = None) -> tuple[subprocess.Popen[bytes], int]:
+    """``binary`` on a free loopback port, no persistence, ``extra`` arguments after; answering PING."""
     port = free_port()
     argv = [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"]
-    proc = subprocess.Popen([*argv, "--dir", str(workdir)], stdout=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen([*argv, "--dir", str(workdir), *extra], stdout=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         try:
-            redis.Redis(port=port, socket_connect_timeout=1).ping()
+            redis.Redis(port=port, password=password, socket_connect_timeout=1).ping()
             return proc, port
         except redis.ConnectionError:
             if proc.poll() is not None:
