@@ -32,7 +32,7 @@ from ..printable import printable
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 WILDCARDS = ("", "0.0.0.0", "::")  # "every address": no single name the browser would send
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
-DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+WEB_SCHEMES = ("http", "https", "ws", "wss")
 SHOWN = 100  # characters of a refused header echoed in the reason
 
 
@@ -102,8 +102,6 @@ class HostCheck:
                 f"Host {printable(raw_host[:SHOWN])!r} is not one this dashboard answers to "
                 f"({', '.join(sorted(self.names))}); add it with --allow-host NAME"
             )
-        scheme = scope.get("scheme", "http")
-        here = (host[0], host[1] or DEFAULT_PORTS.get(scheme))
         origin = headers.get("origin")
         if origin is None and scope.get("method", "GET") not in SAFE_METHODS:
             origin = headers.get("referer")  # a browser that sends no Origin on a POST still sends this
@@ -112,8 +110,8 @@ class HostCheck:
         if origin.strip().lower() == "null":
             return 403, "a request from Origin: null (a sandboxed or local page) is refused"
         parts = urlsplit(origin.strip())
-        source = host_and_port(parts.netloc) if parts.scheme in DEFAULT_PORTS else None
-        if source is None or (source[0], source[1] or DEFAULT_PORTS[parts.scheme]) != here:
+        # Name and port as written, not the scheme: behind a TLS proxy the page is https and the request http.
+        if parts.scheme not in WEB_SCHEMES or host_and_port(parts.netloc) != host:
             return 403, f"cross-site request from {printable(origin[:SHOWN])} refused"
         return None
 
