@@ -59,8 +59,7 @@ def queue_jobs(request: Request) -> JSONResponse:
         request.query_params.get("state", "pending"),
         data.page_number(request.query_params.get("page")),
     )
-    doc = page.to_dict()
-    return JSONResponse({**doc, "jobs": [values.cut_json(job) for job in doc["jobs"]]})
+    return JSONResponse(values.cut_each(page.to_dict(), "jobs"))
 
 
 def depth(request: Request) -> JSONResponse:
@@ -86,4 +85,5 @@ def workflows(request: Request) -> JSONResponse:
 
 
 def workflow(request: Request) -> JSONResponse:
-    return JSONResponse(data.workflow_view(app_of(request), request.path_params["workflow_id"]).to_dict())
+    doc = data.workflow_view(app_of(request), request.path_params["workflow_id"]).to_dict()
+    return JSONResponse(values.cut_each(doc, "steps"))

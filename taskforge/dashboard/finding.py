@@ -31,6 +31,7 @@ from ..handle import known_queues
 from ..job import JobState
 from ..search import MAX_LIMIT, JobPage, Query, find_jobs, query
 from ..since import parse_since
+from . import values
 from .data import PAGE_SIZE
 from .pages import app_of, render
 from .security import csrf_problem, read_form
@@ -159,4 +160,4 @@ def api_jobs(request: Request) -> JSONResponse:
         page = find_jobs(app, asked.query, asked.limit, asked.cursor)
     except ValueError as exc:
         return JSONResponse({"error": str(exc)}, status_code=400)
-    return JSONResponse(page.to_dict())
+    return JSONResponse(values.cut_each(page.to_dict(), "jobs"))

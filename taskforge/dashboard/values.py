@@ -69,3 +69,8 @@ def cut_json(doc: dict[str, Any]) -> dict[str, Any]:
             url = download_url(field, str(doc["id"]), str(doc["queue"]))
             out[field] = {"cut": True, "preview": text[:PREVIEW_CHARS], "chars": len(text), "download": url}
     return out
+
+
+def cut_each(doc: dict[str, Any], key: str) -> dict[str, Any]:
+    """``doc`` with each job document of its list ``key`` (a page's jobs, a workflow's steps) cut."""
+    return {**doc, key: [cut_json(job) for job in doc[key]]}

@@ -36,8 +36,10 @@ def test_a_big_argument_is_a_preview_with_a_download(start_dashboard, producer: 
     assert status == 200 and len(doc) < 300_000
     assert args["cut"] is True and args["chars"] > BIG and args["download"] == link
     assert args["preview"].startswith('[\n  "xxxx')
-    page = json.loads(http(f"{board.base}/api/queues/default/jobs?state=pending")[1])
-    assert {job["id"]: isinstance(job["args"], dict) for job in page["jobs"]} == {handle.id: True, small.id: False}
+    for listing in ("/api/queues/default/jobs?state=pending", "/api/jobs?queue=default"):
+        page = json.loads(http(board.base + listing)[1])
+        cut = {job["id"]: isinstance(job["args"], dict) for job in page["jobs"]}
+        assert cut == {handle.id: True, small.id: False}, listing
     status, body, _ = http(f"{board.base}/jobs/{small.id}")  # a small job is shown whole, and refreshes
     assert status == 200 and 'data-refresh="3"' in body and "Download the whole value" not in body
     assert json.loads(http(f"{board.base}/api/jobs/{small.id}")[1])["args"] == [1, 2]
