@@ -80,14 +80,14 @@ def refuse_open(host: str, has_auth: bool, no_auth: bool) -> None:
 def dashboard(app: str, host: str, port: int, auth: str | None, no_auth: bool, allow_hosts: tuple[str, ...]) -> None:
     try:
         from ..dashboard import create_app
-        from ..dashboard.hosts import allowed_names
+        from ..dashboard.hosts import allowed_hosts
         from ..dashboard.security import parse_auth
         from ..dashboard.server import bind, serve
     except ImportError as exc:
         fail(f"the dashboard needs its extra ({exc.name} is missing): pip install 'taskforge-redis[dashboard]'", USAGE)
     try:
         credentials = parse_auth(auth) if auth is not None else None
-        names = allowed_names(allow_hosts, host)
+        allowed = allowed_hosts(allow_hosts, host)
     except ConfigurationError as exc:
         fail(str(exc), USAGE)
     refuse_open(host, credentials is not None, no_auth)
@@ -97,7 +97,7 @@ def dashboard(app: str, host: str, port: int, auth: str | None, no_auth: bool, a
         sock = bind(host, port)
     where = "only this machine can reach it" if is_loopback(host) else "reachable from other machines"
     click.echo(f"taskforge dashboard on http://{host}:{port}/ (bound to {host}: {where})", err=True)
-    click.echo(f"answering to Host: {', '.join(sorted(names))} (add more with --allow-host)", err=True)
+    click.echo(f"answering to Host: {', '.join(sorted(allowed.names))} (add more with --allow-host)", err=True)
     if not is_loopback(host) and credentials is None:
         click.echo("warning: --no-auth: anyone who reaches this address can retry, cancel and purge jobs", err=True)
     serve(create_app(the_app, credentials, allow_hosts, host), sock)

@@ -9,7 +9,8 @@ name the attacker. So the ``Host`` of every request must be on an
 allow-list (the loopback names and addresses, the address the dashboard
 was bound to when that is a single address, and each ``--allow-host``),
 whatever its port; and a request whose ``Origin`` (or, for an action,
-``Referer``) is present must come from that same allowed origin.
+``Referer``) is present must come from that same origin, or from a page
+of a name given with ``--allow-host`` (a proxy's public name).
 ``Origin: null`` (sandboxed frames, ``data:`` and ``file:`` pages, some
 redirects) names no one and is refused.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -65,26 +67,20 @@ def normalize_name(name: str) -> str:
     return found[0]
 
 
-def allowed_names(extra: Iterable[str] = (), bound_to: str | None = None) -> frozenset[str]:
-    """The loopback names, the bind address when it is one address, and ``extra`` (checked)."""
-    names = set(LOOPBACK_NAMES)
-    if bound_to is not None and bound_to not in WILDCARDS:
-        try:
-            names.add(normalize_name(bound_to))
-        except ConfigurationError:
-            pass  # not a name a browser could send; binding to it fails with its own clear error
-    names.update(normalize_name(name) for name in extra)
-    return frozenset(names)
+@dataclass(frozen=True)
+class Allowed:
+    """The names a request may be addressed to, and those the operator named (``--allow-host``).
 
+    A page of a vouched name may act whatever port it is on (a proxy serves
+    it on 443 and passes the request on to this port); a page of a loopback
+    name only from this very origin, as any other program of the machine
+    may serve pages on other ports of ``localhost``.
+    """
 
-class HostCheck:
-    """ASGI middleware: refuse a request to a name not allowed, or from a page of another origin."""
+    names: frozenset[str]
+    vouched: frozenset[str]
 
-    def __init__(self, app: ASGIApp, names: frozenset[str]) -> None:
-        self.app = app
-        self.names = names
-
-    def allowed(self, name: str) -> bool:
+    def answers_to(self, name: str) -> bool:
         if name in self.names:
             return True
         try:
@@ -92,27 +88,56 @@ class HostCheck:
         except ValueError:
             return False
 
+
+def allowed_hosts(extra: Iterable[str] = (), bound_to: str | None = None) -> Allowed:
+    """The loopback names, the bind address when it is one address, and ``extra`` (checked)."""
+    vouched = frozenset(normalize_name(name) for name in extra)
+    names = set(LOOPBACK_NAMES) | vouched
+    if bound_to is not None and bound_to not in WILDCARDS:
+        try:
+            names.add(normalize_name(bound_to))
+        except ConfigurationError:
+            pass  # not a name a browser could send; binding to it fails with its own clear error
+    return Allowed(frozenset(names), vouched)
+
+
+class HostCheck:
+    """ASGI middleware: refuse a request to a name not allowed, or from a page of another origin."""
+
+    def __init__(self, app: ASGIApp, allowed: Allowed) -> None:
+        self.app = app
+        self.allowed = allowed
+
     def refusal(self, scope: Scope) -> tuple[int, str] | None:
         """(status, reason) when the request must be refused, else None."""
-        headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope.get("headers", [])}
-        raw_host = headers.get("host", "")
-        host = host_and_port(raw_host)
-        if host is None or not self.allowed(host[0]):
+        headers: dict[str, list[str]] = {}
+        for name, value in scope.get("headers", []):
+            headers.setdefault(name.decode("latin-1"), []).append(value.decode("latin-1"))
+        hosts = headers.get("host", [])
+        host = host_and_port(hosts[0]) if len(hosts) == 1 else None  # two Host headers: which one is meant?
+        if host is None or not self.allowed.answers_to(host[0]):
+            shown = printable(",".join(hosts)[:SHOWN])
             return 400, (
-                f"Host {printable(raw_host[:SHOWN])!r} is not one this dashboard answers to "
-                f"({', '.join(sorted(self.names))}); add it with --allow-host NAME"
+                f"Host {shown!r} is not one this dashboard answers to "
+                f"({', '.join(sorted(self.allowed.names))}); add it with --allow-host NAME"
             )
-        origin = headers.get("origin")
-        if origin is None and scope.get("method", "GET") not in SAFE_METHODS:
-            origin = headers.get("referer")  # a browser that sends no Origin on a POST still sends this
-        if origin is None:
-            return None
-        if origin.strip().lower() == "null":
-            return 403, "a request from Origin: null (a sandboxed or local page) is refused"
-        parts = urlsplit(origin.strip())
+        origins = headers.get("origin")
+        if origins is None and scope.get("method", "GET") not in SAFE_METHODS:
+            origins = headers.get("referer")  # a browser that sends no Origin on a POST still sends this
+        for origin in origins or ():
+            problem = self.origin_problem(origin.strip(), host)
+            if problem:
+                return 403, problem
+        return None
+
+    def origin_problem(self, origin: str, host: tuple[str, int | None]) -> str | None:
+        if origin.lower() == "null":
+            return "a request from Origin: null (a sandboxed or local page) is refused"
+        parts = urlsplit(origin)
+        source = host_and_port(parts.netloc) if parts.scheme in WEB_SCHEMES else None
         # Name and port as written, not the scheme: behind a TLS proxy the page is https and the request http.
-        if parts.scheme not in WEB_SCHEMES or host_and_port(parts.netloc) != host:
-            return 403, f"cross-site request from {printable(origin[:SHOWN])} refused"
+        if source is None or (source != host and source[0] not in self.allowed.vouched):
+            return f"cross-site request from {printable(origin[:SHOWN])} refused"
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -18,7 +18,7 @@ from starlette.staticfiles import StaticFiles
 from ..broker.connection import redact
 from ..errors import BrokerUnavailable, ConfigurationError, DashboardPortUnavailable, JobNotFound, TaskforgeError
 from . import api, finding, pages
-from .hosts import HostCheck, allowed_names
+from .hosts import HostCheck, allowed_hosts
 from .security import BasicAuth
 
 if TYPE_CHECKING:
@@ -54,8 +54,9 @@ def create_app(
 
     It answers only to a ``Host`` of the loopback names and addresses, of
     ``bound_to`` (the address it listens on, unless that is every address)
-    and of ``allow_hosts`` (names, any port): see ``hosts``. A malformed
-    name is a ``ConfigurationError``.
+    and of ``allow_hosts`` (names, any port; pages of these names may also
+    act, as behind a proxy): see ``hosts``. A malformed name is a
+    ``ConfigurationError``.
     """
     routes = [
         Route("/", pages.overview),
@@ -89,7 +90,7 @@ def create_app(
         Route("/api/workflows/{workflow_id}", api.workflow),
         Mount("/static", StaticFiles(directory=pages.static_dir()), name="static"),
     ]
-    middleware = [Middleware(HostCheck, names=allowed_names(allow_hosts, bound_to))]
+    middleware = [Middleware(HostCheck, allowed=allowed_hosts(allow_hosts, bound_to))]
     if auth:
         middleware.append(Middleware(BasicAuth, user=auth[0], password=auth[1]))
     handlers = {TaskforgeError: on_error, redis.RedisError: on_error}

@@ -4,6 +4,7 @@ dashboard on another address without ``--no-auth`` (SPEC, "Operating for months"
 from __future__ import annotations
 
 import re
+import socket
 from urllib.parse import urlencode
 
 import pytest
@@ -15,6 +16,7 @@ from .test_http import run_cli
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
+AUTH = "Authorization: Basic b3BzOnB3"  # ops:pw
 PATHS = ("/", "/workers", "/search", "/api/status", "/api/queues/default/depth", "/static/dashboard.js")
 
 
@@ -60,6 +62,17 @@ def test_allow_host_adds_names_and_auth_comes_after_the_host_check(start_dashboa
         assert http(board.base + "/api/status", headers={"Host": host})[0] == 401, host
     status, body, headers = http(board.base + "/api/status", headers={**good, "Host": "evil.example"})
     assert status == 400 and "www-authenticate" not in headers  # never a password prompt for a rebound name
+    # Behind a proxy: the page is https://ops.example.com, the proxy passes the request on with Host 127.0.0.1
+    _, _, headers = http(board.base + "/", headers=good)
+    cookie = re.search(r"taskforge_csrf=(\w+)", headers["set-cookie"])[1]
+    jar = {**good, "Cookie": f"taskforge_csrf={cookie}"}
+    pause, form = f"{board.base}/queues/default/pause", urlencode({"csrf": cookie}).encode()
+    assert http(pause, form, {**jar, "Origin": "https://evil.example"})[0] == 403
+    assert http(pause, form, {**jar, "Origin": "https://ops.example.com"})[0] == 303
+    assert producer.paused() == {"default"}
+    with socket.create_connection(("127.0.0.1", board.port), timeout=10) as sock:  # two Host headers: refused
+        sock.sendall(f"GET /api/status HTTP/1.1\r\nHost: localhost\r\nHost: evil.example\r\n{AUTH}\r\n\r\n".encode())
+        assert sock.recv(100).startswith(b"HTTP/1.1 400 ")
     assert "answering to Host: 10.1.2.3, 127.0.0.1, ::1, localhost, ops.example.com" in board.output()
 
 
