@@ -18,6 +18,7 @@ from taskforge.cli.table import cell, render
 from taskforge.context import enter, leave
 from taskforge.logs import JobContextFilter
 from taskforge.printable import printable
+from taskforge.worker.foreign import Elsewhere
 from taskforge.worker.joblog import outcome_line
 
 from .worker.test_log_lines import claim
@@ -56,6 +57,13 @@ def test_the_job_line_and_the_job_context_of_a_log_are_escaped() -> None:
     finally:
         leave(token)
     assert entry.job == f"{ESCAPED}[j\\x1b1]: " and entry.task == ESCAPED  # type: ignore[attr-defined]
+
+
+def test_the_warning_about_another_apps_task_is_escaped(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, "taskforge.worker")
+    Elsewhere(None, None).say_once(claim("j", EVIL), "worker-2")  # type: ignore[arg-type]  # say_once needs neither
+    [said] = [record.getMessage() for record in caplog.records]
+    assert clean(said) and "\n" not in said and f"define task {ESCAPED};" in said
 
 
 @pytest.mark.redis
