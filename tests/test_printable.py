@@ -87,3 +87,7 @@ def test_the_cli_prints_names_escaped(tmp_path, redis_url: str, monkeypatch: pyt
     assert shown.exit_code == 0 and clean(shown.output) and ESCAPED in shown.output
     cancelled = runner.invoke(main, ["cancel", "evilapp:app", handle.id], catch_exceptions=False)
     assert cancelled.exit_code == 0 and clean(cancelled.output) and ESCAPED in cancelled.output
+    flow = (evil.si() | evil.si()).delay()
+    steps = runner.invoke(main, ["workflow", "evilapp:app", flow.id], catch_exceptions=False)
+    assert steps.exit_code == 0 and clean(steps.output), steps.output
+    assert steps.output.count(ESCAPED) == 3  # "held up by" and the two steps
