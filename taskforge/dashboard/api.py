@@ -86,4 +86,4 @@ def workflows(request: Request) -> JSONResponse:
 
 def workflow(request: Request) -> JSONResponse:
     doc = data.workflow_view(app_of(request), request.path_params["workflow_id"]).to_dict()
-    return JSONResponse(values.cut_each(doc, "steps"))
+    return JSONResponse(values.cut_workflow(doc))

@@ -46,8 +46,14 @@ def as_text(field: str, value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def download_url(field: str, job_id: str, queue: str) -> str:
-    return f"/download/{field}/{quote(job_id, safe='')}?{urlencode({'queue': queue})}"
+def download_url(field: str, job_id: str, queue: str | None = None) -> str:
+    where = f"?{urlencode({'queue': queue})}" if queue else ""
+    return f"/download/{field}/{quote(job_id, safe='')}{where}"
+
+
+def cut(text: str, url: str) -> dict[str, Any]:
+    """What the API gives in place of a value longer than the preview."""
+    return {"cut": True, "preview": text[:PREVIEW_CHARS], "chars": len(text), "download": url}
 
 
 def shown(info: JobInfo) -> dict[str, Shown]:
@@ -66,11 +72,19 @@ def cut_json(doc: dict[str, Any]) -> dict[str, Any]:
     for field in FIELDS:
         text = as_text(field, doc.get(field))
         if len(text) > PREVIEW_CHARS:
-            url = download_url(field, str(doc["id"]), str(doc["queue"]))
-            out[field] = {"cut": True, "preview": text[:PREVIEW_CHARS], "chars": len(text), "download": url}
+            out[field] = cut(text, download_url(field, str(doc["id"]), str(doc["queue"])))
     return out
 
 
 def cut_each(doc: dict[str, Any], key: str) -> dict[str, Any]:
     """``doc`` with each job document of its list ``key`` (a page's jobs, a workflow's steps) cut."""
     return {**doc, key: [cut_json(job) for job in doc[key]]}
+
+
+def cut_workflow(doc: dict[str, Any]) -> dict[str, Any]:
+    """A ``workflow --json`` document with its steps cut, and its error (the failed step's, whose download it is)."""
+    out = cut_each(doc, "steps")
+    error, step = doc.get("error") or "", doc.get("failed_step")
+    if len(error) > PREVIEW_CHARS and step:
+        out["error"] = cut(error, download_url("error", str(step)))
+    return out

@@ -9,7 +9,7 @@ from urllib.parse import quote, urlencode
 
 import pytest
 
-from taskforge import JobState, TaskForge
+from taskforge import JobState, TaskForge, chain
 
 from .conftest import http
 
@@ -81,3 +81,22 @@ def test_a_bulk_confirmation_counts_only_so_far(start_dashboard, producer: TaskF
     assert "Cancel more than 10,000 jobs" in body
     status, body, _ = http(f"{board.base}/search/cancel?{urlencode({'queue': 'default', 'key': 'none'})}")
     assert status == 200 and "No job to cancel matches now." in body
+
+
+def test_a_workflows_big_error_is_cut_with_a_link_to_its_step(start_dashboard, producer: TaskForge) -> None:
+    @producer.task(name="dashapp.fails_first", max_attempts=1)
+    def explode(value: str) -> None:
+        raise RuntimeError("e" * BIG)
+
+    flow = chain(explode.si("x"), explode.si("y")).delay()
+    producer.drain()
+    board = start_dashboard()
+    status, body, _ = http(f"{board.base}/workflows/{flow.id}")
+    assert status == 200 and len(body) < 300_000, len(body)
+    assert 'id="error-cut"' in body and f'href="/jobs/{flow.id}.0"' in body
+    status, doc, _ = http(f"{board.base}/api/workflows/{flow.id}")
+    steps = json.loads(doc)["steps"]
+    assert status == 200 and len(doc) < 300_000 and steps[0]["error"]["cut"] is True
+    link = json.loads(doc)["error"]["download"]
+    assert link == f"/download/error/{flow.id}.0"
+    assert http(board.base + link)[1] == "RuntimeError: " + "e" * BIG
