@@ -59,10 +59,10 @@ def normalize_name(name: str) -> str:
     except ValueError:
         pass
     found = host_and_port(text)
-    if found is None or found[1] is not None or ":" in text:
+    if found is None or found[1] is not None or ":" in text or "*" in text:
         raise ConfigurationError(
-            f"--allow-host {printable(name)!r}: give a host name or address (no scheme, port or path), "
-            "such as dashboard.example.com or 10.0.0.5"
+            f"--allow-host {printable(name)!r}: give a host name or address (no scheme, port, path or "
+            "wildcard: name each host), such as dashboard.example.com or 10.0.0.5"
         )
     return found[0]
 

@@ -112,7 +112,7 @@ def test_another_address_needs_auth_or_no_auth(start_dashboard, workdir, redis_u
     assert "refusing to serve the dashboard on 0.0.0.0 without --auth" in out.stderr and "--no-auth" in out.stderr
     both = run_cli(workdir, redis_url, "dashboard", "dashapp:app", "--host", "0.0.0.0", "--auth", "a:b", "--no-auth")
     assert both.returncode == 2 and "contradict" in both.stderr
-    for bad in ("http://ops.example.com", "ops.example.com:8080", "", "a/b"):
+    for bad in ("http://ops.example.com", "ops.example.com:8080", "", "a/b", "*", "*.example.com"):
         out = run_cli(workdir, redis_url, "dashboard", "dashapp:app", "--allow-host", bad, "--port", port)
         assert out.returncode == 2 and "--allow-host" in out.stderr, (bad, out.stderr)
     board = start_dashboard("--host", "0.0.0.0", "--no-auth")
