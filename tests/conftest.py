@@ -44,6 +44,10 @@ from tests import parallel
 from tests.scaled.servers import Cluster, SentinelSet
 
 REDIS_VAR = "TASKFORGE_TEST_REDIS"
+# The ACL-only run (tests/servers/acl_run.py): TASKFORGE_TEST_REDIS names the minimal ACL user, this
+# variable an admin of the same server (``redis://:ADMINPASS@host:port``), which the fixtures flush
+# and inspect with, so that every command the code under test sends goes through the minimal user.
+ADMIN_VAR = "TASKFORGE_TEST_ADMIN_REDIS"
 DBS_VAR = "TASKFORGE_TEST_REDIS_DBS"
 CHAOS_SIDE_DB = 10  # tests/chaos records its runs there (CHAOS_SIDE_REDIS): never a worker's database
 BASE_REDIS_URL = os.environ.get(REDIS_VAR, "redis://127.0.0.1:6379/15")
@@ -134,7 +138,7 @@ def run_other_pytest(python: str, args: list[str], database: int, timeout: float
     the test fails with what it printed (its ten slowest tests among it).
     """
     url = spare_redis_url(database)
-    redis.Redis.from_url(url).flushdb()
+    admin_client(url).flushdb()
     command = [python, "-m", "pytest", "--durations=10", *args]
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(
@@ -171,8 +175,41 @@ def skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
+def admin_url(url: str) -> str:
+    """``url`` with the admin's credentials of an ACL-only run, else ``url`` itself: the tests' own housekeeping."""
+    admin = os.environ.get(ADMIN_VAR)
+    if not admin:
+        return url
+    parts, admin_parts = urlsplit(url), urlsplit(admin)
+    if (parts.hostname, parts.port) != (admin_parts.hostname, admin_parts.port):
+        return url  # a server of the test's own: no ACL user there
+    return urlunsplit(parts._replace(netloc=admin_parts.netloc))
+
+
+def admin_client(url: str | None = None, **options: Any) -> redis.Redis:
+    """A client for what a test does beside taskforge (flush, inspect, damage keys), as the admin in an ACL-only run."""
+    return redis.Redis.from_url(admin_url(url or REDIS_URL), **options)
+
+
+_inspectors: dict[str, redis.Redis] = {}
+
+
+def inspector(app: TaskForge) -> Any:
+    """The client a test reads an app's keys with (TTLs, key lists): the app's own, or the admin's in an ACL-only run.
+
+    The minimal user may run only what taskforge runs; a test's checks (``PTTL``,
+    ``KEYS``, ``FLUSHDB``) are not that. One client per URL, closed at the end of the run.
+    """
+    url = app.broker.url
+    if not os.environ.get(ADMIN_VAR) or not url.startswith(("redis://", "rediss://")):
+        return app.broker.client
+    if url not in _inspectors:
+        _inspectors[url] = admin_client(url)
+    return _inspectors[url]
+
+
 def real_redis_or_skip() -> redis.Redis:
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+    client = admin_client(socket_connect_timeout=2)
     try:
         client.ping()
     except redis.ConnectionError as exc:
@@ -251,6 +288,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    for client in _inspectors.values():
+        client.close()
     parallel.clean_up(config)
 
 

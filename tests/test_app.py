@@ -23,6 +23,7 @@ from taskforge import (
     TaskForge,
 )
 from taskforge.worker.runner import run_claim
+from tests.conftest import inspector
 
 LEASE = 30_000
 
@@ -35,7 +36,7 @@ def claim_one(app: TaskForge, queue: str = "default"):
 
 def nothing_stored(app: TaskForge, queue: str = "default") -> None:
     assert app.broker.inspection.counts(queue) == {"pending": 0, "scheduled": 0, "running": 0, "dead": 0}
-    assert app.broker.client.keys("taskforge:*job*") == []
+    assert inspector(app).keys("taskforge:*job*") == []
 
 
 # -- decorating ----------------------------------------------------------------

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from taskforge import ConfigurationError, JobState, TaskForge, TaskforgeError, current_job
+from tests.conftest import inspector
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -113,7 +114,7 @@ def test_drain_goes_on_past_a_corrupt_job_dead_lettered_at_the_claim(app: TaskFo
 
     corrupt = echo.delay(1)
     fine = echo.delay(2)
-    client = app.broker.client
+    client = inspector(app)
     [key] = [k for k in client.keys(f"*{corrupt.id}*") if b":job:" in k]
     client.hset(key, "payload", b"\xc1")  # no msgpack value starts with 0xc1
     assert [i.id for i in app.drain()] == [fine.id]

@@ -19,6 +19,7 @@ import pytest
 from taskforge import JobState, LeaseLost, TaskForge, current_job
 from taskforge.broker.keys import QueueKeys
 from taskforge.context import enter, leave
+from tests.conftest import inspector
 
 
 def test_a_retried_run_gets_a_finished_step_back_without_running_it(app: TaskForge) -> None:
@@ -172,7 +173,7 @@ def test_step_results_go_with_the_record(app: TaskForge) -> None:
     app.drain()
     key = QueueKeys("default").job(handle.id)
     assert app.broker.client.hget(key, "step:only") is not None
-    assert app.broker.client.pttl(key) > 0  # expires with the finished record
+    assert inspector(app).pttl(key) > 0  # expires with the finished record
 
 
 def test_sleep_ends_the_run_and_resumes_the_job_with_its_steps_and_attempts(app: TaskForge) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from taskforge import ConfigurationError, JobState, QueueFull, TaskForge
 from taskforge.broker.keys import QueueKeys
+from tests.conftest import inspector
 
 LEASE = 60_000
 
@@ -123,7 +124,7 @@ def test_an_idle_key_leaves_nothing_behind(app: TaskForge) -> None:
     while claims := claim(app, 4):
         finish(app, claims)
     app.broker.claims.reclaim("default")  # a worker's periodic reclaim sweeps idle keys' turn entries
-    client = app.broker.client
+    client = inspector(app)
     q = QueueKeys("default")
     left = sorted(k.decode() for k in client.keys(q.prefix + "*") if b":job:" not in k)
     per_key = [

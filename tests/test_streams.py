@@ -17,6 +17,7 @@ import pytest
 from taskforge import BrokerUnavailable, JobNotFound, JobState, LeaseLost, TaskForge, current_job
 from taskforge.broker.keys import QueueKeys
 from taskforge.errors import CorruptJob
+from tests.conftest import inspector
 from tests.test_durable_steps import claimed, running_as
 
 
@@ -166,7 +167,7 @@ def test_the_stream_lives_and_goes_with_the_record(app: TaskForge) -> None:
 
     done, dead = streamed.delay(False), streamed.delay(True)
     app.drain()
-    client, keys = app.broker.client, QueueKeys("default")
+    client, keys = inspector(app), QueueKeys("default")
     for handle in (done, dead):
         assert client.type(keys.stream(handle.id)) == b"stream"
         assert 0 < client.pttl(keys.stream(handle.id)) <= client.pttl(keys.job(handle.id)) + 1000
@@ -288,5 +289,5 @@ def test_a_stream_call_sent_again_after_a_lost_reply_writes_its_item_once(app: T
     assert steps.append("default", claim.id, claim.token, b"\xa1a", 1)
     assert steps.append("default", claim.id, claim.token, b"\xa1a", 1)  # the same call again
     assert steps.append("default", claim.id, claim.token, b"\xa1b", 2)
-    assert app.broker.client.xlen(QueueKeys("default").stream(handle.id)) == 2
+    assert inspector(app).xlen(QueueKeys("default").stream(handle.id)) == 2
     assert handle.info().stream_length == 2

@@ -15,7 +15,6 @@ import contextvars
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, cast
-from urllib.parse import urlsplit
 
 import redis
 import redis.asyncio as aioredis
@@ -27,7 +26,7 @@ from redis.backoff import ExponentialBackoff
 
 from ..errors import ConfigurationError
 from .compat import SERVER_TICK, block_timeout, hello_error
-from .connection import CONNECT_TIMEOUT, SCHEMES, SOCKET_TIMEOUT, quiet_handshake, redact
+from .connection import CONNECT_TIMEOUT, SOCKET_TIMEOUT, quiet_handshake, redact, url_scheme
 from .scaled import CLUSTER, SCALED_SCHEMES, SENTINEL, cluster_target, sentinel_target
 
 AsyncClient = aioredis.Redis | AsyncRedisCluster
@@ -92,12 +91,10 @@ def aconnect(url: str, memory: Any = None) -> AsyncClient:
     Nothing is sent yet: every client here connects on its first command, so
     building one never blocks the loop.
     """
-    scheme = urlsplit(url).scheme
+    scheme = url_scheme(url)
     shown = redact(url)
     if scheme == "memory":
         return _memory_client(memory)
-    if scheme not in SCHEMES:
-        raise ConfigurationError(f"broker URL {shown!r}: unknown scheme {scheme!r}")
     options: dict[str, Any] = {
         "socket_connect_timeout": CONNECT_TIMEOUT,
         "socket_timeout": SOCKET_TIMEOUT,
@@ -115,7 +112,7 @@ def aconnect(url: str, memory: Any = None) -> AsyncClient:
             return _sentinel_client(url, shown, options)
         return aioredis.Redis.from_url(url, **options)
     except ValueError as exc:
-        raise ConfigurationError(f"broker URL {shown!r} is invalid: {exc}") from None
+        raise ConfigurationError(f"broker URL {shown!r} is invalid: {redact(str(exc))}") from None
 
 
 def _memory_client(sync_client: Any) -> aioredis.Redis:

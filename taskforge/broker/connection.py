@@ -9,7 +9,6 @@ that opened it), and ``redis+cluster://`` and ``redis+sentinel://`` (see
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -24,6 +23,8 @@ from redis.retry import Retry
 
 from ..errors import BrokerUnavailable, ConfigurationError
 from .compat import MINIMUM_TEXT, unknown_command, version_check
+from .redaction import redact as redact  # every output path hides passwords through this one function
+from .redaction import unsafe_userinfo
 from .scaled import CLUSTER, SCALED_SCHEMES, SENTINEL, cluster_client, sentinel_client
 
 DEFAULT_URL = "redis://localhost:6379/0"
@@ -98,31 +99,42 @@ SCHEMES = ("redis", "rediss", "unix", "memory", *SCALED_SCHEMES)
 CONNECT_TIMEOUT = 3.0
 SOCKET_TIMEOUT = 10.0
 
-_PASSWORD = re.compile(r"(?P<scheme>[a-z+]+://)(?P<user>[^:@/]*):(?P<password>[^@/]*)@")
-_QUERY_PASSWORD = re.compile(r"(?P<key>[?&](?:ssl_)?password=)[^&#]*", re.IGNORECASE)
-
 
 def resolve_url(url: str | None) -> str:
     """The SPEC's order: the argument, else the environment variable, else localhost."""
     return url or os.environ.get(ENV_VAR) or DEFAULT_URL
 
 
-def redact(url: str) -> str:
-    """The URL with any password replaced by ``***``, for every message and log line."""
-    url = _PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:***@", url)
-    return _QUERY_PASSWORD.sub(lambda m: f"{m['key']}***", url)
+def url_scheme(url: str) -> str:
+    """The scheme of ``url`` (lower case), once the URL is known safe to parse; ConfigurationError if not.
 
-
-def connect(url: str) -> redis.Redis | redis.RedisCluster:
-    """A client for ``url``; raises ConfigurationError for an unusable URL."""
-    scheme = urlsplit(url).scheme
-    if scheme == "memory":
-        return _memory_client()
+    For the sync and the async client alike. A password holding an unescaped
+    ``/``, ``?`` or ``#`` is refused here, before a parser reads a piece of it
+    as a host or a port and names it in an error.
+    """
+    if unsafe_userinfo(url):
+        raise ConfigurationError(
+            f"broker URL {redact(url)!r} is invalid: its password (or user name) holds a '/', '?' or '#', "
+            "which ends the host part of a URL; write it %-escaped, as urllib.parse.quote(password, safe='') "
+            "does (an '@' after the host, in a query value, is written %40)"
+        )
+    try:
+        scheme = urlsplit(url).scheme
+    except ValueError as exc:
+        raise ConfigurationError(f"broker URL {redact(url)!r} is invalid: {redact(str(exc))}") from None
     if scheme not in SCHEMES:
         raise ConfigurationError(
             f"broker URL {redact(url)!r}: unknown scheme {scheme!r}; use one of "
             "redis://, rediss://, unix://, memory://, redis+cluster:// or redis+sentinel://"
         )
+    return scheme
+
+
+def connect(url: str) -> redis.Redis | redis.RedisCluster:
+    """A client for ``url``; raises ConfigurationError for an unusable URL."""
+    scheme = url_scheme(url)
+    if scheme == "memory":
+        return _memory_client()
     options: dict[str, object] = {
         "socket_connect_timeout": CONNECT_TIMEOUT,
         "socket_timeout": SOCKET_TIMEOUT,
@@ -141,7 +153,7 @@ def connect(url: str) -> redis.Redis | redis.RedisCluster:
             return sentinel_client(url, redact(url), options)
         return redis.Redis.from_url(url, **options)
     except ValueError as exc:
-        raise ConfigurationError(f"broker URL {redact(url)!r} is invalid: {exc}") from None
+        raise ConfigurationError(f"broker URL {redact(url)!r} is invalid: {redact(str(exc))}") from None
 
 
 def quiet_handshake(shown_url: str) -> dict[str, object]:

@@ -7,6 +7,13 @@ read the reply on one of its ``Connection`` objects. The hot scripts (every
 ``.delay()``, every claim) go this way on a plain or Sentinel client;
 redis-py still connects, authenticates, speaks TLS and follows a failover.
 
+A connection a thread keeps is connected again through its ``connect()``,
+as the pool connects one it hands out, never by ``send_packed_command`` on
+its own: on a Sentinel client ``connect()`` asks the sentinels where the
+master is now, while ``send_packed_command`` connects to the address the
+connection last had, after a failover the old master's (refused while it
+is down, read-only once it is back as a replica).
+
 What redis-py would have done on an error is kept: an error reply leaves
 the connection as it is (``NOSCRIPT``: the script is loaded and the call
 sent again through redis-py, ``connection.run_script``); a connection error
@@ -95,6 +102,8 @@ class Direct:
 
     def send(self, connection: Any, script: Any, keys: list[str], argv: list[Any]) -> Any:
         try:
+            if connection._sock is None:  # lost (or closed) since its last call: connected as the pool would
+                connection.connect()
             command = ("EVALSHA", script.sha, len(keys), *keys, *argv)
             packed = connection.pack_command(*command) if self.pack is None else [self.pack(command)]
             connection.send_packed_command(packed, check_health=False)

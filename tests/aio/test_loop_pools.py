@@ -21,6 +21,7 @@ import pytest
 import redis
 
 from taskforge import JobState, TaskForge, chain
+from tests.conftest import admin_client
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts through /proc")
 
@@ -63,7 +64,7 @@ def own_clients(admin: redis.Redis) -> int:
 
 @pytest.fixture
 def admin(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
+    client = admin_client(redis_url)
     yield client
     client.close()
 

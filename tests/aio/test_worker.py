@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from taskforge import JobState, TaskForge, chain
+from tests.conftest import admin_client
 from tests.worker.conftest import Worker, free_port, stop_workers, wait_for
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -119,7 +120,7 @@ def double(x):
 
 @pytest.fixture
 def side(redis_url: str) -> redis.Redis:
-    return redis.Redis.from_url(redis_url)
+    return admin_client(redis_url)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import redis
 from taskforge import TaskForge
 from taskforge.broker.connection import resends
 from taskforge.broker.direct import Direct, hiredis_pack
+from tests.conftest import admin_client
 
 pytestmark = pytest.mark.redis
 
@@ -44,12 +45,14 @@ def test_a_thread_gives_its_connection_back_when_it_ends(app: TaskForge) -> None
 def close_this_threads_connection(app: TaskForge, admin: redis.Redis) -> None:
     """Have the server close the connection this thread keeps (and no other test's)."""
     connection = app.broker.scripts._direct.connection()  # noqa: SLF001
-    connection.send_command("CLIENT", "ID")
-    admin.client_kill_filter(_id=connection.read_response())
+    # Found by its address in the admin's CLIENT LIST: the connection's own user may not run CLIENT ID.
+    host, port = connection._sock.getsockname()[:2]  # noqa: SLF001
+    (client,) = [c for c in admin.client_list() if c["addr"] == f"{host}:{port}"]
+    admin.client_kill_filter(_id=client["id"])
 
 
 def test_a_call_whose_connection_was_closed_goes_again_as_redis_py_would(app: TaskForge, redis_url: str) -> None:
-    admin = redis.Redis.from_url(redis_url)
+    admin = admin_client(redis_url)
 
     @app.task
     def noop():
@@ -100,7 +103,7 @@ def test_threads_keep_at_most_half_the_pools_connections(redis_url: str) -> None
 @pytest.mark.parametrize("encoding", ["utf-8", "latin-1"])
 def test_a_call_carries_text_as_the_clients_encoding_says(redis_url: str, encoding: str) -> None:
     # UTF-8 is packed by hiredis in one call; another encoding goes through redis-py's packer.
-    client = redis.Redis.from_url(redis_url, encoding=encoding)
+    client = admin_client(redis_url, encoding=encoding)
     try:
         direct = Direct(client)
         # Without hiredis (it is in the "fast" extra) redis-py packs every call.

@@ -15,9 +15,9 @@ import queue as stdlib_queue
 from typing import Any
 
 import pytest
-import redis
 
 from taskforge import QueueFull, TaskForge
+from tests.conftest import admin_client
 
 pytestmark = pytest.mark.redis
 
@@ -88,7 +88,7 @@ def test_eight_processes_never_overshoot_max_size(redis_url: str, batch: int) ->
     # More than one process got a slot (the bound guarantees it): they wrote side by side.
     assert sum(1 for _, ids, _, _ in reports if ids) > 1
 
-    client = redis.Redis.from_url(redis_url)
+    client = admin_client(redis_url)
     prefix = f"taskforge:{{{QUEUE}}}:"
     assert client.zcard(prefix + "pending") == expected
     assert client.zcard(prefix + "scheduled") == client.zcard(prefix + "running") == 0

@@ -37,6 +37,7 @@ from taskforge import TaskForge
 from taskforge.broker.keys import QueueKeys, search_index
 from taskforge.broker.queue import Claim, NewJob, new_token
 from taskforge.serialization import dumps_call
+from tests.conftest import inspector
 
 from .lost_reply import lose_reply
 
@@ -386,7 +387,7 @@ class QueueMachine(RuleBasedStateMachine):
     @invariant()
     def redis_matches_model(self) -> None:
         ids = sorted(self.jobs)
-        pipe = self.broker.client.pipeline(transaction=False)
+        pipe = inspector(self.app).pipeline(transaction=False)
         for key in (KEYS.pending, KEYS.scheduled, KEYS.running):
             pipe.zrange(key, 0, -1, withscores=True)
         pipe.zrange(KEYS.dead, 0, -1)
@@ -455,7 +456,7 @@ def test_queue_matches_model(broker_url: str) -> None:
         if shared is None:  # memory:// is private to its app: a new one is a new, empty Redis
             app = TaskForge("model", broker="memory://")
         else:
-            shared.broker.client.flushdb()
+            inspector(shared).flushdb()
             app = shared
         if "model.job" not in app.tasks:
             app.task(name="model.job", queue=QUEUE)(lambda *args: None)

@@ -11,6 +11,7 @@ import pytest
 
 from taskforge import JobNotFound, JobState, Priority, QueueFull, TaskFailed, TaskForge
 from taskforge.broker.keys import QueueKeys
+from tests.conftest import inspector
 
 LEASE = 30_000
 
@@ -267,10 +268,10 @@ def test_retention_applies_to_finished_jobs_only(app: TaskForge) -> None:
 
     handle = job.delay()
     key = QueueKeys("default").job(handle.id)
-    assert app.broker.client.pttl(key) == -1
+    assert inspector(app).pttl(key) == -1
     claim = claim_one(app)
     app.broker.claims.succeed("default", claim.id, claim.token, b"\xc0")
-    assert 0 < app.broker.client.pttl(key) <= 86_400_000
+    assert 0 < inspector(app).pttl(key) <= 86_400_000
 
 
 @pytest.mark.parametrize("where", ["memory", "redis"])
@@ -329,7 +330,7 @@ def test_purge_and_clear(app: TaskForge) -> None:
     assert app.broker.inspection.counts("default") == {"pending": 0, "scheduled": 0, "running": 0, "dead": 0}
     job.delay()
     assert app.broker.cleanup.clear("default") >= 1
-    assert app.broker.client.keys("taskforge:{default}:*") == []
+    assert inspector(app).keys("taskforge:{default}:*") == []
 
 
 def test_app_job_finds_the_queue(app: TaskForge) -> None:

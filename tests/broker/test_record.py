@@ -16,7 +16,6 @@ from importlib import resources
 from typing import Any
 
 import pytest
-import redis
 
 from taskforge.broker import calls
 from taskforge.broker.keys import QueueKeys
@@ -39,6 +38,7 @@ from taskforge.broker.record import (
 from taskforge.broker.scripts import Scripts
 from taskforge.job import FailureKind, JobInfo, JobState, Priority
 from taskforge.serialization import dumps, dumps_call
+from tests.conftest import admin_client
 
 LUA = resources.files("taskforge.broker").joinpath("lua")
 # Lowercase string literals in the Lua that are not job fields, and why.
@@ -251,7 +251,7 @@ def test_job_info_has_exactly_the_declared_attributes() -> None:
 
 def test_a_job_travels_as_declared(redis_url: str) -> None:
     """Through the real scripts: every stored slot lands in its field, and the claim row holds what ClaimRow says."""
-    client = redis.Redis.from_url(redis_url)
+    client = admin_client(redis_url)
     scripts = Scripts(client)
     q = QueueKeys("contract")
     job = NewJob(

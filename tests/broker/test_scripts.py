@@ -6,9 +6,9 @@ import re
 from importlib import resources
 
 import pytest
-import redis
 
 from taskforge.broker.scripts import SCRIPT_NAMES, _lib_chunks, script_source
+from tests.conftest import admin_client
 
 LIB = resources.files("taskforge.broker").joinpath("lua", "_lib.lua").read_text(encoding="utf-8")
 LIB_NAMES = {name for name, _ in _lib_chunks(LIB)}
@@ -40,6 +40,6 @@ def test_small_scripts_leave_the_hot_path_helpers_out() -> None:
 
 
 def test_every_assembled_script_compiles_in_redis(redis_url: str) -> None:
-    client = redis.Redis.from_url(redis_url)
+    client = admin_client(redis_url)
     for name in SCRIPT_NAMES:
         assert client.script_load(script_source(name))

@@ -25,6 +25,7 @@ from taskforge.broker.keys import QueueKeys
 from taskforge.broker.queue import NewJob
 from taskforge.broker.scripts import SCRIPT_NAMES, script_source
 from taskforge.serialization import dumps_call, dumps_result
+from tests.conftest import admin_client
 
 END = "taskforge-single-slot-end"
 PROBE = "taskforge-single-slot-probe"
@@ -65,9 +66,9 @@ def monitored(url: str) -> Iterator[list[tuple[str, list[bytes]]]]:
     MONITOR shows every database: the other tests running beside this one use others.
     """
     seen: list[tuple[str, list[bytes]]] = []
-    db = redis.Redis.from_url(url).connection_pool.connection_kwargs.get("db", 0)
+    db = admin_client(url).connection_pool.connection_kwargs.get("db", 0)
     end = f"{END}-{uuid.uuid4().hex}"
-    monitor = redis.Redis.from_url(url).monitor()
+    monitor = admin_client(url).monitor()
     monitor.__enter__()
     done = threading.Event()
 
@@ -85,7 +86,7 @@ def monitored(url: str) -> Iterator[list[tuple[str, list[bytes]]]]:
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    client = redis.Redis.from_url(url)
+    client = admin_client(url)
     for name in SCRIPT_NAMES:  # no NOSCRIPT round in the log
         client.script_load(script_source(name))
     client.register_script(PROBE_SCRIPT)(keys=[PROBE])
@@ -287,13 +288,13 @@ def test_every_key_every_script_touches_carries_the_queue_hash_tag(redis_url: st
     runs = ran_scripts(seen)
     assert {name for name, _, _ in runs} - set(SCRIPT_NAMES) == {"probe"}
     assert {name for name, _, _ in runs} >= set(SCRIPT_NAMES), "the workload must run every script"
-    found, checked = untagged(redis.Redis.from_url(redis_url), runs)
+    found, checked = untagged(admin_client(redis_url), runs)
     assert found == []
     assert checked > 100
 
 
 def test_the_check_catches_a_key_without_the_tag(redis_url: str) -> None:
-    client = redis.Redis.from_url(redis_url)
+    client = admin_client(redis_url)
     stray = client.register_script("redis.call('HSET', KEYS[1], 'a', 1) redis.call('GET', ARGV[1]) return 1")
     with monitored(redis_url) as seen:
         stray(keys=[QueueKeys("q").pending], args=["taskforge:q:x"])

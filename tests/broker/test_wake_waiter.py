@@ -6,17 +6,17 @@ import threading
 import time
 
 import pytest
-import redis
 
 from taskforge.broker import slots
 from taskforge.broker.slots import WakeWaiter
+from tests.conftest import admin_client
 
 pytestmark = [pytest.mark.redis]
 
 
 def test_a_pop_that_ends_empty_does_not_end_the_wait(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(slots, "POP_BLOCK", 0.2)  # each pop ends empty well before the wait's timeout
-    client = redis.Redis.from_url(redis_url)
+    client = admin_client(redis_url)
     keys = ["taskforge:{waiter-a}:wake", "taskforge:{waiter-b}:wake"]
     client.delete(*keys)
     waiter = WakeWaiter(client, [[keys[0]], [keys[1]]])

@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import redis
 from click.testing import CliRunner
 
 from taskforge import JobState, TaskForge
 from taskforge.cli import main
+from tests.conftest import admin_client, admin_url
 
 from ..worker.conftest import wait_for
 from .conftest import one_line_error
@@ -62,7 +62,7 @@ def receipt(email):
 def shop_app(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, object]]:
     """The app's module in a directory of its own, importable here too, and a producer; no worker yet."""
     (tmp_path / "shopapp.py").write_text(SHOP_APP)
-    env = {**os.environ, "TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": redis_url}
+    env = {**os.environ, "TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": admin_url(redis_url)}
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("TASKFORGE_BROKER_URL", redis_url)
@@ -165,7 +165,7 @@ def test_a_cursor_of_another_query_is_refused(shop_app: dict[str, object]) -> No
 
 
 def test_bulk_retry_runs_every_dead_match_again_once(shop: dict[str, object], redis_url: str) -> None:
-    side = redis.Redis.from_url(redis_url)
+    side = admin_client(redis_url)
     refused = run_process(shop, "--state", "dead", "--retry")  # no terminal, no --yes: nothing changes
     assert refused.returncode == 2 and "--yes" in refused.stderr
     assert len(listed(shop, "--state", "dead")["jobs"]) == 3  # type: ignore[arg-type]

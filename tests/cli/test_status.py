@@ -11,6 +11,7 @@ from datetime import datetime
 import pytest
 
 from taskforge import Priority, TaskForge
+from tests.conftest import admin_url
 from tests.worker.conftest import wait_for
 
 from . import helpers
@@ -97,7 +98,7 @@ def test_live_worker_is_listed(start_worker, workdir, redis_url: str) -> None:
     worker = start_worker("-c", "2", "--visibility-timeout", "3")
     producer = TaskForge("producer", broker=redis_url)
     assert producer.send("userapp.record", "s").result(timeout=20) == 1
-    env = {"TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": redis_url}
+    env = {"TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": admin_url(redis_url)}
 
     def listed() -> dict | None:
         out = subprocess.run(

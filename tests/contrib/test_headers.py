@@ -11,10 +11,11 @@ import pytest
 from taskforge import JobState, TaskForge, chain, current_job, group
 from taskforge.errors import SerializationError
 from taskforge.sending import Outgoing
+from tests.conftest import inspector
 
 
 def job_key(app: TaskForge, job_id: str) -> bytes:
-    [key] = [k for k in app.broker.client.keys(f"*{job_id}*") if b":job:" in k]
+    [key] = [k for k in inspector(app).keys(f"*{job_id}*") if b":job:" in k]
     return key
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from taskforge import TaskForge
+from tests.conftest import admin_url
 
 from ..conftest import skip_or_fail
 from ..worker.conftest import Worker, stop, wait_for
@@ -71,7 +72,7 @@ class Dashboard:
     def __init__(self, cwd: Path, url: str, args: list[str], log: Path) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "TASKFORGE_BROKER_URL": url, "SIDE_REDIS": url, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "TASKFORGE_BROKER_URL": url, "SIDE_REDIS": admin_url(url), "PYTHONUNBUFFERED": "1"}
         env.pop("TASKFORGE_DASHBOARD_AUTH", None)
         self.log_path = log
         self.log = log.open("ab")

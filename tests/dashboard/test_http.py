@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 import pytest
 
 from taskforge import JobState, TaskForge
+from tests.conftest import admin_url
 
 from .conftest import http
 
@@ -28,7 +29,7 @@ def dead_job(producer: TaskForge, queue: str = "default") -> str:
 
 
 def run_cli(workdir, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {"TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": redis_url, "PATH": "/usr/bin:/bin"}
+    env = {"TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": admin_url(redis_url), "PATH": "/usr/bin:/bin"}
     if "PYTHONPATH" in os.environ:  # the taskforge under test, when it is not the one installed
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return subprocess.run(
@@ -161,7 +162,16 @@ def test_a_malformed_auth_is_a_usage_error(workdir, redis_url: str) -> None:
 def test_the_benchmark_script_runs(redis_url: str) -> None:
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run(
-        [sys.executable, "benchmarks/dashboard.py", "--jobs", "300", "--requests", "2", "--redis", redis_url],
+        [
+            sys.executable,
+            "benchmarks/dashboard.py",
+            "--jobs",
+            "300",
+            "--requests",
+            "2",
+            "--redis",
+            admin_url(redis_url),
+        ],
         cwd=root,
         capture_output=True,
         text=True,

@@ -5,11 +5,11 @@ result fails its job (in a real worker) instead of growing Redis.
 from __future__ import annotations
 
 import pytest
-import redis
 
 from taskforge import JobState, SerializationError, TaskFailed, TaskForge
 from taskforge.app import DEFAULT_MAX_JOB_SIZE
 from taskforge.serialization import dumps_call
+from tests.conftest import admin_client
 
 MIB = 1024 * 1024
 LIMIT = 4096
@@ -119,7 +119,7 @@ def test_the_limit_covers_the_whole_job_not_only_its_arguments() -> None:
 def test_an_oversized_result_fails_the_job_and_is_not_stored(start_worker, redis_url: str) -> None:
     worker = start_worker("-c", "1", "-q", "fuzz")
     producer = TaskForge("producer", broker=redis_url)
-    client = redis.Redis.from_url(redis_url)
+    client = admin_client(redis_url)
     # The worker's app has the default limit of 16 MiB; the producer does not know the task.
     handle = producer.task_for("big_result").with_options(queue="fuzz").delay(17 * MIB)
     with pytest.raises(TaskFailed) as caught:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from taskforge import status
 
 from .load import producer, results, spread, through_failover
-from .servers import client, wait_until
+from .senders import sending
+from .servers import HOST, client, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -43,3 +46,45 @@ def test_killed_master_fails_over_and_work_goes_on(sentinel, start_worker) -> No
     stalled = through_failover(sentinel.url, lambda: sentinel.kill(victim), recover)
     print(f"sentinel failover: longest enqueue {stalled:.2f} s")
     assert all(w.proc.poll() is None for w in workers), "workers kept running through the failover"
+
+
+def replica_again(port: int) -> float:
+    """Once the node at ``port`` replicates the new master: when that was."""
+    wait_until(lambda: client(port).info("replication").get("master_link_status") == "up", 30, "a replica again")
+    return time.monotonic()
+
+
+def test_producers_made_before_a_failover_send_to_the_new_master(sentinel) -> None:
+    """Sync and async, plain and replicated: every send goes through, those after it to the new master.
+
+    A thread's own connection for the hot scripts (``broker/direct.py``)
+    once connected again to the address it had, the dead master's, for the
+    30 s an enqueue retries, then raised ``BrokerUnavailable``.
+    """
+    heir = sentinel.standby()
+    victim = sentinel.current_master()
+    with sending(sentinel.url) as senders:
+        sentinel.kill(victim)
+        wait_until(lambda: sentinel.current_master() == heir, 30, "the sentinels to promote the replica")
+        promoted = time.monotonic()
+        # The old master stays down a while: plain enqueues go on to the new one meanwhile.
+        senders.wait_for(senders.plain, promoted)
+        # Back as a replica: replicated enqueues, which waited for one to confirm them, go on.
+        sentinel.restart(victim, "--replicaof", HOST, str(heir))
+        whole = replica_again(victim)
+        senders.wait_for(senders.all, whole)
+    for sender in senders.all:
+        senders.check(sender, promoted if sender in senders.plain else whole, heir)
+
+
+def test_producers_made_before_a_coordinated_failover_send_to_the_new_master(sentinel) -> None:
+    """``SENTINEL FAILOVER``: the old master lives on as a replica, its scripts loaded, and answers READONLY."""
+    heir = sentinel.standby()
+    old = sentinel.current_master()
+    with sending(sentinel.url) as senders:
+        client(sentinel.sentinels[0]).execute_command("SENTINEL", "FAILOVER", sentinel.SERVICE)
+        wait_until(lambda: sentinel.current_master() == heir, 30, "the sentinels to promote the replica")
+        whole = replica_again(old)
+        senders.wait_for(senders.all, whole)
+    for sender in senders.all:
+        senders.check(sender, whole, heir)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import secrets
+import traceback
+
 import pytest
 
-from taskforge import TaskForge
+from taskforge import TaskForge, status
+from taskforge.broker.connection import redact
 from taskforge.errors import BrokerUnavailable, ConfigurationError
 
 from .servers import free_ports
@@ -48,3 +53,27 @@ def test_nobody_listening_is_broker_unavailable_naming_the_url(template: str) ->
         TaskForge("x", broker=url).broker.ping()
     message = str(caught.value)
     assert url.replace("hunter2", "***") in message and "hunter2" not in message
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("kind", ["sentinel", "cluster"])
+@pytest.mark.parametrize(
+    "credentials",
+    ["default:p@ss{mark}:w@", ":{mark}@x,y:z@", "default:{mark}%2F%40@"],
+    ids=["at-colon", "password-only-at-comma", "escapes"],
+)
+def test_real_scaled_sets_never_show_the_password(request: pytest.FixtureRequest, kind: str, credentials: str) -> None:
+    """Upper-case schemes and hard passwords against the real sets (whose default user takes any
+    password): ``status`` and ``repr(app)`` show the URL without it, and so does an error."""
+    servers = request.getfixturevalue(kind)
+    mark = secrets.token_hex(5)
+    scheme, rest = servers.url.split("://", 1)
+    url = f"{scheme.upper()}://{credentials.format(mark=mark)}{rest}"
+    app = TaskForge("x", broker=url)
+    shown = json.dumps(status.status(app).to_dict()) + repr(app)
+    assert mark not in shown and redact(url) in shown and rest in redact(url), shown
+    broken = url + "/3" if kind == "cluster" else url.replace(f"/{servers.SERVICE}", "/nosuchservice")
+    with pytest.raises((BrokerUnavailable, ConfigurationError)) as caught:
+        TaskForge("x", broker=broken).broker.ping()
+    text = "".join(traceback.format_exception(caught.value))
+    assert mark not in text and redact(broken) in text, text

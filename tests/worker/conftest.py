@@ -20,6 +20,7 @@ import pytest
 import redis
 
 from taskforge import JobState, TaskForge
+from tests.conftest import admin_client, admin_url
 
 HERE = Path(__file__).parent
 USER_APPS = ("userapp.py", "featureapp.py", "logapp.py")
@@ -72,7 +73,7 @@ class Worker:
     """One ``taskforge worker`` command, started in its own session."""
 
     def __init__(self, cwd: Path, url: str, args: list[str], log: Path, app: str = "userapp:app") -> None:
-        env = {**os.environ, "TASKFORGE_BROKER_URL": url, "SIDE_REDIS": url, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "TASKFORGE_BROKER_URL": url, "SIDE_REDIS": admin_url(url), "PYTHONUNBUFFERED": "1"}
         self.log_path = log
         self.log = log.open("ab")
         self.proc = subprocess.Popen(
@@ -123,7 +124,7 @@ class Worker:
 @pytest.fixture
 def side(redis_url: str) -> redis.Redis:
     """Where user tasks record their runs: the test Redis, under side:* keys."""
-    return redis.Redis.from_url(redis_url)
+    return admin_client(redis_url)
 
 
 @pytest.fixture

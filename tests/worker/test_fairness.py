@@ -17,6 +17,7 @@ import pytest
 
 from taskforge import JobState, TaskForge
 from taskforge.broker import workers
+from tests.conftest import admin_url
 
 from ..intervals import most_at_once
 from .conftest import final, wait_for
@@ -106,7 +107,7 @@ def test_held_jobs_show_in_status_and_job_with_the_reason(start_worker, redis_ur
         done = subprocess.run(
             [sys.executable, "-m", "taskforge", *args],
             cwd=workdir,
-            env={**os.environ, "TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": redis_url},
+            env={**os.environ, "TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": admin_url(redis_url)},
             capture_output=True,
             text=True,
             timeout=60,

@@ -7,9 +7,9 @@ import signal
 import time
 
 import pytest
-import redis
 
 from taskforge import JobState
+from tests.conftest import admin_client, admin_url, inspector
 
 from .conftest import wait_for
 
@@ -40,7 +40,7 @@ def test_each_periodic_tick_is_enqueued_once_by_three_workers(start_worker, side
     for worker in workers:
         assert worker.wait(30) == 0
     runs = [r.decode() for r in side.lrange("side:ticks", 0, -1)]
-    client = redis.Redis.from_url(redis_url)
+    client = admin_client(redis_url)
     ticks = {
         int(k.decode().rsplit(":", 1)[1]): client.get(k).decode()
         for k in client.scan_iter("taskforge:{default}:tick:featureapp.every_second:*")
@@ -56,7 +56,7 @@ def _enqueue_unique(workdir: str, url: str, barrier, out) -> None:
     import os
     import sys
 
-    os.environ["TASKFORGE_BROKER_URL"] = os.environ["SIDE_REDIS"] = url
+    os.environ["TASKFORGE_BROKER_URL"], os.environ["SIDE_REDIS"] = url, admin_url(url)
     sys.path.insert(0, workdir)
     import featureapp
 
@@ -85,7 +85,7 @@ def test_unique_lock_of_a_killed_worker_lasts_only_its_ttl(start_worker, side, f
     wait_for(lambda: side.llen("side:k"), 30, "the unique job to start")
     worker.signal(signal.SIGKILL)
     worker.wait(10)
-    client = features.app.broker.client
+    client = inspector(features.app)
     [lock] = list(client.scan_iter("taskforge:{default}:unique:*"))
     remaining = client.pttl(lock) / 1000
     assert 0 < remaining <= 8

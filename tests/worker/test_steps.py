@@ -14,6 +14,7 @@ import time
 import pytest
 
 from taskforge import JobState
+from tests.conftest import admin_url
 
 from .conftest import final, wait_for
 
@@ -72,8 +73,8 @@ import redis
 
 from taskforge import TaskForge
 
-url, job_id = sys.argv[1], sys.argv[2]
-side = redis.Redis.from_url(url)
+url, side_url, job_id = sys.argv[1], sys.argv[2], sys.argv[3]
+side = redis.Redis.from_url(side_url)
 app = TaskForge("reader", broker=url)
 for item in app.job(job_id).stream(timeout=30):
     side.rpush("side:r:items", item["n"])
@@ -89,7 +90,9 @@ def test_a_reader_in_another_process_sees_every_item_while_the_job_runs(
     reader = tmp_path / "reader.py"
     reader.write_text(READER)
     # the job writes item n only once this reader has item n-1: it reads them while the job runs
-    done = subprocess.run([sys.executable, str(reader), redis_url, handle.id], timeout=90, capture_output=True)
+    done = subprocess.run(
+        [sys.executable, str(reader), redis_url, admin_url(redis_url), handle.id], timeout=90, capture_output=True
+    )
     assert done.returncode == 0, done.stderr.decode()
     assert [int(n) for n in side.lrange("side:r:items", 0, -1)] == list(range(450))
     assert final(handle) is JobState.SUCCEEDED and handle.info().stream_length == 450
@@ -100,7 +103,7 @@ def test_a_reader_in_another_process_sees_every_item_while_the_job_runs(
         return [item["n"] async for item in handle.astream(timeout=5)]
 
     assert asyncio.run(late_async()) == list(range(450))
-    env = {**os.environ, "TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": redis_url}
+    env = {**os.environ, "TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": admin_url(redis_url)}
     text, as_json = (
         subprocess.run(
             [sys.executable, "-m", "taskforge", "job", "userapp:app", handle.id, *extra],

@@ -13,6 +13,7 @@ import redis
 
 from taskforge import JobState, TaskForge
 from taskforge.job import FailureKind
+from tests.conftest import admin_client
 from tests.worker.conftest import Worker, stop_workers, wait_for
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -82,7 +83,7 @@ async def asoft(key):
 
 @pytest.fixture
 def side(redis_url: str) -> redis.Redis:
-    return redis.Redis.from_url(redis_url)
+    return admin_client(redis_url)
 
 
 @pytest.fixture

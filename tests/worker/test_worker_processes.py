@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from taskforge import JobState, TaskForge
+from tests.conftest import admin_client, admin_url
 
 from .conftest import final, free_port, wait_for
 
@@ -202,7 +203,7 @@ def test_redis_restart_under_a_running_worker(start_worker, tmp_path: Path) -> N
     ]
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
     try:
-        client = redis.Redis.from_url(url)
+        client = admin_client(url)
         wait_for(lambda: _pings(client), 10, "private redis to start")
         producer = TaskForge("producer", broker=url)
         worker = start_worker("-c", "1", url=url)
@@ -244,7 +245,7 @@ def test_bad_app_exits_2_with_one_line(spec: str, workdir: Path, redis_url: str)
         capture_output=True,
         text=True,
         timeout=30,
-        env={"TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": redis_url, "PATH": "/usr/bin"},
+        env={"TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": admin_url(redis_url), "PATH": "/usr/bin"},
     )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()

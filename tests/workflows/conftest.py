@@ -20,6 +20,7 @@ import redis
 from taskforge import TaskForge
 from taskforge.broker import Broker
 from taskforge.broker.connection import connect
+from tests.conftest import admin_client
 
 from ..conftest import REDIS_URL, real_redis_or_skip
 from ..worker.conftest import Worker, stop_workers, wait_for
@@ -98,7 +99,7 @@ def live_app(module_redis: str, worker: Worker) -> Iterator[TaskForge]:
 
 @pytest.fixture(scope="module")
 def side(module_redis: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(module_redis)
+    client = admin_client(module_redis)
     yield client
     client.close()
 

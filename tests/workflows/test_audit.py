@@ -16,6 +16,7 @@ from taskforge.broker.workflows import StepReport
 from taskforge.serialization import dumps_result
 from taskforge.worker import reconcile
 from taskforge.workflows.delivery import step_id
+from tests.conftest import inspector
 
 
 @pytest.fixture
@@ -65,7 +66,7 @@ def test_an_ended_workflow_still_listed_as_running_is_settled(flows: TaskForge) 
     done = chain(add.s(1, 2), add.s(10)).delay()
     flows.drain()
     assert done.result(timeout=5) == 13
-    client = flows.broker.client
+    client = inspector(flows)
     client.zadd(workflow_index("running"), {done.id: 1})  # as if its settling was lost
     assert reconcile.Reconciler(flows.broker, [add.queue]).audit() == 1
     assert client.zscore(workflow_index("running"), done.id) is None

@@ -18,6 +18,7 @@ import redis
 
 from taskforge import JobState, TaskFailed, TaskForge, WorkflowInfo, WorkflowState, chain, group
 from taskforge.job import FailureKind
+from tests.conftest import admin_url
 
 from . import wfapp
 from .conftest import APP_SPEC, REPO, RESULT_TIMEOUT, Gate, runs, wait_for
@@ -179,7 +180,7 @@ def test_the_workflow_command_shows_a_dead_workflow(live_app: TaskForge, module_
 
 
 def taskforge_command(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TASKFORGE_BROKER_URL": url, "SIDE_REDIS": url}
+    env = {**os.environ, "TASKFORGE_BROKER_URL": url, "SIDE_REDIS": admin_url(url)}
     return subprocess.run(
         [sys.executable, "-m", "taskforge", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
     )
