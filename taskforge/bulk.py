@@ -44,10 +44,20 @@ def applicable(q: Query, action: str) -> Query | None:
     return q.narrowed(ACTIONS[action])
 
 
-def count(app: TaskForge, q: Query, action: str) -> int:
-    """How many jobs ``action`` would change now (what a confirmation shows)."""
+def count(app: TaskForge, q: Query, action: str, at_most: int | None = None) -> int:
+    """How many jobs ``action`` would change now (what a confirmation shows).
+
+    With ``at_most``, counting stops as soon as the count passes it (the
+    answer is then more than ``at_most``, not the total): a page that asks
+    before acting does bounded work however many jobs match.
+    """
     kept = applicable(q, action)
-    return 0 if kept is None else sum(len(found) for found in every_match(app, kept, PURGE_SLICE))
+    total = 0
+    for found in every_match(app, kept, PURGE_SLICE) if kept is not None else ():
+        total += len(found)
+        if at_most is not None and total > at_most:
+            break
+    return total
 
 
 def apply(app: TaskForge, q: Query, action: str, progress: Callable[[int], None] | None = None) -> int:

@@ -24,6 +24,7 @@ import sys
 
 from .context import current_job
 from .errors import TaskforgeError
+from .printable import printable
 
 __all__ = ["ENV_VAR", "JobContextFilter", "configure_logging", "job_context_enabled"]
 
@@ -43,7 +44,9 @@ class JobContextFilter(logging.Filter):
         except TaskforgeError:  # not inside a job
             job_id = task = tag = ""
         else:
-            job_id, task, tag = job.id, job.task, f"{job.task}[{job.id}]: "
+            # A task name can hold any character: escaped, it cannot forge a line of the log.
+            job_id, task = printable(job.id), printable(job.task)
+            tag = f"{task}[{job_id}]: "
         for name, value in (("job_id", job_id), ("task", task), ("job", tag)):
             if not hasattr(record, name):
                 setattr(record, name, value)

@@ -20,13 +20,15 @@ from ..app import TaskForge
 from ..broker.connection import redact
 from ..errors import AppNotFound, BrokerUnavailable, ConfigurationError, TaskforgeError
 from ..loader import load_app
+from ..printable import printable
 
 USAGE = 2
 FAILURE = 1
 
 
 def fail(message: str, code: int = FAILURE) -> NoReturn:
-    click.echo(f"Error: {message}", err=True)
+    """``Error: message`` on stderr, control characters escaped (a message may quote a name), and exit ``code``."""
+    click.echo(f"Error: {printable(message, lines=True)}", err=True)
     sys.exit(code)
 
 

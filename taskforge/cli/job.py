@@ -10,6 +10,7 @@ import click
 
 from ..errors import JobNotFound
 from ..job import JobInfo, JobState
+from ..printable import printable
 from ..status import job_to_json, jsonable
 from .common import USAGE, cli_errors, fail, open_app
 
@@ -79,9 +80,9 @@ def job(app: str, job_id: str, as_json: bool) -> None:
 def format_job(info: JobInfo) -> str:
     data = info.to_dict()
     rows = [
-        ("id", info.id),
-        ("task", info.task),
-        ("queue", info.queue),
+        ("id", printable(info.id)),
+        ("task", printable(info.task)),
+        ("queue", printable(info.queue)),
         ("state", click.style(info.state.value, fg=STATE_COLOURS.get(info.state), bold=True)),
         ("priority", data["priority"]),
         ("attempts", f"{info.attempts} of {info.max_attempts}"),
@@ -93,10 +94,10 @@ def format_job(info: JobInfo) -> str:
         ("kwargs", repr(info.kwargs)),
     ]
     if info.key is not None:
-        rows.append(("key", info.key))
+        rows.append(("key", printable(info.key)))
     if info.held is not None:
-        rows.append(("held back", click.style(info.held, fg="yellow")))
-    rows += [(f"header {name}", value) for name, value in info.headers.items()]
+        rows.append(("held back", click.style(printable(info.held), fg="yellow")))
+    rows += [(f"header {printable(name)}", printable(value)) for name, value in info.headers.items()]
     rows += [(f"step {name}", repr(value)) for name, value in info.steps.items()]
     if info.stream_length:
         rows.append(("stream", f"{info.stream_length} items (JobHandle.stream() reads them)"))
@@ -109,11 +110,11 @@ def format_job(info: JobInfo) -> str:
     if info.failure is not None:
         rows.append(("failure", click.style(info.failure.value, fg="red")))
     if info.error_type:
-        rows.append(("error_type", click.style(info.error_type, fg="red")))
+        rows.append(("error_type", click.style(printable(info.error_type), fg="red")))
     if info.error:
-        rows.append(("error", click.style(info.error, fg="red")))
+        rows.append(("error", click.style(printable(info.error, lines=True), fg="red")))
     # one space at least: "progress meta" and header names are longer than the column
     lines = [f"{click.style(name.ljust(12), bold=True)} {value}" for name, value in rows]
     if info.traceback:
-        lines += [click.style("traceback", bold=True), info.traceback.rstrip()]
+        lines += [click.style("traceback", bold=True), printable(info.traceback.rstrip(), lines=True)]
     return "\n".join(lines)

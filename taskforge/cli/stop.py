@@ -14,6 +14,7 @@ import click
 
 from ..handle import JobHandle
 from ..job import JobState
+from ..printable import printable
 from .common import FAILURE, cli_errors, fail, open_app
 from .job import missing_is_usage
 
@@ -42,7 +43,7 @@ Example:
 
 
 def describe(handle: JobHandle[Any]) -> str:
-    return f"job {handle.id} ({handle.info().task}, queue {handle.queue})"
+    return f"job {printable(handle.id)} ({printable(handle.info().task)}, queue {handle.queue})"
 
 
 def too_late(handle: JobHandle[Any], state: JobState, advice: str) -> None:

@@ -2,6 +2,9 @@
 
 Cells are padded before they are styled, so colour codes (written only to a
 terminal: ``click.echo`` strips them otherwise) never break the alignment.
+Every cell's text goes through ``printable``: a task name, key or queue
+holding a newline or an escape sequence shows it escaped, and can neither
+add a row nor drive the terminal.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import click
+
+from ..printable import printable
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,7 @@ def count(value: int, fg: str) -> Cell:
 
 
 def render(headers: Sequence[str], rows: Sequence[Sequence[Cell]]) -> str:
+    rows = [[Cell(printable(c.text), c.fg, c.bold, c.right) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         for i, c in enumerate(row):

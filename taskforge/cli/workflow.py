@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..job import JobInfo, JobState
+from ..printable import printable
 from ..status import workflow_to_json
 from ..workflows.handle import WorkflowInfo, WorkflowState
 from .common import USAGE, cli_errors, fail, open_app
@@ -79,18 +80,18 @@ def format_workflow(info: WorkflowInfo) -> str:
     held = info.holding_step
     on_failure = info.on_failure
     rows = [
-        ("id", info.id),
+        ("id", printable(info.id)),
         ("state", click.style(info.state.value, fg=WORKFLOW_COLOURS.get(info.state), bold=True)),
         ("created_at", data["created_at"] or "-"),
         ("finished_at", data["finished_at"] or "-"),
         ("steps", step_summary(info.steps)),
     ]
     if info.failed_step is not None:
-        rows.append(("failed_step", click.style(info.failed_step, fg="red")))
+        rows.append(("failed_step", click.style(printable(info.failed_step), fg="red")))
     if info.error:
-        rows.append(("error", click.style(info.error, fg="red")))
+        rows.append(("error", click.style(printable(info.error, lines=True), fg="red")))
     if held is not None:
-        rows.append(("held up by", f"{held.id} {held.task} ({held.state.value})"))
+        rows.append(("held up by", f"{printable(held.id)} {printable(held.task)} ({held.state.value})"))
     lines = [f"{click.style(name.ljust(13), bold=True)}{value}" for name, value in rows]
     return "\n".join([*lines, "", step_table(info.steps, held, on_failure)])
 

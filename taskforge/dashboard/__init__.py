@@ -7,7 +7,8 @@ asset (CSS, script) ships in the package: it works offline, with no CDN.
 
 Modules: ``data`` (what is shown, built on ``taskforge.status``), ``pages``
 (HTML and actions), ``api`` (the JSON documents), ``security`` (Basic auth
-and CSRF), ``server`` (routes and error pages).
+and CSRF), ``hosts`` (the allowed ``Host`` and ``Origin``: DNS rebinding),
+``values`` (big values cut to a preview), ``server`` (routes and error pages).
 """
 
 from __future__ import annotations

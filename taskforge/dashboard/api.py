@@ -12,6 +12,10 @@
     GET /api/jobs?queue=&state=&task=&key=&match=&since=&limit=&cursor=
                                                 one page of a search, as ``taskforge jobs --json`` prints it
     GET /api/jobs/{id}[?queue=Q]                one job, as ``taskforge job --json`` prints it
+    GET /download/{field}/{id}[?queue=Q]        one whole value (args, kwargs, result, error, traceback)
+
+Every job document here has each value longer than 64 KiB of text cut
+(``values.cut_json``): ``{"cut": true, "preview", "chars", "download"}``.
     GET /api/workflows?limit=N                  counts of workflows by state, and the N (default 20,
                                                 at most 500) newest of each state, without their steps
     GET /api/workflows/{id}                     one workflow, as ``taskforge workflow --json`` prints it
@@ -27,7 +31,7 @@ from starlette.responses import JSONResponse
 
 from .. import status as tf_status
 from ..errors import ConfigurationError
-from . import data, scaling, tasks
+from . import data, scaling, tasks, values
 from .pages import app_of, handle_for
 
 MAX_DEAD = 500
@@ -55,7 +59,7 @@ def queue_jobs(request: Request) -> JSONResponse:
         request.query_params.get("state", "pending"),
         data.page_number(request.query_params.get("page")),
     )
-    return JSONResponse(page.to_dict())
+    return JSONResponse(values.cut_each(page.to_dict(), "jobs"))
 
 
 def depth(request: Request) -> JSONResponse:
@@ -67,12 +71,12 @@ def dead(request: Request) -> JSONResponse:
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_DEAD:
         raise ConfigurationError(f"limit {raw!r}: use a whole number from 1 to {MAX_DEAD}")
     jobs = tf_status.dead_jobs(app_of(request), None, int(raw))
-    return JSONResponse([tf_status.job_to_json(info) for info in jobs])
+    return JSONResponse([values.cut_json(tf_status.job_to_json(info)) for info in jobs])
 
 
 def job(request: Request) -> JSONResponse:
     handle = handle_for(app_of(request), request.path_params["job_id"], request.query_params.get("queue"))
-    return JSONResponse(tf_status.job_to_json(handle.info()))
+    return JSONResponse(values.cut_json(tf_status.job_to_json(handle.info())))
 
 
 def workflows(request: Request) -> JSONResponse:
@@ -81,4 +85,5 @@ def workflows(request: Request) -> JSONResponse:
 
 
 def workflow(request: Request) -> JSONResponse:
-    return JSONResponse(data.workflow_view(app_of(request), request.path_params["workflow_id"]).to_dict())
+    doc = data.workflow_view(app_of(request), request.path_params["workflow_id"]).to_dict()
+    return JSONResponse(values.cut_workflow(doc))

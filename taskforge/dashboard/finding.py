@@ -4,7 +4,8 @@ The filters travel in the URL (the form is a GET), so a search is a link
 that can be kept, shared and refreshed live like every other page, and its
 "Next" link is the same URL with the cursor the page ended at. A bulk action
 takes two steps, as purging dead jobs does: a GET that changes nothing and
-shows how many jobs the action would change now, under which filters; then a
+shows how many jobs the action would change now (counting stops past
+``COUNT_CAP``: "more than 10,000", so a GET does bounded work), under which filters; then a
 POST (the CSRF token, ``confirm=yes``) carrying those filters in hidden
 fields. The POST applies to every job that matches when it arrives, not to
 the number shown (jobs come and go in between), so the message after it says
@@ -30,6 +31,7 @@ from ..handle import known_queues
 from ..job import JobState
 from ..search import MAX_LIMIT, JobPage, Query, find_jobs, query
 from ..since import parse_since
+from . import values
 from .data import PAGE_SIZE
 from .pages import app_of, render
 from .security import csrf_problem, read_form
@@ -37,6 +39,7 @@ from .security import csrf_problem, read_form
 FILTERS = ("queue", "state", "task", "key", "match", "since")
 SINCE_CHOICES = ("15m", "1h", "6h", "1d", "7d")  # offered in the form; any 30s, 15m, 1h or 2d is taken
 BULK_LABELS = {"retry": "Retry", "cancel": "Cancel", "delete": "Delete"}
+COUNT_CAP = 10_000  # a confirmation (a GET) counts this far, then says "more than"
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,7 @@ async def bulk_action(request: Request) -> Response:
     if request.method == "POST" and params.get("confirm") == "yes":
         changed = await run_in_threadpool(bulk.apply, app, asked.query, action)
         return RedirectResponse(asked.url(done=action, changed=str(changed)), status_code=303)
-    count = await run_in_threadpool(bulk.count, app, asked.query, action)
+    count = await run_in_threadpool(bulk.count, app, asked.query, action, COUNT_CAP)
     applies_to = sorted(s.value for s in bulk.ACTIONS[action])
     return render(
         request,
@@ -141,6 +144,7 @@ async def bulk_action(request: Request) -> Response:
         action=action,
         label=BULK_LABELS[action],
         count=count,
+        cap=COUNT_CAP,
         given=asked.given,
         filters={name: value for name, value in asked.given.items() if name != "limit"},
         applies_to=applies_to,
@@ -156,4 +160,4 @@ def api_jobs(request: Request) -> JSONResponse:
         page = find_jobs(app, asked.query, asked.limit, asked.cursor)
     except ValueError as exc:
         return JSONResponse({"error": str(exc)}, status_code=400)
-    return JSONResponse(page.to_dict())
+    return JSONResponse(values.cut_each(page.to_dict(), "jobs"))

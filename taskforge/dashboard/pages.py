@@ -20,10 +20,11 @@ from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
 from .. import status as tf_status
+from ..errors import JobNotFound
 from ..handle import JobHandle
 from ..job import JobState
 from ..workflows.resume import retry_dead
-from . import data, tasks
+from . import data, tasks, values
 from .security import CSRF_FIELD, csrf_problem, csrf_token, read_form, set_csrf_cookie
 
 
@@ -37,6 +38,7 @@ def make_templates() -> Jinja2Templates:
     env.filters["q"] = lambda value: quote(str(value), safe="")
     env.filters["tojson_args"] = lambda value: json.dumps(tf_status.jsonable(value), indent=2, ensure_ascii=False)
     env.globals["STATES"] = data.STATES
+    env.globals["PREVIEW_CHARS"] = values.PREVIEW_CHARS
     env.filters["duration"] = tasks.duration
     return Jinja2Templates(env=env)
 
@@ -128,7 +130,24 @@ def handle_for(app: Any, job_id: str, queue: str | None) -> JobHandle[Any]:
 
 def job(request: Request) -> Response:
     handle = handle_for(app_of(request), request.path_params["job_id"], request.query_params.get("queue"))
-    return render(request, "job.html", job=handle.info(), JobState=JobState)
+    info = handle.info()
+    return render(request, "job.html", job=info, JobState=JobState, values=values.shown(info))
+
+
+def download(request: Request) -> Response:
+    """``GET /download/<field>/<id>[?queue=Q]``: one whole value of a job (cut on its page), as a file."""
+    field, job_id = request.path_params["field"], request.path_params["job_id"]
+    if field not in values.FIELDS:
+        raise JobNotFound(f"no value {field!r} to download: use one of {', '.join(values.FIELDS)}")
+    info = handle_for(app_of(request), job_id, request.query_params.get("queue")).info()
+    data_field = field in values.DATA_FIELDS
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in job_id)[:100]
+    disposition = f'attachment; filename="{field}-{name}.{"json" if data_field else "txt"}"'
+    return Response(
+        values.as_text(field, getattr(info, field)),
+        media_type="application/json" if data_field else "text/plain; charset=utf-8",
+        headers={"Content-Disposition": disposition},
+    )
 
 
 def apply_action(app: Any, job_id: str, queue: str | None, action: str) -> str | None:

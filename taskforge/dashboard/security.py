@@ -4,8 +4,10 @@ With ``--auth``, a browser sends the credentials with every request to the
 dashboard, including requests a hostile page makes it send; so every action
 is a POST that must also carry a token only the dashboard's own pages know
 (a double-submit cookie: the form field must equal a ``SameSite=Strict``
-cookie another site can neither read nor make the browser send), and a
-request whose ``Origin`` names another site is refused outright.
+cookie another site can neither read nor make the browser send). A
+request whose ``Origin`` names another site, or ``null``, never gets this
+far: ``hosts.HostCheck`` refuses it, and any request to a ``Host`` not
+allowed, first.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import binascii
 import hmac
 import secrets
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
@@ -101,10 +103,7 @@ def set_csrf_cookie(request: Request, response: Any) -> None:
 
 def csrf_problem(request: Request, form: dict[str, str]) -> str | None:
     """Why this POST must be refused, or None when it comes from the dashboard's own page."""
-    origin = request.headers.get("origin")
-    if origin and origin != "null":
-        if urlsplit(origin).netloc != request.headers.get("host", ""):
-            return f"cross-site request from {origin} refused"
+    # The Origin (and Referer) of every request were checked already, against the allowed hosts (hosts.py).
     cookie = request.cookies.get(CSRF_COOKIE, "")
     given = form.get(CSRF_FIELD, "")
     if not cookie or not hmac.compare_digest(cookie.encode(), given.encode()):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import redis
@@ -17,6 +18,7 @@ from starlette.staticfiles import StaticFiles
 from ..broker.connection import redact
 from ..errors import BrokerUnavailable, ConfigurationError, DashboardPortUnavailable, JobNotFound, TaskforgeError
 from . import api, finding, pages
+from .hosts import HostCheck, allowed_hosts
 from .security import BasicAuth
 
 if TYPE_CHECKING:
@@ -42,8 +44,20 @@ def on_error(request: Request, exc: Exception) -> Response:
     return pages.render(request, "error.html", status_code=code, message=message)
 
 
-def create_app(app: TaskForge, auth: tuple[str, str] | None = None) -> Starlette:
-    """The dashboard of ``app`` as an ASGI application; with ``auth``, every request needs it."""
+def create_app(
+    app: TaskForge,
+    auth: tuple[str, str] | None = None,
+    allow_hosts: Iterable[str] = (),
+    bound_to: str | None = None,
+) -> Starlette:
+    """The dashboard of ``app`` as an ASGI application; with ``auth``, every request needs it.
+
+    It answers only to a ``Host`` of the loopback names and addresses, of
+    ``bound_to`` (the address it listens on, unless that is every address)
+    and of ``allow_hosts`` (names, any port; pages of these names may also
+    act, as behind a proxy): see ``hosts``. A malformed name is a
+    ``ConfigurationError``.
+    """
     routes = [
         Route("/", pages.overview),
         Route("/workers", pages.workers),
@@ -57,8 +71,10 @@ def create_app(app: TaskForge, auth: tuple[str, str] | None = None) -> Starlette
         Route("/queues/{queue:path}/pause", pages.flow, methods=["POST"]),
         Route("/queues/{queue:path}/resume", pages.flow, methods=["POST"]),
         Route("/queues/{queue:path}", pages.queue_jobs),
-        Route("/jobs/{job_id}", pages.job),
-        Route("/jobs/{job_id}/{action:str}", pages.act, methods=["POST"]),
+        # Job ids may contain '/' too: the action (a POST) is the last segment, the page (a GET) all the rest.
+        Route("/jobs/{job_id:path}/{action:str}", pages.act, methods=["POST"]),
+        Route("/jobs/{job_id:path}", pages.job),
+        Route("/download/{field:str}/{job_id:path}", pages.download),
         Route("/workflows", pages.workflows),
         Route("/workflows/{workflow_id}", pages.workflow),
         Route("/workflows/{workflow_id}/retry", pages.retry_workflow, methods=["POST"]),
@@ -69,12 +85,14 @@ def create_app(app: TaskForge, auth: tuple[str, str] | None = None) -> Starlette
         Route("/api/queues/{queue:path}/jobs", api.queue_jobs),
         Route("/api/queues/{queue:path}/depth", api.depth),
         Route("/api/jobs", finding.api_jobs),
-        Route("/api/jobs/{job_id}", api.job),
+        Route("/api/jobs/{job_id:path}", api.job),
         Route("/api/workflows", api.workflows),
         Route("/api/workflows/{workflow_id}", api.workflow),
         Mount("/static", StaticFiles(directory=pages.static_dir()), name="static"),
     ]
-    middleware = [Middleware(BasicAuth, user=auth[0], password=auth[1])] if auth else []
+    middleware = [Middleware(HostCheck, allowed=allowed_hosts(allow_hosts, bound_to))]
+    if auth:
+        middleware.append(Middleware(BasicAuth, user=auth[0], password=auth[1]))
     handlers = {TaskforgeError: on_error, redis.RedisError: on_error}
     web = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)
     web.state.taskforge = app

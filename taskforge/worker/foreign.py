@@ -29,6 +29,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..broker import workers
+from ..printable import printable
 from .housekeeping import IDLE_HEARTBEAT_EVERY
 
 if TYPE_CHECKING:
@@ -117,7 +118,7 @@ class Elsewhere:
         log.warning(
             "this worker's app does not define task %s; its jobs in queue %s are left for %s, which serves it "
             "(give each app queues of its own to avoid the detour)",
-            claim.task,
+            printable(claim.task),
             claim.queue,
             served_by,
         )

@@ -14,6 +14,8 @@ import logging
 import signal
 from typing import TYPE_CHECKING
 
+from ..printable import printable
+
 if TYPE_CHECKING:
     from ..broker.queue import Claim
     from .runner import Outcome
@@ -30,7 +32,7 @@ def seconds(value: float) -> str:
 
 def short(error: str) -> str:
     first = error.strip().splitlines()[0] if error.strip() else error
-    return first if len(first) <= ERROR_CHARS else first[: ERROR_CHARS - 3] + "..."
+    return printable(first if len(first) <= ERROR_CHARS else first[: ERROR_CHARS - 3] + "...")
 
 
 def outcome_line(
@@ -43,7 +45,7 @@ def outcome_line(
     retry_in: float | None = None,
 ) -> tuple[int, str]:
     """The level and text for one run; ``attempt`` is ``2/3`` (or ``2`` when the maximum is not known)."""
-    head = f"task {task} job {job_id} attempt {attempt}"
+    head = f"task {printable(task)} job {printable(job_id)} attempt {attempt}"
     if state == "succeeded":
         return logging.INFO, f"{head} succeeded in {duration:.3f} s"
     if state == "slept":  # a durable sleep: the job waits, scheduled, with its steps (``CurrentJob.sleep``)

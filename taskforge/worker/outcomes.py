@@ -22,6 +22,7 @@ from ..errors import BrokerUnavailable, CorruptQueue, TaskforgeError
 from ..finals import FinalTransition
 from ..handle import JobHandle
 from ..job import FailureKind
+from ..printable import printable
 from .joblog import describe_exit, outcome_line
 from .pool import Died, Running
 from .runner import notify_failure, retry_delay
@@ -83,14 +84,14 @@ class PendingOutcomes:
         broker = self.app.broker
         if running.give_back:
             broker.claims.requeue(running.job.queue, running.job.job_id, running.job.token)
-            log.info("%s %s went back to its queue unrun", running.job.task, running.job.job_id)
+            log.info("%s %s went back to its queue unrun", printable(running.job.task), printable(running.job.job_id))
             return
         if running.outcome_unknown:
             self.lost_with_child(running, code)
             return
         if running.aborted:
             broker.claims.abandon(running.job.queue, running.job.job_id, running.job.token)
-            log.info("%s %s aborted: its child was stopped", running.job.task, running.job.job_id)
+            log.info("%s %s aborted: its child was stopped", printable(running.job.task), printable(running.job.job_id))
             self.app.finals.ended(broker, FinalTransition(running.job.queue, running.job.job_id, "cancelled"))
             return
         if running.timed_out:

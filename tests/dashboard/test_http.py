@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -29,6 +30,8 @@ def dead_job(producer: TaskForge, queue: str = "default") -> str:
 
 def run_cli(workdir, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {"TASKFORGE_BROKER_URL": redis_url, "SIDE_REDIS": admin_url(redis_url), "PATH": "/usr/bin:/bin"}
+    if "PYTHONPATH" in os.environ:  # the taskforge under test, when it is not the one installed
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return subprocess.run(
         [sys.executable, "-m", "taskforge", *args], cwd=workdir, capture_output=True, text=True, timeout=60, env=env
     )

@@ -58,12 +58,15 @@ def test_the_keda_example_reads_the_depth_through_the_dashboards_auth(start_dash
     assert re.search(r'valueLocation: "depth"', text) and re.search(r'authMode: "basic"', text)
     assert re.search(r"minReplicaCount: 0\b", text) and re.search(r'activationTargetValue: "0"', text)
     assert "--auth" in text and "taskforge dashboard myapp:app" in text
+    # KEDA asks for the Service's name: the dashboard must be told to answer to it (DNS rebinding defence).
+    assert "--allow-host taskforge-dashboard " in text
+    service = {"Host": "taskforge-dashboard:8080"}
     queue = url[2]
     for n in range(5):
         producer.task_for("dashapp.add").with_options(queue=queue).delay(n, n)
-    board = start_dashboard("--auth", "keda:change-me")
-    status, _, _ = http(f"{board.base}{url[1]}")
+    board = start_dashboard("--allow-host", "taskforge-dashboard", "--auth", "keda:change-me")
+    status, _, _ = http(f"{board.base}{url[1]}", headers=service)
     assert status == 401  # the scaler must authenticate, as the example's TriggerAuthentication does
     token = base64.b64encode(b"keda:change-me").decode()
-    status, body, _ = http(f"{board.base}{url[1]}", headers={"Authorization": f"Basic {token}"})
+    status, body, _ = http(f"{board.base}{url[1]}", headers={**service, "Authorization": f"Basic {token}"})
     assert status == 200 and json.loads(body)["depth"] == 5
