@@ -35,7 +35,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from .broker.index import prefix_of
-from .broker.keys import validate_queue_name
+from .broker import junk
+from .broker.keys import search_index, validate_queue_name
 from .broker.record import job_info
 from .errors import CorruptPayload
 from .handle import known_queues
@@ -179,10 +180,23 @@ def parse_stamp(raw: bytes) -> tuple[str, bytes, bytes]:
     return raw[colon + 1 : end].decode(errors="replace"), raw[:end], raw[end:]
 
 
-def task_of(rest: bytes) -> str:
-    """The task named after an ``a`` entry's stamp (``<#task>:<task><key>``)."""
-    colon = rest.index(b":")
-    return rest[colon + 1 : colon + 1 + int(rest[:colon])].decode(errors="replace")
+def task_of(rest: bytes) -> str | None:
+    """The task named after an ``a`` entry's stamp (``<#task>:<task><key>``); None for junk."""
+    try:
+        colon = rest.index(b":")
+        return rest[colon + 1 : colon + 1 + int(rest[:colon])].decode(errors="replace")
+    except ValueError:
+        return None
+
+
+def entry(raw: bytes, queue: str) -> tuple[str, bytes, bytes]:
+    """``parse_stamp``; an entry taskforge never wrote is set aside (id ''), its whole bytes as its stamp, so the
+    page goes on past it."""
+    try:
+        return parse_stamp(raw)
+    except ValueError:
+        junk.set_aside(search_index(queue), f"an entry that is not an index entry ({raw[:40]!r})")
+        return "", raw, b""
 
 
 @dataclass
@@ -272,7 +286,7 @@ class Finder:
         while True:
             active = [s for s in sources if not s.done]
             for s in active:
-                s.batch = [parse_stamp(e) for e in s.read(self.broker.index, self.since, size)]
+                s.batch = [entry(e, s.queue) for e in s.read(self.broker.index, self.since, size)]
             full = [s.batch[-1][1] for s in active if len(s.batch) == size]
             floor = max(full) if full else None
             candidates = sorted(
@@ -303,8 +317,8 @@ class Finder:
         """The candidates that match, in their order: what the list could not say is read from the records."""
         wanted: dict[str, list[Found]] = {}
         for found, rest in candidates:
-            if self.q.task is not None and rest and task_of(rest) != self.q.task:
-                continue  # an `a` entry names its task
+            if not found.id or (self.q.task is not None and rest and task_of(rest) != self.q.task):
+                continue  # junk, or an `a` entry naming another task
             wanted.setdefault(found.queue, []).append(found)
         kept: set[tuple[str, str]] = set()
         states: dict[tuple[str, str], JobState | None] = {}
