@@ -89,6 +89,12 @@ def state_of(fields: dict[bytes, bytes]) -> JobState:
         return JobState.DEAD
 
 
+def known_state(raw: bytes | None) -> JobState | None:
+    """The state a record's raw field names; None for none, or junk."""
+    text = raw.decode(errors="replace") if raw is not None else None
+    return JobState(text) if text in STATES else None
+
+
 def ended(state: str) -> bool:
     """Whether ``result()`` stops waiting: a final state, or junk (which reads as dead, and would never change)."""
     return state in FINAL or state not in STATES

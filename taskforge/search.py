@@ -34,12 +34,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from .broker.index import prefix_of
 from .broker import junk
+from .broker.index import prefix_of
 from .broker.keys import search_index, validate_queue_name
 from .broker.record import job_info
 from .errors import CorruptPayload
-from .handle import known_queues
+from .handle import known_queues, known_state
 from .job import JobInfo, JobState
 from .serialization import loads_call
 
@@ -182,16 +182,12 @@ def parse_stamp(raw: bytes) -> tuple[str, bytes, bytes]:
 
 def task_of(rest: bytes) -> str | None:
     """The task named after an ``a`` entry's stamp (``<#task>:<task><key>``); None for junk."""
-    try:
-        colon = rest.index(b":")
-        return rest[colon + 1 : colon + 1 + int(rest[:colon])].decode(errors="replace")
-    except ValueError:
-        return None
+    head, colon, tail = rest.partition(b":")
+    return tail[: int(head)].decode(errors="replace") if colon and head.isdigit() else None
 
 
 def entry(raw: bytes, queue: str) -> tuple[str, bytes, bytes]:
-    """``parse_stamp``; an entry taskforge never wrote is set aside (id ''), its whole bytes as its stamp, so the
-    page goes on past it."""
+    """``parse_stamp``; junk is set aside (id ''), its bytes as its stamp, so the page goes on past it."""
     try:
         return parse_stamp(raw)
     except ValueError:
@@ -325,7 +321,7 @@ class Finder:
         for queue, group in wanted.items():
             rows = self.broker.index.fields(queue, [f.id for f in group], self.fields)
             for f, row in zip(group, rows, strict=True):
-                state = _state(row[0])
+                state = known_state(row[0])
                 if row[0] is None or not self.wants(f.id, state, row):
                     continue
                 kept.add((queue, f.id))
@@ -364,13 +360,6 @@ class Finder:
         except CorruptPayload:
             return False
         return needle in repr((args, kwargs)).casefold()
-
-
-def _state(raw: bytes | None) -> JobState | None:
-    try:
-        return JobState(raw.decode()) if raw is not None else None
-    except ValueError:
-        return None
 
 
 def infos(broker: BrokerRoles, found: Sequence[Found]) -> list[JobInfo]:

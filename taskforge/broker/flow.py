@@ -13,6 +13,7 @@ so a queue paused before its first job is still listed.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from . import calls, junk, keys
@@ -59,7 +60,7 @@ class Flow:
             lanes = cast("list[bytes]", junk.read(lambda: self.client.hkeys(q.held_head), q.held_head, []))
             for start in range(0, len(lanes), HELD_CHUNK):
                 chunk = lanes[start : start + HELD_CHUNK]
-                sizes = junk.read(lambda c=chunk: self.client.hmget(q.lane_size, c), q.lane_size, [])
+                sizes = junk.read(partial(self.client.hmget, q.lane_size, chunk), q.lane_size, [])
                 total += sum(junk.count(n, q.lane_size) for n in sizes)
         return total
 

@@ -57,7 +57,9 @@ class Index:
         """How many entries start with ``prefix`` (at or after stamp ``since``): O(log n)."""
         with self.guard(queue):
             key = search_index(queue)
-            return int(junk.read(lambda: self.client.zlexcount(key, b"[" + prefix + since, b"[" + prefix + TOP), key, 0))
+            return int(
+                junk.read(lambda: self.client.zlexcount(key, b"[" + prefix + since, b"[" + prefix + TOP), key, 0)
+            )
 
     def entries(self, queue: str, prefix: bytes, below: bytes | None, since: bytes, count: int) -> list[bytes]:
         """Up to ``count`` entries with ``prefix``, newest first, below stamp ``below`` (None: from the top).
@@ -86,7 +88,9 @@ class Index:
         with self.guard(queue):
             if int(junk.read(lambda: self.client.zcard(key), key, 0)) > most:
                 return None
-            return junk.texts(cast("list[bytes]", junk.read(lambda: self.client.zrange(key, 0, most - 1), key, [])), key)
+            return junk.texts(
+                cast("list[bytes]", junk.read(lambda: self.client.zrange(key, 0, most - 1), key, [])), key
+            )
 
     def fields(self, queue: str, job_ids: Sequence[str], names: Sequence[str]) -> list[list[bytes | None]]:
         """``names`` of each job's record, in one pipeline (all None: no such record).
@@ -114,7 +118,7 @@ class Index:
                     pipe.hmget(q.job(job_id), list(names))
                 rows = pipe.execute(raise_on_error=False)
         # A record that is not a hash reads as no record: its key is named once in the log.
-        missing = [None] * len(names)
+        missing: list[bytes | None] = [None] * len(names)
         return [junk.reply(row, q.job(job_id), missing) for job_id, row in zip(job_ids, rows, strict=True)]
 
     def packed(self, commands: list[tuple[str, ...]]) -> list[Any]:

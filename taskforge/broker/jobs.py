@@ -90,7 +90,9 @@ class Jobs:
     def queues(self) -> list[str]:
         """Every queue name ever enqueued to through any app on this Redis."""
         with self.guard():
-            return junk.queue_names(junk.read(lambda: cast("set[bytes]", self.client.smembers(keys.QUEUES)), keys.QUEUES, set()))
+            return junk.queue_names(
+                junk.read(lambda: cast("set[bytes]", self.client.smembers(keys.QUEUES)), keys.QUEUES, set())
+            )
 
     def cancel(self, queue: str, job_id: str) -> CancelOutcome:
         """1 cancelled, 0 too late (running or finished), -1 no such job."""

@@ -126,7 +126,7 @@ def replies(values: Sequence[object], keys: Sequence[str], defaults: Sequence[ob
     return [reply(v, k, defaults) for v, k in zip(values, keys, strict=True)]
 
 
-def read(call: Callable[[], T], key: str | bytes, default: T) -> T:
+def read(call: Callable[[], Any], key: str | bytes, default: Any) -> Any:
     """``call()``; a Redis error about the key's type reads as ``default``, set aside."""
     try:
         return call()

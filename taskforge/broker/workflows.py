@@ -232,7 +232,9 @@ class WorkflowStore:
     def workflow_fields(self, workflow: str, names: Sequence[str]) -> list[bytes | None]:
         with broker_errors(self.url):
             key = WorkflowKeys(workflow).record
-            return cast("list[bytes | None]", junk.read(lambda: self.client.hmget(key, list(names)), key, [None] * len(names)))
+            return cast(
+                "list[bytes | None]", junk.read(lambda: self.client.hmget(key, list(names)), key, [None] * len(names))
+            )
 
     def wait_workflow(self, workflow: str, timeout: float) -> bool:
         """Block until the workflow's done list exists (it ended); non-destructive, so many may wait."""
@@ -307,9 +309,7 @@ class WorkflowStore:
         """Running workflows created before ``before_ms``, oldest first, from ``offset``."""
         key = workflow_index("running")
         with broker_errors(self.url):
-            raw = junk.read(
-                lambda: self.client.zrangebyscore(key, "-inf", before_ms, start=offset, num=count), key, []
-            )
+            raw = junk.read(lambda: self.client.zrangebyscore(key, "-inf", before_ms, start=offset, num=count), key, [])
         return junk.texts(raw, key)
 
     def workflow_ids(self, state: str, limit: int = 50) -> list[str]:

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, cast
 
 from .. import celery_names
-from ..broker.record import Field, error_type_of, job_info
 from ..broker.keys import WorkflowKeys
+from ..broker.record import Field, error_type_of, job_info
 from ..errors import CorruptPayload, TaskFailed, WorkflowNotFound
 from ..handle import JobHandle, async_access
 from ..job import FailureKind, JobInfo, JobState, Priority, ms_to_datetime

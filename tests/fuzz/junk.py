@@ -26,14 +26,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import redis
 
 import taskforge
 from taskforge import TaskForge, chain
-from taskforge.broker.keys import QueueKeys
 from taskforge.worker.registry import WorkerRegistry
 
 QUEUE = "junk"

@@ -8,9 +8,10 @@ None when it survived, else why not in one line.
 
 Surviving: the reader returns what it would show, with the junk left out.
 A reader about one job or one workflow may instead say, as a
-``TaskforgeError`` (CLI: exit 1 with one line; dashboard: a 4xx page), that
-this job or workflow is damaged, naming the key. Never acceptable: any other
-exception, a traceback, a 5xx, a ``TaskforgeError`` or a line that names no key.
+``TaskforgeError`` (CLI: exit 1 with one line; dashboard: an error page),
+that this job or workflow is damaged or gone, naming its key or its id.
+Never acceptable: any other exception, a traceback, an error that names
+neither, or any error from a reader that is not about one job or workflow.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ Reader = Callable[[Scene, str], str | None]
 APP_MODULE = "junkapp_under_test"
 
 
+def named(message: str, scene: Scene, key: str) -> bool:
+    """Whether an error names the damaged key, or the job or workflow the reader asked about."""
+    return any(name and name in message for name in (key, scene.succeeded, scene.workflow))
+
+
 def library(call: Callable[[Scene], object], scoped: bool = False) -> Reader:
     """A library call: it returns, or (``scoped``: about one job or workflow) raises a TaskforgeError naming the key."""
 
@@ -45,7 +51,9 @@ def library(call: Callable[[Scene], object], scoped: bool = False) -> Reader:
         except TaskforgeError as exc:
             if not scoped:
                 return f"raised {type(exc).__name__}: {str(exc)[:300]}"
-            return None if key in str(exc) else f"raised {type(exc).__name__} naming no key: {str(exc)[:300]}"
+            return (
+                None if named(str(exc), scene, key) else f"raised {type(exc).__name__} naming no key: {str(exc)[:300]}"
+            )
         except Exception as exc:
             return f"raised {type(exc).__module__}.{type(exc).__name__}: {str(exc)[:300]}"
         return None
@@ -99,7 +107,7 @@ def cli(*args: str, scoped: bool = False) -> Reader:
             return "printed a traceback"
         if result.exit_code == 0:
             return None
-        if scoped and key in said:
+        if scoped and named(said, scene, key):
             return None
         return f"exit {result.exit_code}: {said.strip()[-300:]}"
 
@@ -145,7 +153,7 @@ def web(path: str, scoped: bool = False) -> Reader:
             return f"crashed: {type(exc).__module__}.{type(exc).__name__}: {str(exc)[:300]}"
         if code < 400:
             return None
-        if scoped and code < 500 and key.encode() in body:
+        if scoped and b"Traceback" not in body and named(body.decode(errors="replace"), scene, key):
             return None
         return f"answered {code}: {body[:300]!r}"
 
