@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 import time
 
 import msgpack
@@ -31,6 +32,7 @@ from .baddata import report
 from .junk import DAMAGE, QUEUE, Scene, Snapshot, build, keyspace, spoil
 from .readers import READERS
 
+HOST = socket.gethostname()
 LIBRARY = [name for name in READERS if name.startswith(("lib:", "metrics:"))]
 
 
@@ -144,10 +146,13 @@ def seed_all_junk(url: str) -> None:
         for damage in DAMAGE[1:]:
             spoil(client, key, kind, damage)
     now = int(client.time()[0]) * 1000
-    client.zadd(keys.WORKERS, {b"\xff\xfe-worker": now, "pid-junk": now, "wrong-type": now, "json-junk": now})
-    client.hset(keys.worker_key("pid-junk"), mapping={"id": "pid-junk", "pid": "abc", "host": "x"})
-    client.set(keys.worker_key("wrong-type"), "not a hash")
-    client.hset(keys.worker_key("json-junk"), mapping={"id": "json-junk", "processes": "[[", "queues": "{"})
+    # On this host, so a running worker's rescue reads them too (it reads only its own host's).
+    pid, wrong, bad_json = (f"{HOST}:{name}" for name in ("pid-junk", "wrong-type", "json-junk"))
+    client.zadd(keys.WORKERS, {f"{HOST}:\udcff".encode(errors="surrogateescape"): now, pid: now, wrong: now})
+    client.zadd(keys.WORKERS, {bad_json: now})
+    client.hset(keys.worker_key(pid), mapping={"id": pid, "pid": "abc", "host": HOST, "owner": "x", "boot": "b"})
+    client.set(keys.worker_key(wrong), "not a hash")
+    client.hset(keys.worker_key(bad_json), mapping={"id": bad_json, "processes": "[[", "queues": "{", "owner": "y"})
     client.sadd(keys.QUEUES, b"\xff\xfe-queue")
 
 
@@ -165,13 +170,13 @@ def ran_jobs(producer: TaskForge, side: redis.Redis, tag: str, n: int = 3) -> No
 @pytest.mark.slow
 def test_workers_run_jobs_with_every_junk_present(start_worker, redis_url: str, side: redis.Redis) -> None:
     producer = TaskForge("producer", broker=redis_url)
-    running = start_worker("-c", "1", "-q", "fuzz")
+    running = start_worker("-c", "1", "-q", "fuzz", "-q", QUEUE)
     wait_for(lambda: "children on queues" in running.output(), 60, "the first worker to start")
     seed_all_junk(redis_url)
     time.sleep(10)  # past two looks at the worker listing (rescue.py, every 4 s): what killed workers
     assert running.proc.poll() is None, running.output()[-3000:]
     ran_jobs(producer, side, "first")
-    starting = start_worker("-c", "1", "-q", "fuzz")
+    starting = start_worker("-c", "1", "-q", "fuzz", "-q", QUEUE)
     wait_for(lambda: "children on queues" in starting.output(), 60, "a new worker to start with the junk present")
     running.signal(signal.SIGTERM)  # the next jobs can only be run by the new worker
     running.wait(60)
@@ -182,5 +187,10 @@ def test_workers_run_jobs_with_every_junk_present(start_worker, redis_url: str, 
         for line in worker.output().splitlines()
         if "Traceback" in line or "starting a new one" in line
     ]
+    for name, worker in (("running", running), ("starting", starting)):
+        for key in (keys.WORKERS, keys.worker_key(f"{HOST}:wrong-type")):
+            said = sum(f"{key} holds" in line for line in worker.output().splitlines())
+            if said != 1:
+                problems.append(f"{name}: the log names {key} {said} times, not once")
     assert starting.proc.poll() is None and running.proc.returncode == 0, running.output()[-3000:]
     report(problems)
