@@ -81,7 +81,7 @@ def decode(fields: Mapping[bytes, bytes], key: str = keys.WORKERS) -> dict[str, 
     Junk in a field reads as its default; a hash with no readable ``id`` is
     no worker's (None). Either way the key is named once in the log.
     """
-    data = {name: value for k, v in fields.items() if (name := junk.text(k, key)) is not None for value in [v]}
+    data = {name: v for k, v in fields.items() if (name := junk.text(k, key)) is not None}
     worker_id = junk.text(data.get("id"), key)
     if not worker_id:
         junk.set_aside(key, "a worker entry without a readable id")
