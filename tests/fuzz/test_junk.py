@@ -11,7 +11,9 @@ junk present, one running and one starting.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import re
 import signal
 import socket
 import time
@@ -138,8 +140,10 @@ def test_a_corrupt_stored_result_raises_corrupt_payload(broker_url: str) -> None
     drain(app)
     key = QueueKeys(QUEUE).job(handle.id)
     app.broker.client.hset(key, "result", msgpack.packb([1, 2]) + b"\xc1")
-    with pytest.raises(CorruptPayload, match=f"{key}.*cannot be read"):
+    with pytest.raises(CorruptPayload, match=re.escape(key) + ".*cannot be read"):
         handle.result(timeout=1)
+    with pytest.raises(CorruptPayload, match=re.escape(key) + ".*cannot be read"):
+        asyncio.run(handle.aresult(timeout=1))
 
 
 # -- the worker: a running worker keeps running jobs with all the junk present, and a new one starts -------
