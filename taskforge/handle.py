@@ -8,10 +8,13 @@ from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar, cast
 
 from . import celery_names, streams
+from .broker.keys import QueueKeys
+from .broker.record import Field
 from .broker.record import job_info as job_info
-from .errors import ConfigurationError, JobNotFound, TaskFailed
+from .errors import ConfigurationError, CorruptPayload, JobNotFound, TaskFailed
 from .finals import FinalTransition
 from .job import JobInfo, JobState
+from .serialization import loads
 
 if TYPE_CHECKING:
     from .broker.aio_roles import AsyncBrokerRoles, AsyncJobsRole
@@ -23,6 +26,7 @@ R = TypeVar("R")
 # client's socket timeout, so a long wait never looks like a dead connection.
 WAIT_SLICE = 2.0
 FINAL = (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED)
+STATES = {state.value for state in JobState}
 
 
 class AsyncAccess(Protocol):
@@ -78,11 +82,36 @@ def _no_queue_holds(job_id: str, queues: list[str]) -> JobNotFound:
 
 def state_of(fields: dict[bytes, bytes]) -> JobState:
     """The state a job record holds; junk reads as dead, as ``taskforge job`` shows it."""
-    state = fields.get(b"state", b"pending").decode()
+    state = fields.get(b"state", b"pending").decode(errors="replace")
     try:
         return JobState(state)
     except ValueError:
         return JobState.DEAD
+
+
+def known_state(raw: bytes | None) -> JobState | None:
+    """The state a record's raw field names; None for none, or junk."""
+    text = raw.decode(errors="replace") if raw is not None else None
+    return JobState(text) if text in STATES else None
+
+
+def ended(state: str) -> bool:
+    """Whether ``result()`` stops waiting: a final state, or junk (which reads as dead, and would never change)."""
+    return state in FINAL or state not in STATES
+
+
+def stored_result(fields: dict[bytes, bytes], key: str) -> Any:
+    """A succeeded job's value; a result field that does not decode raises ``CorruptPayload`` naming the key
+    (never None, which a task may have returned)."""
+    raw = fields.get(Field.RESULT.key)
+    if raw is None:
+        return None
+    try:
+        return loads(raw)
+    except CorruptPayload as exc:
+        raise CorruptPayload(
+            f"the job succeeded, but the result stored in {key} (field {Field.RESULT.value!r}) cannot be read: {exc}"
+        ) from None
 
 
 def time_left(job_id: str, deadline: float | None, timeout: float | None, state: str) -> float:
@@ -188,8 +217,8 @@ class JobHandle(Generic[R]):
             state = broker.jobs.await_state(self.queue, self.id)
             if state is None:
                 raise JobNotFound(self._missing())
-            if state in FINAL:
-                return self._outcome(self.info())
+            if ended(state):
+                return self._outcome(self.queue, self._fields())
             broker.jobs.wait_done(self.queue, self.id, time_left(self.id, deadline, timeout, state))
 
     def stream(self, timeout: float | None = None) -> Iterator[Any]:
@@ -210,9 +239,10 @@ class JobHandle(Generic[R]):
 
         return streams.afollow(access, self.id, timeout)
 
-    def _outcome(self, info: JobInfo) -> R:
+    def _outcome(self, queue: str, fields: dict[bytes, bytes]) -> R:
+        info = job_info(self.id, queue, fields)
         if info.state is JobState.SUCCEEDED:
-            return info.result  # type: ignore[no-any-return]
+            return cast(R, stored_result(fields, QueueKeys(queue).job(self.id)))
         raise TaskFailed(
             self.id, info.state.value, info.error, info.traceback, info.failure, error_type=info.error_type
         )
@@ -303,6 +333,9 @@ class JobHandle(Generic[R]):
             state = await broker.jobs.await_state(queue, self.id)
             if state is None:
                 raise JobNotFound(self._missing())
-            if state in FINAL:
-                return self._outcome(await self.ainfo())
+            if ended(state):
+                fields = await broker.jobs.read(queue, self.id)
+                if fields is None:
+                    raise JobNotFound(self._missing())
+                return self._outcome(queue, fields)
             await broker.jobs.wait_done(queue, self.id, time_left(self.id, deadline, timeout, state))

@@ -34,11 +34,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from .broker import junk
 from .broker.index import prefix_of
-from .broker.keys import validate_queue_name
+from .broker.keys import search_index, validate_queue_name
 from .broker.record import job_info
 from .errors import CorruptPayload
-from .handle import known_queues
+from .handle import known_queues, known_state
 from .job import JobInfo, JobState
 from .serialization import loads_call
 
@@ -179,10 +180,19 @@ def parse_stamp(raw: bytes) -> tuple[str, bytes, bytes]:
     return raw[colon + 1 : end].decode(errors="replace"), raw[:end], raw[end:]
 
 
-def task_of(rest: bytes) -> str:
-    """The task named after an ``a`` entry's stamp (``<#task>:<task><key>``)."""
-    colon = rest.index(b":")
-    return rest[colon + 1 : colon + 1 + int(rest[:colon])].decode(errors="replace")
+def task_of(rest: bytes) -> str | None:
+    """The task named after an ``a`` entry's stamp (``<#task>:<task><key>``); None for junk."""
+    head, colon, tail = rest.partition(b":")
+    return tail[: int(head)].decode(errors="replace") if colon and head.isdigit() else None
+
+
+def entry(raw: bytes, queue: str) -> tuple[str, bytes, bytes]:
+    """``parse_stamp``; junk is set aside (id ''), its bytes as its stamp, so the page goes on past it."""
+    try:
+        return parse_stamp(raw)
+    except ValueError:
+        junk.set_aside(search_index(queue), f"an entry that is not an index entry ({raw[:40]!r})")
+        return "", raw, b""
 
 
 @dataclass
@@ -272,7 +282,7 @@ class Finder:
         while True:
             active = [s for s in sources if not s.done]
             for s in active:
-                s.batch = [parse_stamp(e) for e in s.read(self.broker.index, self.since, size)]
+                s.batch = [entry(e, s.queue) for e in s.read(self.broker.index, self.since, size)]
             full = [s.batch[-1][1] for s in active if len(s.batch) == size]
             floor = max(full) if full else None
             candidates = sorted(
@@ -303,15 +313,15 @@ class Finder:
         """The candidates that match, in their order: what the list could not say is read from the records."""
         wanted: dict[str, list[Found]] = {}
         for found, rest in candidates:
-            if self.q.task is not None and rest and task_of(rest) != self.q.task:
-                continue  # an `a` entry names its task
+            if not found.id or (self.q.task is not None and rest and task_of(rest) != self.q.task):
+                continue  # junk, or an `a` entry naming another task
             wanted.setdefault(found.queue, []).append(found)
         kept: set[tuple[str, str]] = set()
         states: dict[tuple[str, str], JobState | None] = {}
         for queue, group in wanted.items():
             rows = self.broker.index.fields(queue, [f.id for f in group], self.fields)
             for f, row in zip(group, rows, strict=True):
-                state = _state(row[0])
+                state = known_state(row[0])
                 if row[0] is None or not self.wants(f.id, state, row):
                     continue
                 kept.add((queue, f.id))
@@ -350,13 +360,6 @@ class Finder:
         except CorruptPayload:
             return False
         return needle in repr((args, kwargs)).casefold()
-
-
-def _state(raw: bytes | None) -> JobState | None:
-    try:
-        return JobState(raw.decode()) if raw is not None else None
-    except ValueError:
-        return None
 
 
 def infos(broker: BrokerRoles, found: Sequence[Found]) -> list[JobInfo]:

@@ -215,7 +215,8 @@ def worker_status(raw: dict[str, Any]) -> WorkerStatus:
             "id": job.get("id"),
             "task": job.get("task"),
             "queue": job.get("queue"),
-            "started_at": ms_to_datetime(job.get("started_at")),
+            # What a worker wrote, through JSON: a number, or junk read as no time.
+            "started_at": ms_to_datetime(started) if type(started := job.get("started_at")) is int else None,
         }
         for job in raw.get("current", [])
     ]

@@ -26,7 +26,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.exceptions import NoScriptError
 
 from ..errors import BrokerUnavailable
-from . import calls, keys
+from . import calls, junk, keys
 from .aio_connection import (
     AsyncClient,
     abandon_client,
@@ -279,7 +279,13 @@ class AsyncJobs:
 
     async def queues(self) -> list[str]:
         async with self.guard():
-            return sorted(q.decode() for q in await self.client.smembers(keys.QUEUES))
+            try:
+                raw = await self.client.smembers(keys.QUEUES)
+            except redis.ResponseError as exc:
+                if not junk.wrong_type(exc, keys.QUEUES):
+                    raise
+                raw = set()
+            return junk.queue_names(raw)
 
     async def cancel(self, queue: str, job_id: str) -> CancelOutcome:
         async with self.guard(queue):

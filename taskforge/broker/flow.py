@@ -13,9 +13,10 @@ so a queue paused before its first job is still listed.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
-from . import calls, keys
+from . import calls, junk, keys
 from .held import HELD_CHUNK, queue_reads, reason
 from .keys import QueueKeys, validate_queue_name
 
@@ -56,10 +57,11 @@ class Flow:
         q = QueueKeys(queue)
         total = 0
         with self.guard(queue):
-            lanes = cast("list[bytes]", self.client.hkeys(q.held_head))
+            lanes = cast("list[bytes]", junk.read(lambda: self.client.hkeys(q.held_head), q.held_head, []))
             for start in range(0, len(lanes), HELD_CHUNK):
-                sizes = cast("list[bytes | None]", self.client.hmget(q.lane_size, lanes[start : start + HELD_CHUNK]))
-                total += sum(int(n) for n in sizes if n)
+                chunk = lanes[start : start + HELD_CHUNK]
+                sizes = junk.read(partial(self.client.hmget, q.lane_size, chunk), q.lane_size, [])
+                total += sum(junk.count(n, q.lane_size) for n in sizes)
         return total
 
     def held_reason(self, queue: str, fields: dict[bytes, bytes]) -> str | None:

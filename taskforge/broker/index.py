@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import redis
 
-from . import direct
+from . import direct, junk
 from .direct import LOST
 from .keys import QueueKeys, search_index
 from .slots import is_cluster
@@ -36,6 +36,14 @@ def prefix_of(kind: str, value: str = "") -> bytes:
     return kind.encode()
 
 
+def reply(connection: Any) -> Any:
+    """One reply; an error reply (read whole, so the connection stays in step) is returned, not raised."""
+    try:
+        return connection.read_response()
+    except redis.ResponseError as exc:
+        return exc
+
+
 class Index:
     """The search index of each queue (``Broker.index``). Methods take the queue name."""
 
@@ -48,7 +56,10 @@ class Index:
     def count(self, queue: str, prefix: bytes, since: bytes = b"") -> int:
         """How many entries start with ``prefix`` (at or after stamp ``since``): O(log n)."""
         with self.guard(queue):
-            return int(self.client.zlexcount(search_index(queue), b"[" + prefix + since, b"[" + prefix + TOP))
+            key = search_index(queue)
+            return int(
+                junk.read(lambda: self.client.zlexcount(key, b"[" + prefix + since, b"[" + prefix + TOP), key, 0)
+            )
 
     def entries(self, queue: str, prefix: bytes, below: bytes | None, since: bytes, count: int) -> list[bytes]:
         """Up to ``count`` entries with ``prefix``, newest first, below stamp ``below`` (None: from the top).
@@ -57,9 +68,12 @@ class Index:
         """
         high = b"(" + prefix + below if below is not None else b"[" + prefix + TOP
         with self.guard(queue):
+            key = search_index(queue)
             found = cast(
                 "list[bytes]",
-                self.client.zrevrangebylex(search_index(queue), high, b"[" + prefix + since, start=0, num=count),
+                junk.read(
+                    lambda: self.client.zrevrangebylex(key, high, b"[" + prefix + since, start=0, num=count), key, []
+                ),
             )
         cut = len(prefix)
         return [member[cut:] for member in found]
@@ -72,9 +86,11 @@ class Index:
         """
         key = QueueKeys(queue).running if which == "running" else QueueKeys(queue).scheduled
         with self.guard(queue):
-            if int(self.client.zcard(key)) > most:
+            if int(junk.read(lambda: self.client.zcard(key), key, 0)) > most:
                 return None
-            return [m.decode() for m in cast("list[bytes]", self.client.zrange(key, 0, most - 1))]
+            return junk.texts(
+                cast("list[bytes]", junk.read(lambda: self.client.zrange(key, 0, most - 1), key, [])), key
+            )
 
     def fields(self, queue: str, job_ids: Sequence[str], names: Sequence[str]) -> list[list[bytes | None]]:
         """``names`` of each job's record, in one pipeline (all None: no such record).
@@ -90,15 +106,20 @@ class Index:
             return []
         q = QueueKeys(queue)
         with self.guard(queue):
+            rows: list[Any] | None = None
             if self.pack is not None:
                 try:
-                    return self.packed([("HMGET", q.job(job_id), *names) for job_id in job_ids])
+                    rows = self.packed([("HMGET", q.job(job_id), *names) for job_id in job_ids])
                 except LOST:
                     pass
-            pipe = self.client.pipeline(transaction=False)
-            for job_id in job_ids:
-                pipe.hmget(q.job(job_id), list(names))
-            return cast("list[list[bytes | None]]", pipe.execute())
+            if rows is None:
+                pipe = self.client.pipeline(transaction=False)
+                for job_id in job_ids:
+                    pipe.hmget(q.job(job_id), list(names))
+                rows = pipe.execute(raise_on_error=False)
+        # A record that is not a hash reads as no record: its key is named once in the log.
+        missing: list[bytes | None] = [None] * len(names)
+        return [junk.reply(row, q.job(job_id), missing) for job_id, row in zip(job_ids, rows, strict=True)]
 
     def packed(self, commands: list[tuple[str, ...]]) -> list[Any]:
         """Read-only commands in one write, their replies in order, on a connection of the pool."""
@@ -108,7 +129,7 @@ class Index:
         connection: Any = pool.get_connection()
         try:
             connection.send_packed_command([b"".join(pack(c) for c in commands)], check_health=False)
-            return [connection.read_response() for _ in commands]
+            return [reply(connection) for _ in commands]
         except BaseException:  # what is left of the replies must not reach the next user of the connection
             connection.disconnect()
             raise

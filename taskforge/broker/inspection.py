@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import redis
 
+from . import junk
 from .connection import broker_errors
 from .keys import QueueKeys
 from .timings import TaskTimings, from_hashes
@@ -37,19 +38,23 @@ class Inspection:
     def limited_groups(self, queue: str) -> list[str]:
         """Tasks of ``queue`` with a rate or concurrency limit (each has its own pending set)."""
         with self.guard(queue):
-            return [g.decode() for g in cast("list[bytes]", self.client.hkeys(QueueKeys(queue).limits))]
+            key = QueueKeys(queue).limits
+            return junk.texts(junk.read(lambda: cast("list[bytes]", self.client.hkeys(key)), key, []), key)
 
     def counts(self, queue: str) -> dict[str, int]:
         """Sizes of the queue's sets, in two round trips at most."""
         q = QueueKeys(queue)
         groups = self.limited_groups(queue)
+        keys = [q.lane_jobs, q.pending, q.scheduled, q.running, q.dead, *(q.group_pending(g) for g in groups)]
         with self.guard(queue):
             pipe = self.client.pipeline(transaction=False)
             pipe.hgetall(q.lane_jobs)
-            for key in (q.pending, q.scheduled, q.running, q.dead, *(q.group_pending(g) for g in groups)):
+            for key in keys[1:]:
                 pipe.zcard(key)
-            laned, pending, scheduled, running, dead, *limited = pipe.execute()
-        pending += sum(limited) + sum(max(0, int(n)) for n in laned.values())
+            laned, pending, scheduled, running, dead, *limited = junk.replies(
+                pipe.execute(raise_on_error=False), keys, [{}, *[0] * (len(keys) - 1)]
+            )
+        pending += sum(limited) + sum(junk.count(n, q.lane_jobs) for n in laned.values())
         return {"pending": pending, "scheduled": scheduled, "running": running, "dead": dead}
 
     def pending_by_priority(self, queue: str) -> dict[int, int]:
@@ -67,19 +72,21 @@ class Inspection:
                 for priority in range(4):
                     low = (3 - priority) * PRIORITY_BAND
                     pipe.zcount(key, low, f"({low + PRIORITY_BAND}")
-            laned, *counts = pipe.execute()
+            asked = [q.lane_jobs, *(key for key in keys for _ in range(4))]
+            laned, *counts = junk.replies(pipe.execute(raise_on_error=False), asked, [{}, *[0] * (len(asked) - 1)])
         by_priority = {priority: sum(int(n) for n in counts[priority::4]) for priority in range(4)}
         for band, n in cast("dict[bytes, bytes]", laned).items():
-            priority = 3 - int(band)
+            priority = 3 - junk.number(band, q.lane_jobs, -1)
             if priority in by_priority:
-                by_priority[priority] += max(0, int(n))
+                by_priority[priority] += junk.count(n, q.lane_jobs)
         return by_priority
 
     def next_due_ms(self, queue: str) -> int | None:
         """When the soonest scheduled or retrying job of ``queue`` is due (ms since the epoch)."""
+        key = QueueKeys(queue).scheduled
         with self.guard(queue):
-            first = self.client.zrange(QueueKeys(queue).scheduled, 0, 0, withscores=True)
-        return int(first[0][1]) if first else None
+            first = junk.read(lambda: self.client.zrange(key, 0, 0, withscores=True), key, [])
+        return junk.number(first[0][1], key) if first else None
 
     def due_count(self, queue: str) -> int:
         """Scheduled and retrying jobs of ``queue`` already due, by Redis's clock: work a worker would
@@ -87,7 +94,8 @@ class Inspection:
         with self.guard(queue):
             seconds, micros = self.client.time()
             now_ms = seconds * 1000 + micros // 1000
-            return int(self.client.zcount(QueueKeys(queue).scheduled, "-inf", now_ms))
+            key = QueueKeys(queue).scheduled
+            return int(junk.read(lambda: self.client.zcount(key, "-inf", now_ms), key, 0))
 
     def scheduled_states(self, queue: str, sample: int) -> tuple[int, list[str]]:
         """The size of the scheduled set, and the states of up to ``sample`` random members.
@@ -102,28 +110,30 @@ class Inspection:
             pipe.zcard(q.scheduled)
             pipe.zrandmember(q.scheduled, sample)
             try:
-                total, ids = pipe.execute()
+                total, ids = junk.read(pipe.execute, q.scheduled, (0, []))
             except redis.ResponseError:  # Redis < 6.2 has no ZRANDMEMBER: sample the soonest due
                 total = self.client.zcard(q.scheduled)
                 ids = self.client.zrange(q.scheduled, 0, sample - 1)
+            ids = junk.texts(ids, q.scheduled)
             if not ids:
                 return int(total), []
             pipe = self.client.pipeline(transaction=False)
             for job_id in ids:
-                pipe.hget(q.job(job_id.decode()), "state")
+                pipe.hget(q.job(job_id), "state")
             states = pipe.execute(raise_on_error=False)
-        return int(total), [s.decode() if isinstance(s, bytes) else "" for s in states]
+        return int(total), [s.decode(errors="replace") if isinstance(s, bytes) else "" for s in states]
 
     def dead_ids(self, queue: str, limit: int) -> list[tuple[str, int]]:
         """The ``limit`` most recent dead-letter ids with their time of death (ms), newest first."""
         if limit <= 0:
             return []
+        key = QueueKeys(queue).dead
         with self.guard(queue):
             rows = cast(
                 "list[tuple[bytes, float]]",
-                self.client.zrevrange(QueueKeys(queue).dead, 0, limit - 1, withscores=True),
+                junk.read(lambda: self.client.zrevrange(key, 0, limit - 1, withscores=True), key, []),
             )
-        return [(job_id.decode(), int(score)) for job_id, score in rows]
+        return members(rows, key)
 
     def read_many(self, queue: str, job_ids: Sequence[str]) -> list[dict[bytes, bytes] | None]:
         """The raw hashes of ``job_ids`` in one round trip; None where there is no such job."""
@@ -158,8 +168,8 @@ class Inspection:
                 pipe.zrevrange(key, offset, offset + count - 1, withscores=True)
             else:
                 pipe.zrange(key, offset, offset + count - 1, withscores=True)
-            total, rows = pipe.execute()
-        return int(total), [(job_id.decode(), int(score)) for job_id, score in rows]
+            total, rows = junk.read(pipe.execute, key, (0, []))
+        return int(total), members(rows, key)
 
     def expired_last_hour(self, queue: str) -> int:
         """Jobs of ``queue`` that expired unrun in the last 60 minutes (Redis's clock), from its per-minute stats."""
@@ -227,6 +237,11 @@ class Inspection:
         return first * 60000, {
             queue: from_hashes(rows[i * minutes : (i + 1) * minutes]) for i, queue in enumerate(queues)
         }
+
+
+def members(rows: Sequence[tuple[bytes, float]], key: str) -> list[tuple[str, int]]:
+    """(member, score) pairs of a zset as text and ms; a member that is not UTF-8 left out, a junk score read as 0."""
+    return [(member, junk.number(score, key)) for raw, score in rows if (member := junk.text(raw, key)) is not None]
 
 
 def _pair(row: object) -> tuple[int, int]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, cast
 import redis
 
 from ..errors import QueueFull
-from . import calls, keys
+from . import calls, junk, keys
 from .compat import wait_for_list
 from .connection import broker_errors, sent_once
 from .keys import QueueKeys
@@ -90,7 +90,9 @@ class Jobs:
     def queues(self) -> list[str]:
         """Every queue name ever enqueued to through any app on this Redis."""
         with self.guard():
-            return sorted(q.decode() for q in cast("set[bytes]", self.client.smembers(keys.QUEUES)))
+            return junk.queue_names(
+                junk.read(lambda: cast("set[bytes]", self.client.smembers(keys.QUEUES)), keys.QUEUES, set())
+            )
 
     def cancel(self, queue: str, job_id: str) -> CancelOutcome:
         """1 cancelled, 0 too late (running or finished), -1 no such job."""

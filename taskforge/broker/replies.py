@@ -157,7 +157,7 @@ def decode_entry(raw: Any) -> str | None:
 
 
 def decode_state(raw: Any) -> str | None:
-    return raw.decode() if raw else None
+    return raw.decode(errors="replace") if raw else None  # junk: not a state, read as dead
 
 
 class StepToSend(NamedTuple):

@@ -12,13 +12,12 @@ score in one zset, so a worker that was SIGKILLed disappears by itself.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, cast
 
 import redis
 
-from . import keys
+from . import junk, keys
 
 Client = redis.Redis | redis.RedisCluster  # what broker.connection.connect() returns
 
@@ -52,36 +51,72 @@ def live_workers(client: Client, host: str | None = None) -> list[dict[str, Any]
     """Every worker whose heartbeat has not expired, oldest first; with ``host``, only that host's.
 
     A worker's id starts with its host name, so the others' hashes are not read.
+    An entry taskforge did not write (an id that is not UTF-8, a hash of junk)
+    is left out with one warning naming its key (``junk.py``): every worker
+    reads this listing, and one junk entry must not stop them all.
     """
-    ids = cast(list[bytes], client.zrange(keys.WORKERS, 0, -1))
+    raw = junk.read(lambda: cast(list[bytes], client.zrange(keys.WORKERS, 0, -1)), keys.WORKERS, [])
+    ids = junk.texts(raw, keys.WORKERS)
     if host is not None:
-        ids = [worker_id for worker_id in ids if worker_id.startswith(host.encode() + b":")]
+        ids = [worker_id for worker_id in ids if worker_id.startswith(host + ":")]
     if not ids:
         return []
     pipe = client.pipeline(transaction=False)
     for worker_id in ids:
-        pipe.hgetall(keys.worker_key(worker_id.decode()))
-    return [decode(fields) for fields in pipe.execute() if fields]
+        pipe.hgetall(keys.worker_key(worker_id))
+    rows = pipe.execute(raise_on_error=False)
+    listing = []
+    for worker_id, fields in zip(ids, rows, strict=True):
+        key = keys.worker_key(worker_id)
+        fields = junk.reply(fields, key, {})
+        entry = decode(fields, key) if fields else None
+        if entry is not None:
+            listing.append(entry)
+    return listing
 
 
-def decode(fields: Mapping[bytes, bytes]) -> dict[str, Any]:
-    """One worker's hash as plain data; fields a worker of an older version did not write get defaults."""
-    data = {k.decode(): v.decode() for k, v in fields.items()}
+def decode(fields: Mapping[bytes, bytes], key: str = keys.WORKERS) -> dict[str, Any] | None:
+    """One worker's hash as plain data; fields a worker of an older version did not write get defaults.
+
+    Junk in a field reads as its default; a hash with no readable ``id`` is
+    no worker's (None). Either way the key is named once in the log.
+    """
+    data = {name: v for k, v in fields.items() if (name := junk.text(k, key)) is not None}
+    worker_id = junk.text(data.get("id"), key)
+    if not worker_id:
+        junk.set_aside(key, "a worker entry without a readable id")
+        return None
+
+    def listed(name: str, default: object = "[]") -> Any:
+        return junk.json_value(data.get(name, default), key, [], list)
+
+    def number(name: str) -> int:
+        return junk.number(data.get(name), key)
+
+    def text(name: str) -> str:
+        return junk.text(data.get(name), key) or ""
+
+    tasks = data.get("tasks")
     return {
-        "id": data["id"],
-        "host": data.get("host", ""),
-        "pid": int(data.get("pid", 0)),
-        "queues": json.loads(data.get("queues", "[]")),
-        "concurrency": int(data.get("concurrency", 0)),
-        "started_at": int(data.get("started_at", 0)),
-        "jobs_done": int(data.get("jobs_done", 0)),
-        "current": json.loads(data.get("current", "[]")),
-        "heartbeat": int(data.get("heartbeat", 0)),
-        "clock_offset_ms": int(data.get("clock_offset_ms", 0)),  # its wall clock minus Redis's
+        "id": worker_id,
+        "host": text("host"),
+        "pid": number("pid"),
+        "queues": _names(listed("queues")),
+        "concurrency": number("concurrency"),
+        "started_at": number("started_at"),
+        "jobs_done": number("jobs_done"),
+        "current": [job for job in listed("current") if isinstance(job, dict)],
+        "heartbeat": number("heartbeat"),
+        "clock_offset_ms": number("clock_offset_ms"),  # its wall clock minus Redis's
         # What other workers read: the tasks it serves, its claim tokens' prefix, what proves it gone.
-        "tasks": json.loads(data.get("tasks", "null")),  # None: a worker of an older version, tasks unknown
-        "owner": data.get("owner", ""),
-        "boot": data.get("boot", ""),
-        "pidns": data.get("pidns", ""),
-        "processes": json.loads(data.get("processes", "[]")),
+        # None: a worker of an older version (or junk), tasks unknown.
+        "tasks": None if tasks is None else _names(junk.json_value(tasks, key, None, list)),
+        "owner": text("owner"),
+        "boot": text("boot"),
+        "pidns": text("pidns"),
+        "processes": [p for p in listed("processes") if isinstance(p, list)],
     }
+
+
+def _names(values: list[Any] | None) -> list[str] | None:
+    return None if values is None else [v for v in values if isinstance(v, str)]

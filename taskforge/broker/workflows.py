@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 import redis
 
 from ..errors import BrokerUnavailable
-from . import calls
+from . import calls, junk
 from . import workflow_plans as plans
 from .calls import ScriptCall
 from .compat import wait_for_list
@@ -178,8 +178,12 @@ class WorkflowStore:
     def resuming_since(self, before_ms: int, limit: int = 100) -> list[str]:
         """Workflows whose resume began before ``before_ms`` and was not confirmed: its process may have died."""
         with broker_errors(self.url):
-            raw = self.client.zrangebyscore(WORKFLOW_RESUMING, "-inf", before_ms, start=0, num=limit)
-        return [w.decode() for w in raw]
+            raw = junk.read(
+                lambda: self.client.zrangebyscore(WORKFLOW_RESUMING, "-inf", before_ms, start=0, num=limit),
+                WORKFLOW_RESUMING,
+                [],
+            )
+        return junk.texts(raw, WORKFLOW_RESUMING)
 
     def cancel_workflow(self, workflow: str) -> WorkflowReply:
         call = calls.workflow_cancel(WorkflowKeys(workflow), retention_ms=self.retention_ms)
@@ -227,7 +231,10 @@ class WorkflowStore:
 
     def workflow_fields(self, workflow: str, names: Sequence[str]) -> list[bytes | None]:
         with broker_errors(self.url):
-            return cast("list[bytes | None]", self.client.hmget(WorkflowKeys(workflow).record, list(names)))
+            key = WorkflowKeys(workflow).record
+            return cast(
+                "list[bytes | None]", junk.read(lambda: self.client.hmget(key, list(names)), key, [None] * len(names))
+            )
 
     def wait_workflow(self, workflow: str, timeout: float) -> bool:
         """Block until the workflow's done list exists (it ended); non-destructive, so many may wait."""
@@ -278,8 +285,12 @@ class WorkflowStore:
     def launching_since(self, before_ms: int, limit: int = 100) -> list[str]:
         """Workflows marked launching before ``before_ms``: their producer may have died."""
         with broker_errors(self.url):
-            raw = self.client.zrangebyscore(WORKFLOW_LAUNCHING, "-inf", before_ms, start=0, num=limit)
-        return [w.decode() for w in raw]
+            raw = junk.read(
+                lambda: self.client.zrangebyscore(WORKFLOW_LAUNCHING, "-inf", before_ms, start=0, num=limit),
+                WORKFLOW_LAUNCHING,
+                [],
+            )
+        return junk.texts(raw, WORKFLOW_LAUNCHING)
 
     def workflow_counts(self) -> dict[str, int]:
         """How many workflows are running, and how many ended in each way within the retention."""
@@ -291,20 +302,22 @@ class WorkflowStore:
                     pipe.zcard(workflow_index(state))
                 else:
                     pipe.zcount(workflow_index(state), since, "+inf")
-            counts = pipe.execute()
+            counts = junk.replies(pipe.execute(raise_on_error=False), [workflow_index(s) for s in WORKFLOW_STATES], 0)
         return dict(zip(WORKFLOW_STATES, (int(c) for c in counts), strict=True))
 
     def running_workflows(self, offset: int, count: int, before_ms: int) -> list[str]:
         """Running workflows created before ``before_ms``, oldest first, from ``offset``."""
+        key = workflow_index("running")
         with broker_errors(self.url):
-            raw = self.client.zrangebyscore(workflow_index("running"), "-inf", before_ms, start=offset, num=count)
-        return [w.decode() for w in raw]
+            raw = junk.read(lambda: self.client.zrangebyscore(key, "-inf", before_ms, start=offset, num=count), key, [])
+        return junk.texts(raw, key)
 
     def workflow_ids(self, state: str, limit: int = 50) -> list[str]:
         """The newest workflows in ``state`` (see ``WORKFLOW_STATES``)."""
+        key = workflow_index(state)
         with broker_errors(self.url):
-            raw = self.client.zrevrange(workflow_index(state), 0, limit - 1)
-        return [w.decode() for w in raw]
+            raw = junk.read(lambda: self.client.zrevrange(key, 0, limit - 1), key, [])
+        return junk.texts(raw, key)
 
 
 def replica_missed(what: str, url: str, again: str) -> str:

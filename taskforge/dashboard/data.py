@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import status
 from ..broker.keys import WORKFLOW_STATES, validate_queue_name
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, CorruptPayload
 from ..handle import job_info
 from ..job import JobInfo, ms_to_datetime
 from ..workflows.handle import WorkflowHandle, WorkflowInfo
@@ -252,9 +252,9 @@ def _task_of(spec: bytes | None) -> str | None:
     """The task of a step's spec; None when there is none, or junk."""
     try:
         return StepSpec.decode(spec).task if spec else None
-    except ValueError:
+    except (ValueError, CorruptPayload):
         return None
 
 
 def _number(text: str | None) -> int | None:
-    return int(text) if text and text.isdigit() else None
+    return int(text) if text and text.isascii() and text.isdigit() else None

@@ -86,7 +86,7 @@ def provably_gone(entry: Mapping[str, Any], facts: Mapping[str, str] | None = No
     if (entry.get("host"), entry.get("boot"), entry.get("pidns")) != (facts["host"], facts["boot"], facts["pidns"]):
         return False
     recorded: Iterable[Any] = entry.get("processes") or []
-    pairs = [pair for pair in recorded if isinstance(pair, list) and len(pair) == 2]
+    pairs = [pair for pair in recorded if isinstance(pair, list) and len(pair) == 2 and type(pair[0]) is int]
     if not pairs or any(not isinstance(start, int) or start <= 0 for _, start in pairs):
         return False
     return all(start_time(int(pid)) != start for pid, start in pairs)

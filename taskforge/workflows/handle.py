@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import enum
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, cast
 
 from .. import celery_names
+from ..broker.keys import WorkflowKeys
 from ..broker.record import Field, error_type_of, job_info
-from ..errors import TaskFailed, WorkflowNotFound
+from ..errors import CorruptPayload, TaskFailed, WorkflowNotFound
 from ..handle import JobHandle, async_access
 from ..job import FailureKind, JobInfo, JobState, Priority, ms_to_datetime
 from ..sending import announce
@@ -133,7 +136,7 @@ class WorkflowHandle(Generic[R]):
         [state] = self.app.broker.ledger.workflow_fields(self.id, [WorkflowField.STATE.value])
         if state is None:
             self._record()  # raises WorkflowNotFound
-        return WorkflowState((state or b"running").decode())
+        return state_of(self.id, state)
 
     def cancel(self) -> bool:
         """True if the workflow was running: steps not started never run; running ones finish."""
@@ -211,7 +214,8 @@ class WorkflowHandle(Generic[R]):
 
     def info(self) -> WorkflowInfo:
         fields = self._record()
-        return build_info(self.id, fields, self.app.broker.ledger.step_records(steps_of(self.id, fields)))
+        with damaged_record(self.id):
+            return build_info(self.id, fields, self.app.broker.ledger.step_records(steps_of(self.id, fields)))
 
     # -- the same, awaited: they never block the event loop ------------------
 
@@ -221,7 +225,7 @@ class WorkflowHandle(Generic[R]):
         [state] = await broker.ledger.workflow_fields(self.id, [WorkflowField.STATE.value])
         if state is None:
             await self._arecord()
-        return WorkflowState((state or b"running").decode())
+        return state_of(self.id, state)
 
     async def _arecord(self) -> dict[bytes, bytes]:
         fields = await async_access(self.app).async_broker().ledger.read_workflow(self.id)
@@ -263,8 +267,28 @@ class WorkflowHandle(Generic[R]):
     async def ainfo(self) -> WorkflowInfo:
         """``info()``, awaited."""
         fields = await self._arecord()
-        records = await async_access(self.app).async_broker().ledger.step_records(steps_of(self.id, fields))
-        return build_info(self.id, fields, records)
+        with damaged_record(self.id):
+            records = await async_access(self.app).async_broker().ledger.step_records(steps_of(self.id, fields))
+            return build_info(self.id, fields, records)
+
+
+def state_of(workflow: str, raw: bytes | None) -> WorkflowState:
+    """The state a workflow's record holds; junk raises ``CorruptPayload`` naming the record (a wait on it would
+    never end)."""
+    with damaged_record(workflow):
+        return WorkflowState((raw or b"running").decode())
+
+
+@contextmanager
+def damaged_record(workflow: str) -> Iterator[None]:
+    """A record taskforge never wrote (junk state, spec, counts) as one ``CorruptPayload`` naming its key."""
+    try:
+        yield
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise CorruptPayload(
+            f"the workflow record {WorkflowKeys(workflow).record} holds what taskforge never writes "
+            f"({type(exc).__name__}: {str(exc)[:120]}): inspect it with redis-cli HGETALL"
+        ) from None
 
 
 def failed_step(workflow: str, fields: dict[bytes, bytes]) -> tuple[str, str] | None:
