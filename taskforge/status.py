@@ -313,3 +313,10 @@ def job_to_json(info: JobInfo) -> dict[str, Any]:
 def workflow_to_json(info: WorkflowInfo) -> dict[str, Any]:
     """``WorkflowInfo.to_dict()`` with each step as ``job --json`` prints it (``workflow --json``)."""
     return {**info.to_dict(), "steps": [job_to_json(step) for step in info.steps]}
+
+
+def server_report(app: TaskForge) -> tuple[list[str], list[str]]:
+    """The Redis server's settings in one line per server, and how they can lose jobs (``server_health.py``)."""
+    from .broker import server_health
+
+    return server_health.report(app.broker.client, app.url, app.durability == "replicated")

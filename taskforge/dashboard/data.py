@@ -10,13 +10,16 @@ the newest ids of each state and a few fields of each record, so a group of
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import redis
+
 from .. import status
 from ..broker.keys import WORKFLOW_STATES, validate_queue_name
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, TaskforgeError
 from ..handle import job_info
 from ..job import JobInfo, ms_to_datetime
 from ..workflows.handle import WorkflowHandle, WorkflowInfo
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
     from ..app import TaskForge
 
 PAGE_SIZE = 50
+SERVER_CHECK_EVERY = 30.0  # seconds a page reuses the last look at the server's settings
 MINUTES = 60
 STATES = ("pending", "scheduled", "running", "dead")
 WORKFLOWS_SHOWN = 20  # per state on the workflows page: each costs one small read
@@ -258,3 +262,21 @@ def _task_of(spec: bytes | None) -> str | None:
 
 def _number(text: str | None) -> int | None:
     return int(text) if text and text.isdigit() else None
+
+
+def server_warnings(state: Any) -> list[str]:
+    """The banner every page shows: how the Redis server's settings can lose jobs (``server_health.py``).
+
+    Asked at most every ``SERVER_CHECK_EVERY`` seconds (a page refreshes every
+    few); an unreachable server shows no banner here: the page itself says so.
+    """
+    cached: tuple[float, list[str]] | None = getattr(state, "server_warnings", None)
+    now = time.monotonic()
+    if cached is not None and cached[0] > now:
+        return cached[1]
+    try:
+        found = status.server_report(state.taskforge)[1]
+    except (redis.RedisError, TaskforgeError):
+        found = []
+    state.server_warnings = (now + SERVER_CHECK_EVERY, found)
+    return found

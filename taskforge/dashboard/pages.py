@@ -55,6 +55,7 @@ def render(request: Request, name: str, status_code: int = 200, **context: Any) 
         partial=request.headers.get("x-partial") == "1",
         nav=name.removesuffix(".html"),
         broker=request.app.state.broker_url,
+        server_warnings=data.server_warnings(request.app.state),
     )
     templates: Jinja2Templates = request.app.state.templates  # set by server.create_app
     response = templates.TemplateResponse(request, name, context, status_code=status_code)
