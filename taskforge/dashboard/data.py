@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ..app import TaskForge
 
 PAGE_SIZE = 50
+OVERVIEW_QUEUES = 100  # queues per overview page
 SERVER_CHECK_EVERY = 30.0  # seconds a page reuses the last look at the server's settings
 MINUTES = 60
 STATES = ("pending", "scheduled", "running", "dead")
@@ -85,8 +86,15 @@ class History:
 
 
 def history(app: TaskForge, queues: list[str]) -> History:
-    first, rows = app.broker.inspection.outcome_history(queues, MINUTES)
-    return History(ms_to_datetime(first) or status.now_utc(), rows)
+    """The last hour per queue; only queues with a stats key in that hour are read minute by minute
+    (``queue_probe.py``): thousands of idle queues cost one short script call each, not 60 reads."""
+    from ..broker.queue_probe import QueueProbe
+
+    found = QueueProbe(app.broker.link).probe(queues)
+    active = {q for q, probe in found.items() if probe.active}
+    first, rows = app.broker.inspection.outcome_history([q for q in queues if q in active], MINUTES)
+    idle = [(0, 0)] * MINUTES
+    return History(ms_to_datetime(first) or status.now_utc(), {q: rows.get(q, list(idle)) for q in queues})
 
 
 @dataclass(frozen=True)
@@ -119,6 +127,13 @@ class JobPage:
 
 def queue_name(name: str) -> str:
     return validate_queue_name(name)
+
+
+def queue_page(names: list[str], page: int, size: int = OVERVIEW_QUEUES) -> tuple[int, int, list[str]]:
+    """(the page, how many pages, its queue names): a page past the last shows the last."""
+    pages = max(1, -(-len(names) // size))
+    page = min(page, pages)
+    return page, pages, names[(page - 1) * size : page * size]
 
 
 def page_number(raw: str | None) -> int:
