@@ -37,6 +37,7 @@ def make_templates() -> Jinja2Templates:
     env.filters["q"] = lambda value: quote(str(value), safe="")
     env.filters["tojson_args"] = lambda value: json.dumps(tf_status.jsonable(value), indent=2, ensure_ascii=False)
     env.globals["STATES"] = data.STATES
+    env.globals["server_warnings"] = []  # render() passes the live ones; a template rendered alone shows none
     env.filters["duration"] = tasks.duration
     return Jinja2Templates(env=env)
 
