@@ -29,6 +29,7 @@ from typing import Any
 import redis
 
 UNKNOWN = "unknown"
+DENIED = "settings unknown"  # the summary of a server that refused INFO
 SAFE_POLICY = "noeviction"
 
 
@@ -145,5 +146,12 @@ def report(client: Any, url: str, replicated: bool) -> tuple[list[str], list[str
     try:
         healths = check_servers(client, url)
     except redis.ResponseError as exc:
-        return [f"settings unknown ({exc})"], []
+        return [f"{DENIED} ({refusal(exc)})"], []
     return [health.summary() for health in healths], warnings(healths, replicated)
+
+
+def refusal(exc: redis.ResponseError) -> str:
+    """Why the server did not say, in words (an ACL's refusal is common: say what to grant)."""
+    if isinstance(exc, redis.exceptions.NoPermissionError):
+        return "this Redis user may not run INFO: grant +info to check eviction and persistence"
+    return str(exc)

@@ -19,6 +19,7 @@ import redis
 
 from .. import status
 from ..broker.keys import WORKFLOW_STATES, validate_queue_name
+from ..broker.server_health import DENIED
 from ..errors import ConfigurationError, TaskforgeError
 from ..handle import job_info
 from ..job import JobInfo, ms_to_datetime
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 PAGE_SIZE = 50
 OVERVIEW_QUEUES = 100  # queues per overview page
 SERVER_CHECK_EVERY = 30.0  # seconds a page reuses the last look at the server's settings
+SERVER_DENIED_AGAIN = 3600.0  # and when the server refused to say
 MINUTES = 60
 STATES = ("pending", "scheduled", "running", "dead")
 WORKFLOWS_SHOWN = 20  # per state on the workflows page: each costs one small read
@@ -289,9 +291,12 @@ def server_warnings(state: Any) -> list[str]:
     now = time.monotonic()
     if cached is not None and cached[0] > now:
         return cached[1]
+    again = SERVER_CHECK_EVERY
     try:
-        found = status.server_report(state.taskforge)[1]
+        summary, found = status.server_report(state.taskforge)
     except (redis.RedisError, TaskforgeError):
-        found = []
-    state.server_warnings = (now + SERVER_CHECK_EVERY, found)
+        summary, found = [], []
+    if summary and summary[0].startswith(DENIED):
+        again = SERVER_DENIED_AGAIN  # INFO denied (an ACL): each ask is an entry in its ACL LOG
+    state.server_warnings = (now + again, found)
     return found

@@ -58,11 +58,16 @@ class ServerWatch:
 
     def check(self) -> None:
         """Ask the server(s); warn about new risks; look for a restart."""
+        if self.denied:  # an ACL without +info: asking again would fill its ACL LOG
+            return
         try:
             healths = server_health.check_servers(self.app.broker.client, self.app.url)
         except redis.ResponseError as exc:  # INFO denied by an ACL: run without the check, say so once
             if not self.denied:
-                log.info("cannot read the Redis server's settings (%s): its persistence is not checked", exc)
+                log.info(
+                    "cannot read the Redis server's settings (%s): eviction and persistence are not checked",
+                    server_health.refusal(exc),
+                )
             self.denied = True
             return
         found = server_health.warnings(healths, self.replicated)

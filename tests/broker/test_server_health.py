@@ -55,5 +55,8 @@ def test_a_server_refusing_info_is_summed_up_not_raised() -> None:
             raise redis.exceptions.NoPermissionError("no permissions to run the 'info' command")
 
     summary, warnings = report(Refusing(), "redis://h", replicated=False)
-    assert summary == ["settings unknown (no permissions to run the 'info' command)"] and warnings == []
+    assert summary == [
+        "settings unknown (this Redis user may not run INFO: grant +info to check eviction and persistence)"
+    ]
+    assert warnings == []
     assert report(Refusing(), "memory://", replicated=True) == ([], [])
