@@ -22,7 +22,10 @@ and failures of the last hour are on the dashboard (taskforge dashboard).
 EXPIRED counts the jobs that reached their `expires` time unrun in the
 last 60 minutes (they end cancelled, "expired").
 The workflows line counts those running now, and those that ended (succeeded,
-dead, cancelled) within the app's retention.
+dead, cancelled) within the app's retention. The redis line gives the
+server's maxmemory-policy, persistence and replicas, and a WARNING follows
+for each way they can lose jobs (eviction, no AOF nor RDB, no replica under
+durability="replicated").
 
 \b
 Example:

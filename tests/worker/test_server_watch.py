@@ -16,11 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
 from taskforge import TaskForge
 
 from .conftest import free_port, wait_for
+from .test_logs import LINE, PrivateRedis
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -36,40 +36,12 @@ def nap(seconds):
     time.sleep(seconds)
     return seconds
 """
-LINE = re.compile(r"^\S+ \S+ (?P<level>[A-Z]+) \[(?P<who>[^\]]+)\] (?P<text>.*)$")
-
-
-class Server:
-    """A private redis-server with the given settings, stopped and started again on its port."""
-
-    def __init__(self, directory: Path, *settings: str) -> None:
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(directory)]
-        self.argv += list(settings)
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL)
-        client = redis.Redis(port=self.port)
-        wait_for(lambda: pings(client), 10, f"redis-server on port {self.port}")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
-
-
-def pings(client: redis.Redis) -> bool:
-    try:
-        return bool(client.ping())
-    except redis.ConnectionError:
-        return False
 
 
 @pytest.fixture
-def server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Server]:
-    started = Server(tmp_path, *request.param)
+def server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[PrivateRedis]:
+    """A private redis-server (a password; stopped and started on its port) with the settings under test."""
+    started = PrivateRedis(tmp_path, *request.param)
     started.start()
     yield started
     started.stop()
@@ -134,12 +106,12 @@ def dashboard_page(workdir: Path, url: str) -> str:
 
 EVICTING = ("--maxmemory-policy", "allkeys-lru", "--appendonly", "yes", "--save", "")
 FORGETFUL = ("--save", "", "--appendonly", "no")
-DURABLE = ("--appendonly", "yes", "--save", "", "--maxmemory-policy", "noeviction")
+DURABLE = ("--appendonly", "yes", "--appendfsync", "always", "--save", "", "--maxmemory-policy", "noeviction")
 
 
 @pytest.mark.parametrize("server", [EVICTING], indirect=True)
 def test_eviction_is_warned_in_the_log_status_and_dashboard(
-    server: Server, start_worker, napapp: str, workdir: Path
+    server: PrivateRedis, start_worker, napapp: str, workdir: Path
 ) -> None:
     worker = start_worker("-c", "1", url=server.url, app=napapp)
     warned = wait_for(
@@ -161,7 +133,7 @@ def test_eviction_is_warned_in_the_log_status_and_dashboard(
 
 @pytest.mark.parametrize("server", [FORGETFUL], indirect=True)
 def test_a_restart_that_lost_the_data_is_one_error_with_the_count(
-    server: Server, start_worker, napapp: str, workdir: Path
+    server: PrivateRedis, start_worker, napapp: str, workdir: Path
 ) -> None:
     worker = start_worker("-c", "1", "--visibility-timeout", "3", url=server.url, app=napapp)
     producer = TaskForge("producer", broker=server.url)
@@ -183,7 +155,7 @@ def test_a_restart_that_lost_the_data_is_one_error_with_the_count(
 
 
 @pytest.mark.parametrize("server", [DURABLE], indirect=True)
-def test_a_durable_server_draws_no_warning(server: Server, start_worker, napapp: str, workdir: Path) -> None:
+def test_a_durable_server_draws_no_warning(server: PrivateRedis, start_worker, napapp: str, workdir: Path) -> None:
     worker = start_worker("-c", "1", url=server.url, app=napapp)
     producer = TaskForge("producer", broker=server.url)
     assert producer.send("napapp.nap", 0).result(timeout=30) == 0  # the start-up check has run by now
@@ -192,3 +164,17 @@ def test_a_durable_server_draws_no_warning(server: Server, start_worker, napapp:
     assert "redis: maxmemory-policy noeviction, persistence AOF, 0 replicas" in status
     assert "WARNING" not in status
     assert "server-warning" not in dashboard_page(workdir, server.url)
+
+
+@pytest.mark.parametrize("server", [DURABLE], indirect=True)
+def test_a_restart_that_kept_the_data_is_no_error(server: PrivateRedis, start_worker, napapp: str) -> None:
+    worker = start_worker("-c", "1", "--visibility-timeout", "3", url=server.url, app=napapp)
+    producer = TaskForge("producer", broker=server.url)
+    handle = producer.send("napapp.nap", 4)
+    wait_for(lambda: handle.status().value == "running", 30, "the job to start")
+    server.stop()  # SIGTERM: Redis writes its AOF out, and reads it back at start
+    server.start()
+    assert handle.result(timeout=30) == 4
+    output = worker.output()
+    assert not [r for r in records(output) if r["level"] == "ERROR"], output
+    assert "restarted without its data" not in output and "its record is gone" not in output
