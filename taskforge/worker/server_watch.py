@@ -48,6 +48,7 @@ class ServerWatch:
         self.said: list[str] = []  # the warnings logged last
         self.next_at = 0.0
         self.denied = False  # INFO refused (ACL): said once
+        self.asked: set[LostClaim] = set()  # the lost claims a check was made for
         leases.on_lost = self.claims_lost
 
     def due(self, now: float) -> bool:
@@ -81,9 +82,15 @@ class ServerWatch:
             self.count_gone(restarted)
 
     def claims_lost(self, lost: set[LostClaim]) -> None:
-        """A renewal found claims lost: a takeover, or a server that forgot them. Ask which."""
-        if lost and self.run_ids:
+        """A renewal found claims lost: a takeover, or a server that forgot them. Ask which, once per
+        claim (a claim taken over stays lost until its run ends: one renewal a second would ask again)."""
+        new, self.asked = lost - self.asked, set(lost)
+        if not new or not self.run_ids:
+            return
+        try:
             self.check()
+        except redis.RedisError as exc:  # the renewal itself went through: the periodic check asks again
+            log.debug("the server check after lost claims failed: %s", exc)
 
     def count_gone(self, servers: list[str]) -> None:
         """The server restarted: are the records of the jobs this worker holds still there?"""
