@@ -137,14 +137,14 @@ def test_a_restart_that_lost_the_data_is_one_error_with_the_count(
 ) -> None:
     worker = start_worker("-c", "1", "--visibility-timeout", "3", url=server.url, app=napapp)
     producer = TaskForge("producer", broker=server.url)
-    handle = producer.send("napapp.nap", 6)
+    handle = producer.send("napapp.nap", 10)
     wait_for(lambda: handle.status().value == "running", 30, "the job to start")
     assert any("no persistence" in r["text"] and r["level"] == "WARNING" for r in records(worker.output()))
 
     server.stop()  # no AOF, no RDB: it comes back empty
     server.start()
     wait_for(lambda: "restarted without its data" in worker.output(), 30, "the worker to see the restart")
-    # The run ends (6 s) and its outcome meets no record; a few renewals pass meanwhile.
+    # The run ends (10 s: room for a loaded machine to see the restart first) and its outcome meets no record; a few renewals pass meanwhile.
     wait_for(lambda: "its record is gone" in worker.output(), 30, "the run to end")
     output = worker.output()
     errors = [r["text"] for r in records(output) if r["level"] == "ERROR"]
