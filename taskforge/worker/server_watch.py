@@ -39,8 +39,15 @@ CHECK_EVERY = 180.0  # seconds between two looks at the server's settings
 class ServerWatch:
     """Checks the server's settings now and then, and tells a restart that lost data from one that did not."""
 
-    def __init__(self, app: TaskForge, leases: Leases, held: Callable[[], Iterable[Running]]) -> None:
+    def __init__(
+        self,
+        app: TaskForge,
+        leases: Leases,
+        held: Callable[[], Iterable[Running]],
+        on_restart: Callable[[], None] = lambda: None,
+    ) -> None:
         self.app = app
+        self.on_restart = on_restart  # what a server that may have lost its data needs again (task limits)
         self.leases = leases
         self.held = held
         self.replicated = app.durability == "replicated"
@@ -80,6 +87,7 @@ class ServerWatch:
         self.run_ids.update((h.server, h.run_id) for h in healths)
         if restarted:
             self.count_gone(restarted)
+            self.on_restart()
 
     def claims_lost(self, lost: set[LostClaim]) -> None:
         """A renewal found claims lost: a takeover, or a server that forgot them. Ask which, once per

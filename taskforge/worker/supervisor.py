@@ -94,7 +94,7 @@ class Supervisor:
         self.woken = False  # idle children woken once a stop began
         self.reconciler = Reconciler(app.broker, list(options.queues))
         self.rescue = Rescue(app.broker.claims, app.broker.client, self.registry.id)
-        self.server_watch = ServerWatch(app, self.leases, self.held)
+        self.server_watch = ServerWatch(app, self.leases, self.held, self.register_limits)
 
     @property
     def stopping(self) -> bool:

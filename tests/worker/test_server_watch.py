@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from taskforge import TaskForge
 
@@ -35,6 +36,11 @@ app = TaskForge("napapp")
 def nap(seconds):
     time.sleep(seconds)
     return seconds
+
+
+@app.task(rate_limit="10/s")
+def limited():
+    return 1
 """
 
 
@@ -144,7 +150,8 @@ def test_a_restart_that_lost_the_data_is_one_error_with_the_count(
     server.stop()  # no AOF, no RDB: it comes back empty
     server.start()
     wait_for(lambda: "restarted without its data" in worker.output(), 30, "the worker to see the restart")
-    # The run ends (10 s: room for a loaded machine to see the restart first) and its outcome meets no record; a few renewals pass meanwhile.
+    # The run ends (10 s: room for a loaded machine to see the restart first) and its outcome
+    # meets no record; a few renewals pass meanwhile.
     wait_for(lambda: "its record is gone" in worker.output(), 30, "the run to end")
     output = worker.output()
     errors = [r["text"] for r in records(output) if r["level"] == "ERROR"]
@@ -152,6 +159,9 @@ def test_a_restart_that_lost_the_data_is_one_error_with_the_count(
     assert "1 jobs this worker held are gone" in errors[0]
     for untrue in ("no longer holds its claim", "reclaimed", "took the job over", "lease expired"):
         assert untrue not in output, f"{untrue!r} logged after a restart that lost the job:\n{output}"
+    # The worker's task limits went with the data: published again, for jobs sent by name.
+    limits = redis.Redis.from_url(server.url)
+    wait_for(lambda: limits.hexists("taskforge:{default}:limits", "napapp.limited"), 10, "the limits again")
 
 
 @pytest.mark.parametrize("server", [DURABLE], indirect=True)
