@@ -18,6 +18,7 @@ Catch ``TaskforgeError`` to handle them all::
     ├── CorruptJob                  a job's record cannot be run (junk written by something else)
     ├── Aborted                     JobHandle.abort() stopped the job
     ├── Expired                     the job was not started by its ``expires`` time
+    ├── QueueNotEmpty               forgetting a queue that still holds jobs; nothing was deleted
     ├── JobNotFound                 no such job (never existed, or past its retention)
     │   └── WorkflowNotFound        no such workflow
     ├── BrokerUnavailable           Redis cannot be reached; says which URL and what to do
@@ -63,6 +64,7 @@ __all__ = [
     "LeaseLost",
     "MetricsPortUnavailable",
     "QueueFull",
+    "QueueNotEmpty",
     "Retry",
     "SerializationError",
     "SoftTimeout",
@@ -129,6 +131,19 @@ class UnknownTask(TaskforgeError):
             f"no task named {task!r} is registered in app {app!r} (known: {listed}); "
             "deploy the code that defines it, then retry the dead job",
             task,
+        )
+
+
+class QueueNotEmpty(TaskforgeError):
+    """``taskforge queues forget``: the queue still holds jobs (waiting, running or dead); nothing was deleted."""
+
+    def __init__(self, queue: str, holding: str) -> None:
+        self.queue = queue
+        self.holding = holding
+        super().__init__(
+            f"queue {queue!r} still holds {holding} jobs, so it was not forgotten: only an empty queue is; "
+            f"purge it first (taskforge purge APP --queue {queue}; taskforge dead APP purge --queue {queue}), "
+            "or let its running jobs end"
         )
 
 

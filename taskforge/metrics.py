@@ -7,7 +7,9 @@ directory, no counts lost when a child is replaced, and no Redis call per
 job. Queue depths and live workers are read from Redis when Prometheus
 scrapes, a handful of calls per queue whatever its size.
 
-Metrics (the ``job`` counters are labelled by ``queue`` and ``task``):
+Metrics (the ``job`` counters are labelled by ``queue`` and ``task``; a task
+the app did not register is labelled ``unknown``, so job names a producer
+made up cannot add series without bound):
 
     taskforge_jobs_started_total      runs handed to a child
     taskforge_jobs_succeeded_total    runs that returned
@@ -42,6 +44,7 @@ log = logging.getLogger("taskforge.metrics")
 
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, float("inf"))
 QUEUE_STATES = ("pending", "scheduled", "retrying", "running", "dead")
+UNKNOWN_TASK = "unknown"
 
 
 def _prometheus() -> Any:
@@ -95,6 +98,7 @@ class WorkerMetrics:
 
     def __init__(self, app: TaskForge, queues: Sequence[str]) -> None:
         prom = _prometheus()
+        self.app = app
         self.registry = prom.CollectorRegistry()
         job_labels = ["queue", "task"]
 
@@ -121,11 +125,22 @@ class WorkerMetrics:
         self.registry.register(QueueCollector(app, queues))
         self.server: Any = None
 
+    def task_label(self, task: str) -> str:
+        """The task's own name when the app registered it, else ``unknown``.
+
+        Every job name a worker meets would otherwise be a label: ~25 series per
+        name (counters and a histogram), kept until the worker stops, on every
+        worker that meets it (issue 47: 2,000 names made a 5 MB ``/metrics``).
+        The blank task of a loop blocked outside any job stays blank.
+        """
+        return task if not task or task in self.app.tasks else UNKNOWN_TASK
+
     def started(self, queue: str, task: str) -> None:
-        self.started_total.labels(queue, task).inc()
+        self.started_total.labels(queue, self.task_label(task)).inc()
 
     def finished(self, queue: str, task: str, state: str | None, seconds: float) -> None:
         """One run's outcome as the queue recorded it; fenced or unrecorded runs count only their time."""
+        task = self.task_label(task)
         if state == "succeeded":
             self.succeeded_total.labels(queue, task).inc()
         elif state in ("retrying", "dead"):
@@ -138,7 +153,7 @@ class WorkerMetrics:
             self.reclaims_total.labels(queue).inc(count)
 
     def loop_blocked(self, queue: str, task: str) -> None:
-        self.loop_blocked_total.labels(queue, task).inc()
+        self.loop_blocked_total.labels(queue, self.task_label(task)).inc()
 
     def child_restarted(self, reason: str) -> None:
         self.restarts_total.labels(reason).inc()

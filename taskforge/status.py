@@ -209,6 +209,21 @@ def queue_status(app: TaskForge, name: str, sample: int = SAMPLE, paused: bool |
     )
 
 
+def queue_statuses(app: TaskForge, names: Sequence[str], paused: set[str]) -> list[QueueStatus]:
+    """Every queue's counts; a queue with no job key is known empty from one pipelined probe
+    (``broker/queue_probe.py``), so thousands of one-off queues cost a few round trips, not ten each."""
+    from .broker.queue_probe import QueueProbe
+
+    found = QueueProbe(app.broker.link).probe(names)
+    no_jobs = {p.name.lower(): 0 for p in sorted(Priority, reverse=True)}
+    return [
+        queue_status(app, name, paused=name in paused)
+        if found[name].jobs
+        else QueueStatus(name, dict(no_jobs), 0, 0, 0, 0, None, False, found[name].expired, name in paused)
+        for name in names
+    ]
+
+
 def worker_status(raw: dict[str, Any]) -> WorkerStatus:
     current = [
         {
@@ -247,7 +262,7 @@ def status(app: TaskForge, queues: Sequence[str] | None = None) -> Status:
     paused = app.broker.flow.paused(names)
     return Status(
         broker=redact(app.url),
-        queues=[queue_status(app, name, paused=name in paused) for name in names],
+        queues=queue_statuses(app, names, paused),
         workers=workers(app),
         periodic=[
             PeriodicStatus(s.task.name, s.task.queue, s.describe(), s.following(now).astimezone(timezone.utc))
@@ -314,3 +329,10 @@ def job_to_json(info: JobInfo) -> dict[str, Any]:
 def workflow_to_json(info: WorkflowInfo) -> dict[str, Any]:
     """``WorkflowInfo.to_dict()`` with each step as ``job --json`` prints it (``workflow --json``)."""
     return {**info.to_dict(), "steps": [job_to_json(step) for step in info.steps]}
+
+
+def server_report(app: TaskForge) -> tuple[list[str], list[str]]:
+    """The Redis server's settings in one line per server, and how they can lose jobs (``server_health.py``)."""
+    from .broker import server_health
+
+    return server_health.report(app.broker.client, app.url, app.durability == "replicated")

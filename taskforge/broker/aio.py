@@ -41,7 +41,7 @@ from .aio_workflows import AsyncWorkflowStore
 from .calls import ScriptCall
 from .connection import SCRIPT_LOADS, broker_errors
 from .damage import expected_types, find_damage
-from .durability import FAILOVER_RETRY_S, FailoverRetries, confirmed_enqueue
+from .durability import FAILOVER_RETRY_S, FailoverRetries, QueueNames, confirmed_enqueue
 from .flow import AsyncFlow
 from .jobs import queue_full
 from .keys import QueueKeys
@@ -230,7 +230,7 @@ class AsyncJobs:
         self.run = link.run
         self.write = link.write
         self.guard = link.guard
-        self._known_queues: set[str] = set()
+        self._known_queues = QueueNames()
 
     async def enqueue(self, queue: str, jobs: Sequence[NewJob], max_size: int = 0, resend: bool = False) -> list[str]:
         """``Jobs.enqueue``, awaited: the same tries (a plain first one sent once, then checked re-sends)."""
@@ -251,9 +251,9 @@ class AsyncJobs:
     async def _enqueue_once(self, call: ScriptCall[list[str] | EnqueueRefused]) -> list[str] | EnqueueRefused:
         queue = call.queue.name
         async with self.guard(queue):
-            if queue not in self._known_queues:
+            if self._known_queues.due(queue):
                 await self.client.sadd(keys.QUEUES, queue)
-                self._known_queues.add(queue)
+                self._known_queues.added(queue)
             reply, acked = await self.write(call)
         return confirmed_enqueue(reply, acked, self.url)
 

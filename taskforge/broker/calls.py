@@ -234,6 +234,17 @@ def purge(q: QueueKeys, *, which: str, limit: int) -> ScriptCall[int]:
     return ScriptCall("purge", q, [which, limit], int)
 
 
+def queue_probe(q: QueueKeys, *, minute: int, minutes: int) -> ScriptCall[tuple[bool, bool, int]]:
+    """Whether the queue holds any job, whether it has stats in the last ``minutes``, and its expiries there."""
+    return ScriptCall("queue_probe", q, [minute, minutes], replies.decode_probe)
+
+
+def forget(q: QueueKeys, *, phase: str, cursor: str, pattern: str) -> ScriptCall[tuple[str, str, int]]:
+    """``tidy`` (after a purge) or one slice of ``forget``: (what still holds a job, or '';
+    the next SCAN cursor, '0' when done; keys deleted)."""
+    return ScriptCall("forget", q, [phase, cursor, pattern], replies.decode_forget)
+
+
 def delete_jobs(q: QueueKeys, *, job_ids: Sequence[str]) -> ScriptCall[int]:
     """Finished jobs deleted for good (``taskforge jobs --delete``): how many went."""
     return ScriptCall("delete_jobs", q, [*job_ids], int)
@@ -309,6 +320,8 @@ CALLS: dict[str, Callable[..., ScriptCall[Any]]] = {
     "retry_dead": retry_dead,
     "purge": purge,
     "delete_jobs": delete_jobs,
+    "forget": forget,
+    "queue_probe": queue_probe,
     "cancel_steps": cancel_steps,
     "workflow_create": workflow_create,
     "workflow_report": workflow_report,

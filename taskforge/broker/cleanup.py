@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, cast
 
 import redis
 
-from . import calls
+from ..errors import QueueNotEmpty
+from . import calls, keys
 from .keys import QueueKeys
 from .replies import CancelOutcome
 
@@ -60,7 +61,8 @@ class Cleanup:
             return self.scripts.run_each([calls.cancel(q, job_id=i, retention_ms=self.retention_ms) for i in job_ids])
 
     def purge(self, queue: str, which: str) -> int:
-        """Delete every job of one set ('pending', 'scheduled', 'dead'), in slices."""
+        """Delete every job of one set ('pending', 'scheduled', 'dead'), in slices; then, when no job
+        is left waiting, running or dead, the queue's bookkeeping keys (``tidy``)."""
         total = 0
         call = calls.purge(QueueKeys(queue), which=which, limit=PURGE_SLICE)
         with self.guard(queue):
@@ -68,7 +70,38 @@ class Cleanup:
                 n = self.scripts.run(call)
                 total += n
                 if n == 0:
-                    return total
+                    break
+        self.tidy(queue)
+        return total
+
+    def tidy(self, queue: str) -> int:
+        """The keys a queue keeps for its jobs (sequence, wake list, lane counts, sweep cursors), deleted
+        when it holds no job waiting, running or dead: a purged queue leaves none. How many went."""
+        call = calls.forget(QueueKeys(queue), phase="tidy", cursor="0", pattern="")
+        with self.guard(queue):
+            return self.scripts.run(call)[2]
+
+    def forget(self, queue: str) -> int:
+        """Delete every key of ``queue``, then its name from the registry: how many keys went.
+
+        Raises ``QueueNotEmpty`` (nothing more deleted) when a job waits, runs
+        or is dead there. In slices of one SCAN step (``forget.lua``), each
+        checking the queue again, so a job sent meanwhile stops it, and Redis
+        never blocks long; the registry entry (another slot) goes last.
+        """
+        q = QueueKeys(queue)
+        pattern = glob_literal(q.prefix) + "*"
+        cursor, deleted = "0", 0
+        with self.guard(queue):
+            while True:
+                holding, cursor, n = self.scripts.run(calls.forget(q, phase="forget", cursor=cursor, pattern=pattern))
+                if holding:
+                    raise QueueNotEmpty(queue, holding)
+                deleted += n
+                if cursor == "0":
+                    break
+            self.client.srem(keys.QUEUES, queue)
+        return deleted
 
     def clear(self, queue: str) -> int:
         """Delete every key of ``queue`` (SCAN + UNLINK: never blocks Redis on a big queue)."""

@@ -95,14 +95,14 @@ class Durability:
         self.scripts = scripts
         self.guard = guard
         self.failover_retry_s = failover_retry_s
-        self._known_queues: set[str] = set()
+        self._known_queues = QueueNames()
 
     def enqueue_once(self, call: ScriptCall[list[str] | EnqueueRefused]) -> list[str] | EnqueueRefused:
         queue = call.queue.name
         with self.guard(queue):
-            if queue not in self._known_queues:
+            if self._known_queues.due(queue):
                 self.client.sadd(keys.QUEUES, queue)
-                self._known_queues.add(queue)
+                self._known_queues.added(queue)
             reply, acked = self.scripts.write(call)
         return confirmed_enqueue(reply, acked, self.url)
 
@@ -131,3 +131,24 @@ class Durability:
                 redact(self.url),
                 REPLICA_WAIT_MS,
             )
+
+
+NAMES_AGAIN_EVERY = 60.0  # seconds a producer trusts that its queue's name is still in the registry
+
+
+class QueueNames:
+    """When a producer adds a queue's name to ``taskforge:queues`` again (``SADD``, once a minute per queue).
+
+    Once per process was enough while names were never removed; ``taskforge
+    queues forget`` (or a Redis restarted without its data) removes them, and a
+    producer still sending there must list the queue again for ``status``.
+    """
+
+    def __init__(self) -> None:
+        self.until: dict[str, float] = {}
+
+    def due(self, queue: str) -> bool:
+        return time.monotonic() >= self.until.get(queue, 0.0)
+
+    def added(self, queue: str) -> None:
+        self.until[queue] = time.monotonic() + NAMES_AGAIN_EVERY

@@ -212,3 +212,19 @@ class ResumeReply(NamedTuple):
 def decode_workflow_resume(raw: list[Any]) -> ResumeReply:
     on_failure = (int(raw[3][0]), raw[3][1].decode()) if raw[3] else None
     return ResumeReply(raw[0].decode(), _ready(raw[1]), _cancel(raw[2]), on_failure)
+
+
+def decode_probe(raw: Any) -> tuple[bool, bool, int]:
+    """``queue_probe``'s reply: (holds jobs, has stats in the window, jobs expired in it)."""
+    jobs, active, expired = raw
+    return bool(int(jobs)), bool(int(active)), int(expired)
+
+
+def decode_forget(raw: Any) -> tuple[str, str, int]:
+    """``forget``'s reply: (what still holds a job, or ''; the next SCAN cursor; keys deleted)."""
+    holding, cursor, deleted = raw
+    return _text(holding), _text(cursor), int(deleted)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -41,6 +41,7 @@ COMMANDS = (
     "jobs",
     "pause",
     "purge",
+    "queues",
     "resume",
     "status",
     "worker",
@@ -71,6 +72,8 @@ def load(name: str) -> click.Command | None:  # noqa: C901  (one case per comman
             from .stop import abort as command
         case "purge":
             from .purge import purge as command
+        case "queues":
+            from .queues import queues as command
         case "pause":
             from .pause import pause as command
         case "resume":

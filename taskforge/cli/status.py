@@ -22,7 +22,10 @@ and failures of the last hour are on the dashboard (taskforge dashboard).
 EXPIRED counts the jobs that reached their `expires` time unrun in the
 last 60 minutes (they end cancelled, "expired").
 The workflows line counts those running now, and those that ended (succeeded,
-dead, cancelled) within the app's retention.
+dead, cancelled) within the app's retention. The redis line gives the
+server's maxmemory-policy, persistence and replicas, and a WARNING follows
+for each way they can lose jobs (eviction, no AOF nor RDB, no replica under
+durability="replicated").
 
 \b
 Example:
@@ -51,6 +54,9 @@ strings or null, counts are integers):
   periodic        [{task, queue, schedule, next_run}]: the app's periodic tasks
   workflows       {running, succeeded, dead, cancelled}: running now, and
                   ended that way within the app's retention
+  server          {summary: [line per Redis server: maxmemory-policy,
+                  persistence, replicas], warnings: [each way its settings
+                  can lose jobs]}
 """
 
 
@@ -65,10 +71,19 @@ def status(app: str, as_json: bool) -> None:
     with cli_errors():
         snapshot = tf_status.status(the_app)
         workflows = the_app.broker.ledger.workflow_counts()
+        summary, warnings = tf_status.server_report(the_app)
     if as_json:
-        click.echo(json.dumps({**snapshot.to_dict(), "workflows": workflows}, indent=2))
+        server = {"summary": summary, "warnings": warnings}
+        click.echo(json.dumps({**snapshot.to_dict(), "workflows": workflows, "server": server}, indent=2))
     else:
-        click.echo(format_status(snapshot, workflows, the_app.retention))
+        click.echo(format_status(snapshot, workflows, the_app.retention) + server_lines(summary, warnings))
+
+
+def server_lines(summary: list[str], warnings: list[str]) -> str:
+    """'redis: maxmemory-policy noeviction, persistence AOF, 0 replicas', then each risk in yellow."""
+    lines = [f"redis: {line}" for line in summary]
+    lines += [click.style("WARNING", fg="yellow", bold=True) + f": {text}" for text in warnings]
+    return "\n".join(["", *lines]) if lines else ""
 
 
 def format_status(snapshot: tf_status.Status, workflows: dict[str, int] | None = None, retention: float = 0) -> str:

@@ -10,13 +10,17 @@ the newest ids of each state and a few fields of each record, so a group of
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import redis
+
 from .. import status
 from ..broker.keys import WORKFLOW_STATES, validate_queue_name
-from ..errors import ConfigurationError, CorruptPayload
+from ..broker.server_health import DENIED
+from ..errors import ConfigurationError, CorruptPayload, TaskforgeError
 from ..handle import job_info
 from ..job import JobInfo, ms_to_datetime
 from ..workflows.handle import WorkflowHandle, WorkflowInfo
@@ -27,6 +31,9 @@ if TYPE_CHECKING:
     from ..app import TaskForge
 
 PAGE_SIZE = 50
+OVERVIEW_QUEUES = 100  # queues per overview page
+SERVER_CHECK_EVERY = 30.0  # seconds a page reuses the last look at the server's settings
+SERVER_DENIED_AGAIN = 3600.0  # and when the server refused to say
 MINUTES = 60
 STATES = ("pending", "scheduled", "running", "dead")
 WORKFLOWS_SHOWN = 20  # per state on the workflows page: each costs one small read
@@ -81,8 +88,15 @@ class History:
 
 
 def history(app: TaskForge, queues: list[str]) -> History:
-    first, rows = app.broker.inspection.outcome_history(queues, MINUTES)
-    return History(ms_to_datetime(first) or status.now_utc(), rows)
+    """The last hour per queue; only queues with a stats key in that hour are read minute by minute
+    (``queue_probe.py``): thousands of idle queues cost one short script call each, not 60 reads."""
+    from ..broker.queue_probe import QueueProbe
+
+    found = QueueProbe(app.broker.link).probe(queues)
+    active = {q for q, probe in found.items() if probe.active}
+    first, rows = app.broker.inspection.outcome_history([q for q in queues if q in active], MINUTES)
+    idle = [(0, 0)] * MINUTES
+    return History(ms_to_datetime(first) or status.now_utc(), {q: rows.get(q, list(idle)) for q in queues})
 
 
 @dataclass(frozen=True)
@@ -115,6 +129,13 @@ class JobPage:
 
 def queue_name(name: str) -> str:
     return validate_queue_name(name)
+
+
+def queue_page(names: list[str], page: int, size: int = OVERVIEW_QUEUES) -> tuple[int, int, list[str]]:
+    """(the page, how many pages, its queue names): a page past the last shows the last."""
+    pages = max(1, -(-len(names) // size))
+    page = min(page, pages)
+    return page, pages, names[(page - 1) * size : page * size]
 
 
 def page_number(raw: str | None) -> int:
@@ -258,3 +279,24 @@ def _task_of(spec: bytes | None) -> str | None:
 
 def _number(text: str | None) -> int | None:
     return int(text) if text and text.isascii() and text.isdigit() else None
+
+
+def server_warnings(state: Any) -> list[str]:
+    """The banner every page shows: how the Redis server's settings can lose jobs (``server_health.py``).
+
+    Asked at most every ``SERVER_CHECK_EVERY`` seconds (a page refreshes every
+    few); an unreachable server shows no banner here: the page itself says so.
+    """
+    cached: tuple[float, list[str]] | None = getattr(state, "server_warnings", None)
+    now = time.monotonic()
+    if cached is not None and cached[0] > now:
+        return cached[1]
+    again = SERVER_CHECK_EVERY
+    try:
+        summary, found = status.server_report(state.taskforge)
+    except (redis.RedisError, TaskforgeError):
+        summary, found = [], []
+    if summary and summary[0].startswith(DENIED):
+        again = SERVER_DENIED_AGAIN  # INFO denied (an ACL): each ask is an entry in its ACL LOG
+    state.server_warnings = (now + again, found)
+    return found

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..broker.queue import Claim
-from .lost_acks import recorded_success
+from .lost_acks import record_gone, recorded_success
 
 if TYPE_CHECKING:
     from ..broker.roles import ClaimsRole
@@ -199,6 +199,13 @@ def not_recorded(claims: ClaimsRole, items: list[Done], oks: list[bool]) -> None
     """Say which successes were not recorded: their claim was taken over (or an earlier try landed)."""
     for item, ok in zip(items, oks, strict=True):
         if not ok and not recorded_success(claims, item.claim):
+            if record_gone(claims, item.claim):  # the server lost it: no takeover (``server_watch.py``)
+                log.warning(
+                    "%s %s: its success was not recorded: its record is gone from Redis",
+                    item.claim.task,
+                    item.claim.id,
+                )
+                continue
             log.warning(
                 "%s %s: its success was not recorded: this worker no longer held its claim "
                 "(the lease expired and the job was reclaimed)",

@@ -60,6 +60,8 @@ def outcome_line(
         return logging.ERROR, f"{head} {failure}; the job is dead"
     if state == "fenced":
         return logging.WARNING, f"{head} {failure}; not recorded: another worker took the job over"
+    if state == "gone":  # the server lost the record (the supervisor says so once, with the count)
+        return logging.WARNING, f"{head} {failure}; not recorded: the job's record is gone from Redis"
     return logging.WARNING, f"{head} {failure}; not recorded: its lease will expire and it will be reclaimed"
 
 

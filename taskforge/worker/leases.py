@@ -50,6 +50,9 @@ class Leases:
         self.report_damage = report_damage
         self.metrics = metrics
         self.lost_once: set[LostClaim] = set()  # claims the last renewal found lost
+        # Claims whose records a restarted Redis forgot (``server_watch.py``): not renewed, not reported.
+        self.forgotten: set[LostClaim] = set()
+        self.on_lost: Callable[[set[LostClaim]], None] | None = None  # asked before lost claims are reported
 
     def renew(self, held: Iterable[Running], stop: Callable[[set[str]], None]) -> None:
         """Extend the lease of every claim in ``held``; ``stop`` the jobs someone asked to abort.
@@ -58,8 +61,14 @@ class Leases:
         a later queue's renewal fails.
         """
         by_queue: dict[str, list[tuple[str, str]]] = {}
+        still: set[LostClaim] = set()
         for running in held:
+            claim = (running.job.queue, running.job.job_id, running.job.token)
+            if claim in self.forgotten:
+                still.add(claim)
+                continue
             by_queue.setdefault(running.job.queue, []).append((running.job.job_id, running.job.token))
+        self.forgotten = still  # a forgotten claim's run ended: nothing more to skip
         lost_now: set[LostClaim] = set()
         for queue, claims in by_queue.items():
             try:
@@ -71,7 +80,13 @@ class Leases:
             lost_now.update((queue, job_id, tokens[job_id]) for job_id in lost)
             if aborted:
                 stop(set(aborted))
-        self.report_lost(lost_now)
+        if lost_now and self.on_lost is not None:
+            self.on_lost(lost_now)
+        self.report_lost(lost_now - self.forgotten)
+
+    def forget(self, claims: set[LostClaim]) -> None:
+        """Claims whose job records are gone (the server lost its data): stop renewing and reporting them."""
+        self.forgotten |= claims
 
     def report_lost(self, lost_now: set[LostClaim]) -> None:
         """Warn about claims (queue, id, token) found lost by two renewals in a row.

@@ -51,3 +51,17 @@ def recorded_success(claims: ClaimsRole, claim: Claim) -> bool:
         return False
     claims.tally.count_success(claim.queue)  # the try that landed never counted it
     return True
+
+
+def record_gone(claims: ClaimsRole, claim: Claim) -> bool:
+    """True when a refused report's job has no record at all: the server lost it (a restart without
+    persistence, an eviction), so no other worker took it over, whatever the refusal looks like."""
+    try:
+        return claims.job_fields(claim.queue, claim.id, ("state",))[0] is None
+    except BrokerUnavailable:
+        return False
+
+
+def refusal(claims: ClaimsRole, claim: Claim) -> str:
+    """What a refused report met: ``gone`` (no record left) or ``fenced`` (another claim holds the job)."""
+    return "gone" if record_gone(claims, claim) else "fenced"

@@ -28,7 +28,7 @@ from ..finals import FinalTransition
 from ..job import FailureKind, JobInfo, JobState, Priority
 from ..serialization import dumps_result
 from . import soft
-from .lost_acks import own_outcome, recorded_success
+from .lost_acks import own_outcome, recorded_success, refusal
 from .outage import OUTAGE_ERRORS, Outage
 from .retry_filters import not_retried
 
@@ -299,7 +299,8 @@ def succeeded(
     if link is None:
         ok = record(broker.claims.succeed, claim.queue, claim.id, claim.token, result, outage=outage)
         ok = ok or (ok is False and recorded_success(broker.claims, claim))  # a lost reply, not a takeover
-        return Outcome({True: "succeeded", False: "fenced"}.get(ok), duration)
+        state = "succeeded" if ok else (refusal(broker.claims, claim) if ok is False else None)
+        return Outcome(state, duration)
     answer = record(
         broker.claims.succeed_and_claim,
         claim.queue,
@@ -314,7 +315,7 @@ def succeeded(
         return Outcome(None, duration)
     ok, following = answer
     ok = ok or recorded_success(broker.claims, claim)
-    return Outcome("succeeded" if ok else "fenced", duration, next=following)
+    return Outcome("succeeded" if ok else refusal(broker.claims, claim), duration, next=following)
 
 
 def tell_finals(
@@ -351,7 +352,7 @@ def failed(
     fail = context.broker.claims.fail
     state = record(fail, claim.queue, claim.id, claim.token, error, tb, retry_in, kind, error_type, outage=outage)
     if state == "fenced":  # a lost reply, not a takeover, when the record names this claim's report
-        state = own_outcome(context.broker.claims, claim) or state
+        state = own_outcome(context.broker.claims, claim) or refusal(context.broker.claims, claim)
     if state in ("retrying", "dead"):
         context.broker.claims.tally.time_claim(claim, duration)
     if (claim.workflow or context.finals.every) and state == "dead":

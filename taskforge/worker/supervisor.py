@@ -40,6 +40,7 @@ from .pool import Pool, Running
 from .reconcile import Reconciler
 from .registry import WorkerRegistry, owner_tag
 from .rescue import Rescue
+from .server_watch import ServerWatch
 from .ticker import Ticker
 
 if TYPE_CHECKING:
@@ -93,6 +94,7 @@ class Supervisor:
         self.woken = False  # idle children woken once a stop began
         self.reconciler = Reconciler(app.broker, list(options.queues))
         self.rescue = Rescue(app.broker.claims, app.broker.client, self.registry.id)
+        self.server_watch = ServerWatch(app, self.leases, self.held, self.register_limits)
 
     @property
     def stopping(self) -> bool:
@@ -157,6 +159,8 @@ class Supervisor:
         Every few seconds, first the claims of this host's workers proved dead (``rescue.py``).
         """
         rescued = self.rescue.run() if self.rescue.due(time.monotonic()) else set()
+        if self.server_watch.due(time.monotonic()):
+            self.server_watch.check()  # settings that can lose jobs, and a restart (``server_watch.py``)
         self.leases.reclaim([*self.options.queues, *sorted(rescued - set(self.options.queues))])
         self.reconciler.run()
 

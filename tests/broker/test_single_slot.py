@@ -20,7 +20,7 @@ from contextlib import contextmanager
 
 import redis
 
-from taskforge import TaskForge, chain
+from taskforge import TaskForge, chain, status
 from taskforge.broker.keys import QueueKeys
 from taskforge.broker.queue import NewJob
 from taskforge.broker.scripts import SCRIPT_NAMES, script_source
@@ -224,6 +224,11 @@ def every_script(app: TaskForge, queue: str) -> None:
     assert dead.retry()
     app.drain()
     assert dead.result(timeout=5) == 1
+    # The operators' view of every queue (queue_probe), and a queue emptied, then forgotten (forget).
+    status.status(app, [queue])
+    plain.with_options(queue=f"{queue}-gone").delay(1)
+    b.cleanup.purge(f"{queue}-gone", "pending")
+    b.cleanup.forget(f"{queue}-gone")
 
 
 def ran_scripts(seen: list[tuple[str, list[bytes]]]) -> list[tuple[str, bytes, list[list[bytes]]]]:

@@ -75,6 +75,7 @@ STATUS_SCHEMA = {
     "next_due": NULLABLE_ISO,
     "periodic": [{"task": str, "queue": str, "schedule": str, "next_run": ISO}],
     "workflows": {"running": int, "succeeded": int, "dead": int, "cancelled": int},
+    "server": {"summary": [str], "warnings": [str]},
 }
 
 JSON_VALUE = (type(None), bool, int, float, str, list, dict)

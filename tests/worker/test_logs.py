@@ -24,17 +24,19 @@ pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
 PASSWORD = "h0rse-battery-staple"
 OUTAGE = 5.0  # seconds the private Redis stays down
+DURABLE = ("--save", "", "--appendonly", "yes", "--appendfsync", "always")
 LINE = re.compile(r"^\S+ \S+ (?P<level>[A-Z]+) \[(?P<who>[^\]]+)\] (?P<text>.*)$")
 
 
 class PrivateRedis:
     """A redis-server of one test's own, with a password, that can be stopped and started on its port."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *settings: str) -> None:
+        """``settings``: the server's persistence and memory options (default: AOF, fsync on every write)."""
         self.port = free_port()
         self.url = f"redis://:{PASSWORD}@127.0.0.1:{self.port}/0"
         self.argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--requirepass", PASSWORD]
-        self.argv += ["--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", str(directory)]
+        self.argv += [*(settings or DURABLE), "--dir", str(directory)]
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:

@@ -112,3 +112,25 @@ def test_a_lease_reclaim_is_counted(start_worker, redis_url: str) -> None:
     wait_for(lambda: reclaims() == 1, 30, "the reclaim to be counted", interval=0.3)
     assert handle.result(timeout=30) == 0.5
     assert reclaims() == 1
+
+
+def test_unknown_task_names_share_one_label(start_worker, redis_url: str) -> None:
+    """Job names the app never registered collapse into ``task="unknown"``: /metrics stays bounded."""
+    port = free_port()
+    producer = TaskForge("producer", broker=redis_url)
+    start_worker("-c", "1", "--metrics-port", str(port))
+    wait_for(lambda: scrape(port), 30, "the metrics endpoint")
+    handles = [producer.send(f"madeup.name_{i}") for i in range(200)]
+
+    wait_for(lambda: all(h.status().value == "dead" for h in handles), 90, "the 200 unknown jobs to end dead")
+
+    def all_counted() -> dict[str, float] | None:
+        now = scrape(port)
+        started = sum(v for k, v in now.items() if k.startswith("taskforge_jobs_started_total{"))
+        return now if started == 200 else None
+
+    after = wait_for(all_counted, 30, "the 200 starts to be counted", interval=0.3)
+    assert value(after, "taskforge_jobs_started_total", queue="default", task="unknown") == 200
+    assert not [key for key in after if "madeup." in key]
+    # One label's worth of series whatever the number of names (it was ~25 per name).
+    assert len(after) < 150, len(after)
