@@ -37,6 +37,9 @@ CLIENT_COMMANDS: tuple[str, ...] = (
     "wait",
     # the broker's clock
     "time",
+    # the server check (worker, status, dashboard): eviction policy, AOF, replicas, run id (a restart
+    # that lost the data). Not CONFIG, which can read secrets: the RDB schedule is then "unknown"
+    "info",
     # reads of the status, search, inspection, workflow and damage views
     "exists",
     "get",

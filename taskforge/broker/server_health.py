@@ -9,11 +9,12 @@ confirms no write at all. Nothing in Redis says so to a client, so the
 worker (at start and every few minutes), ``taskforge status`` and the
 dashboard ask, and say it in words.
 
-Managed Redis often denies or renames ``CONFIG``: the policy is then read
-from ``INFO memory`` and, failing that, reported as ``unknown`` (never an
-error, and never a warning: nothing proves a risk). RDB snapshots are known
-only through ``CONFIG GET save``; when that is denied and the AOF is off,
-persistence is ``unknown`` too.
+The policy is read from ``INFO memory`` (``CONFIG GET`` only where INFO
+lacks it), since managed Redis and the README's minimal ACL user deny or
+rename ``CONFIG``. RDB snapshots are known only through ``CONFIG GET
+save``, asked only while the AOF is off; when that is denied, persistence
+is ``unknown`` (never an error, and never a warning: nothing proves a
+risk), and the denial is one entry of the server's ACL LOG.
 
 A Cluster is checked master by master (each reachable one); a Sentinel
 client reaches the current master. ``memory://`` keeps nothing anyway and
@@ -106,13 +107,16 @@ def _info(client: Any, **target: Any) -> dict[str, Any]:
 def check(client: Any, server: str = "", **target: Any) -> ServerHealth:
     """Ask one server (``target``: a cluster node, as redis-py's ``target_nodes``)."""
     info = _info(client, **target)
-    policy = _config(client, "maxmemory-policy", **target) or info.get("maxmemory_policy") or UNKNOWN
-    save = _config(client, "save", **target)
+    aof = bool(int(info.get("aof_enabled", 0) or 0))
+    # INFO says the policy; only the RDB schedule needs CONFIG, and only while the AOF is off:
+    # a minimal ACL user (the README's line grants INFO, not CONFIG) is then asked nothing it may not run.
+    policy = info.get("maxmemory_policy") or _config(client, "maxmemory-policy", **target) or UNKNOWN
+    save = None if aof else _config(client, "save", **target)
     return ServerHealth(
         server=server,
         run_id=str(info.get("run_id", "")),
         policy=str(policy),
-        aof=bool(int(info.get("aof_enabled", 0) or 0)),
+        aof=aof,
         rdb=None if save is None else bool(save.strip()),
         replicas=int(info.get("connected_slaves", 0) or 0),
     )
