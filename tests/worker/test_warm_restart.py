@@ -69,13 +69,23 @@ def cmdline(pid: int) -> bytes:
         return b""
 
 
+def running_hold(producer, side, key: str, seconds: float):
+    """A max_attempts=1 job, once it runs."""
+    handle = producer.send("hupapp.hold", key, seconds)
+    wait_for(lambda: side.llen(f"side:{key}:started"), 30, "the job to start")
+    return handle
+
+
+def hup_logged(worker) -> None:
+    wait_for(lambda: "received SIGHUP: warm restart" in worker.output(), 20, "the supervisor to log the SIGHUP")
+
+
 def restart_and_check(worker, producer, side, send_hup) -> None:
     """A max_attempts=1 job runs through a SIGHUP; the children are replaced, the supervisor stays."""
     before = job_children(worker, 2)
-    handle = producer.send("hupapp.hold", "h", 4)
-    wait_for(lambda: side.llen("side:h:started"), 30, "the job to start")
+    handle = running_hold(producer, side, "h", 4)
     send_hup()
-    wait_for(lambda: "received SIGHUP: warm restart" in worker.output(), 20, "the supervisor to log the SIGHUP")
+    hup_logged(worker)
     send_hup()  # a second one during the restart does not double it
     assert final(handle, 60) is JobState.SUCCEEDED
     info = handle.info()
@@ -107,10 +117,9 @@ def test_sighup_to_the_whole_group_kills_no_child(start_worker, hupapp, producer
 def test_sighup_then_sigterm_stops_cleanly(start_worker, hupapp, producer, side) -> None:
     worker = start_worker("-c", "1", app=hupapp)
     job_children(worker, 1)
-    handle = producer.send("hupapp.hold", "t", 2)
-    wait_for(lambda: side.llen("side:t:started"), 30, "the job to start")
+    handle = running_hold(producer, side, "t", 2)
     worker.signal(signal.SIGHUP)
-    wait_for(lambda: "received SIGHUP: warm restart" in worker.output(), 20, "the supervisor to log the SIGHUP")
+    hup_logged(worker)
     worker.signal(signal.SIGTERM)
     assert worker.wait(60) == 0
     assert handle.status() is JobState.SUCCEEDED
