@@ -192,11 +192,10 @@ class Pool:
             owner=self.owner,
             prefetch=options.prefetch,
         )
-        board = Board.new(self.ctx, options.threads)
-        process = self.ctx.Process(
-            target=child_main, args=(config, writer, control_reader, board.shared), name=f"taskforge-child-{index}"
-        )
-        with hup_blocked():
+        with hup_blocked():  # for the child, and for multiprocessing's resource tracker, started with the board
+            board = Board.new(self.ctx, options.threads)
+            args = (config, writer, control_reader, board.shared)
+            process = self.ctx.Process(target=child_main, args=args, name=f"taskforge-child-{index}")
             process.start()
         writer.close()
         control_reader.close()
@@ -303,8 +302,8 @@ class Pool:
 
     def plan_respawn(self, slot: ChildSlot, code: int | None, held: bool) -> None:
         finished_cleanly = code == 0 and not held
-        # Only a child that said so was recycled: a task can call os._exit(3) too. A warm restart's is too.
-        said = slot.recycling and code == EXIT_RECYCLE or slot.restarting and code in (0, EXIT_RECYCLE)
+        # Recycled: said so (a task can os._exit(3) too), or asked by a restart (SIGTERM may find it starting).
+        said = slot.recycling and code == EXIT_RECYCLE or slot.restarting and code in (0, EXIT_RECYCLE, -signal.SIGTERM)
         recycled = said and not held
         if self.stopping or (self.options.burst and finished_cleanly and not slot.restarting):
             return

@@ -83,6 +83,7 @@ def hup_logged(worker) -> None:
 def restart_and_check(worker, producer, side, send_hup) -> None:
     """A max_attempts=1 job runs through a SIGHUP; the children are replaced, the supervisor stays."""
     before = job_children(worker, 2)
+    helpers = set(worker.children()) - before  # multiprocessing's resource tracker: it must outlive a SIGHUP too
     handle = running_hold(producer, side, "h", 4)
     send_hup()
     hup_logged(worker)
@@ -93,7 +94,7 @@ def restart_and_check(worker, producer, side, send_hup) -> None:
     wait_for(lambda: "warm restart done" in worker.output(), 30, "the restart to end")
     after = job_children(worker, 2)
     assert before.isdisjoint(after), (before, after)
-    assert worker.proc.poll() is None
+    assert worker.proc.poll() is None and helpers <= set(worker.children()), (helpers, worker.children())
     out = worker.output()
     assert out.count("received SIGHUP: warm restart") == 1, out
     assert "received SIGHUP during a warm restart: ignored" in out, out
