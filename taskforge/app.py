@@ -21,7 +21,7 @@ from .periodic import Schedule
 from .search import JobPage, find_jobs, query
 from .sending import SendHook, check_hook
 from .task import Task, TaskOptions
-from .task_options import OPTION_NAMES, module_name, module_names
+from .task_options import OPTION_NAMES, checked_count, checked_seconds, module_name, module_names
 from .workflows.reports import install as listen_for_steps
 
 if TYPE_CHECKING:
@@ -37,9 +37,7 @@ DURABILITY = ("async", "replicated")
 
 def _seconds(name: str, value: timedelta | float) -> float:
     seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
-        raise ConfigurationError(f"{name}={value!r}: use a positive timedelta or number of seconds")
-    return float(seconds)
+    return checked_seconds(name, seconds, ", or a timedelta")
 
 
 class TaskForge(Pausing):
@@ -62,10 +60,8 @@ class TaskForge(Pausing):
         max_job_size: int = DEFAULT_MAX_JOB_SIZE,
         include: Sequence[str] = (),
     ) -> None:
-        if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 0:
-            raise ConfigurationError(f"max_size={max_size!r}: use a whole number >= 0 (0: unbounded)")
-        if isinstance(max_job_size, bool) or not isinstance(max_job_size, int) or max_job_size < 0:
-            raise ConfigurationError(f"max_job_size={max_job_size!r}: use a number of bytes >= 0 (0: no limit)")
+        checked_count("max_size", max_size, 0, " (0: unbounded)")
+        checked_count("max_job_size", max_job_size, 0, " bytes (0: no limit)")
         if durability not in DURABILITY:
             raise ConfigurationError(f"durability={durability!r}: use one of {', '.join(DURABILITY)}")
         self.name = name

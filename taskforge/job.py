@@ -112,12 +112,17 @@ def backoff_policy(backoff: float | BackoffPolicy) -> BackoffPolicy:
     """
     if callable(backoff):
         return backoff
-    if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not math.isfinite(backoff) or backoff < 0:
-        raise ConfigurationError(f"backoff={backoff!r}: use a number of seconds >= 0 or a callable attempt -> seconds")
+    number = isinstance(backoff, (int, float)) and not isinstance(backoff, bool)
+    if not number or not math.isfinite(backoff) or not 0 <= backoff <= BACKOFF_CAP_SECONDS:
+        raise ConfigurationError(
+            f"backoff={backoff!r}: use a number of seconds from 0 to {BACKOFF_CAP_SECONDS:.0f} (the cap of every "
+            "backoff), or a callable attempt -> seconds"
+        )
     base = float(backoff)
 
     def exponential(attempt: int) -> float:
-        ceiling: float = min(BACKOFF_CAP_SECONDS, base * 2 ** max(0, attempt - 1))
+        # The exponent is bounded: 2 ** 10_000 is an int no float can hold, and 2 ** 40 seconds is past any cap.
+        ceiling: float = min(BACKOFF_CAP_SECONDS, base * 2 ** min(40, max(0, attempt - 1)))
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 
     return exponential

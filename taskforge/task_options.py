@@ -25,6 +25,11 @@ from .job import Priority
 
 UNIQUE_DEFAULT_TTL = 24 * 3600.0
 MAX_DELAY_SECONDS = 100 * 365.25 * 86400
+# Every option becomes a number in a job record, a Lua script (doubles: exact
+# integers to 2**53) or a Redis TTL in ms: beyond these, a value is stored
+# rounded (max_attempts=2**63 read back as a float) or overflows at each send.
+MAX_SECONDS = MAX_DELAY_SECONDS  # ~100 years: any seconds option (timeout, retention...)
+MAX_COUNT = 2**31 - 1  # any count option (max_attempts, concurrency, a rate's N, max_size...)
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*(s|sec|second|m|min|minute|h|hour|d|day)s?\s*$", re.IGNORECASE)
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -32,11 +37,13 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 def parse_rate_limit(value: str, option: str = "rate_limit") -> tuple[int, float]:
     """``"100/m"`` -> (100, 60.0): at most 100 starts in any 60-second window."""
     match = _RATE.match(value) if isinstance(value, str) else None
-    if not match or int(match[1]) < 1:
+    period = float(match[2] or 1) * _UNIT_SECONDS[match[3][0].lower()] if match else 0.0
+    if not match or not 1 <= int(match[1]) <= MAX_COUNT or not 0.001 <= period <= MAX_SECONDS:
         raise ConfigurationError(
-            f"{option}={value!r}: use 'N/unit' with N >= 1 and unit s, m, h or d (e.g. '100/m', '5/10s')"
+            f"{option}={value!r}: use 'N/unit' with N from 1 to {MAX_COUNT}, a unit s, m, h or d, and a window "
+            f"from 1 ms to {MAX_SECONDS:.0f} s (e.g. '100/m', '5/10s')"
         )
-    return int(match[1]), float(match[2] or 1) * _UNIT_SECONDS[match[3][0].lower()]
+    return int(match[1]), period
 
 
 def limits_text(rate_limit: tuple[int, float] | None, concurrency: int) -> str:
@@ -54,6 +61,22 @@ def is_real_number(value: object) -> bool:
     whose code no type checker has seen (a ``"30"`` from a config file).
     """
     return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+
+
+def checked_seconds(option: str, value: object, hint: str = "") -> float:
+    """A number of seconds above 0 and at most MAX_SECONDS, as a float; ConfigurationError naming ``option``."""
+    if not is_real_number(value) or not 0 < value <= MAX_SECONDS:  # type: ignore[operator]
+        raise ConfigurationError(
+            f"{option}={value!r}: use a number of seconds > 0 and at most {MAX_SECONDS:.0f} (~100 years){hint}"
+        )
+    return float(value)  # type: ignore[arg-type]
+
+
+def checked_count(option: str, value: object, low: int = 1, hint: str = "") -> int:
+    """A whole number from ``low`` to MAX_COUNT (not a bool); ConfigurationError naming ``option``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_COUNT:
+        raise ConfigurationError(f"{option}={value!r}: use a whole number from {low} to {MAX_COUNT}{hint}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -117,25 +140,22 @@ class TaskOptions:
             raise ConfigurationError(
                 "retry_on= and dont_retry_on= together: give one (retry only these, or retry all but these)"
             )
-        if soft_timeout is not None and (not is_real_number(soft_timeout) or soft_timeout <= 0):
-            raise ConfigurationError(f"soft_timeout={soft_timeout!r}: use a number of seconds > 0, or None")
-        if soft_timeout is not None and is_real_number(timeout) and soft_timeout >= timeout:  # type: ignore[operator]
+        if soft_timeout is not None:
+            checked_seconds("soft_timeout", soft_timeout, ", or None")
+        if timeout is not None:
+            checked_seconds("timeout", timeout, ", or None")
+        if soft_timeout is not None and timeout is not None and soft_timeout >= timeout:
             raise ConfigurationError(
                 f"soft_timeout={soft_timeout!r} is not below timeout={timeout!r}: the soft one warns the task "
                 "before the hard one kills it"
             )
-        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-            raise ConfigurationError(f"max_attempts={max_attempts!r}: use a whole number >= 1 (total runs)")
-        if timeout is not None and (not is_real_number(timeout) or timeout <= 0):
-            raise ConfigurationError(f"timeout={timeout!r}: use a number of seconds > 0, or None")
-        if unique_for is not None and (not is_real_number(unique_for) or unique_for <= 0):
-            raise ConfigurationError(f"unique_for={unique_for!r}: use a number of seconds > 0")
+        checked_count("max_attempts", max_attempts, hint=" (total runs)")
+        if unique_for is not None:
+            checked_seconds("unique_for", unique_for)
         if unique_key is not None and not callable(unique_key):
             raise ConfigurationError(f"unique_key={unique_key!r}: use a callable taking the task's arguments")
-        if concurrency is not None and (
-            isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
-        ):
-            raise ConfigurationError(f"concurrency={concurrency!r}: use a whole number >= 1")
+        if concurrency is not None:
+            checked_count("concurrency", concurrency)
         check_debounce(key, debounce, debounce_max_wait)
         check_key_limits(key, key_concurrency, key_rate_limit)
         is_unique = bool(unique) or unique_for is not None or unique_key is not None
@@ -179,10 +199,8 @@ OPTION_NAMES = frozenset(
 
 def check_key_limits(key: object, concurrency: object, rate_limit: object) -> None:
     """ConfigurationError at decoration for per-key limits that cannot work (``key_rate_limit`` is parsed in build)."""
-    if concurrency is not None and (
-        isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
-    ):
-        raise ConfigurationError(f"key_concurrency={concurrency!r}: use a whole number >= 1")
+    if concurrency is not None:
+        checked_count("key_concurrency", concurrency)
     if key is None and (concurrency is not None or rate_limit is not None):
         name = "key_concurrency" if concurrency is not None else "key_rate_limit"
         raise ConfigurationError(
@@ -196,13 +214,14 @@ def check_debounce(key: object, debounce: object, max_wait: object) -> None:
         raise ConfigurationError(
             f"key={key!r}: use the name of one of the task's parameters, or a callable of its arguments returning a str"
         )
-    if debounce is not None and (not is_real_number(debounce) or debounce <= 0):  # type: ignore[operator]
-        raise ConfigurationError(f"debounce={debounce!r}: use a number of seconds > 0")
+    if debounce is not None:
+        checked_seconds("debounce", debounce)
     if max_wait is None:
         return
     if debounce is None:
         raise ConfigurationError("debounce_max_wait= without debounce=: it caps how long a debounce may delay a job")
-    if not is_real_number(max_wait) or max_wait < debounce:  # type: ignore[operator]
+    checked_seconds("debounce_max_wait", max_wait)
+    if max_wait < debounce:  # type: ignore[operator]
         raise ConfigurationError(
             f"debounce_max_wait={max_wait!r} is below debounce={debounce!r}: the cap must leave room for one delay"
         )
@@ -296,8 +315,11 @@ def parse_expires(value: object) -> float | datetime:
             raise ConfigurationError(f"expires={value!r}: a datetime must be aware (give it a tzinfo)")
         return value
     seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if not is_real_number(seconds) or seconds <= 0 or seconds > MAX_DELAY_SECONDS:  # type: ignore[operator]
-        raise ConfigurationError(f"expires={value!r}: use seconds > 0, a timedelta, or an aware datetime")
+    if not is_real_number(seconds) or not 0 < seconds <= MAX_SECONDS:  # type: ignore[operator]
+        raise ConfigurationError(
+            f"expires={value!r}: use seconds > 0 and at most {MAX_SECONDS:.0f} (~100 years), a timedelta, "
+            "or an aware datetime"
+        )
     return float(seconds)  # type: ignore[arg-type]
 
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 LOG_LEVELS = ["debug", "info", "warning", "error"]
 GRACE_HELP = "Seconds running jobs get to finish on SIGTERM/SIGINT."
 F = TypeVar("F", bound=Callable[..., Any])
+MAX_MEMORY_MB = 1 << 30  # a petabyte: any more is a typo, not a limit
 
 
 def _defaulted(*decls: str, kind: click.ParamType[Any], default: float, help: str) -> Callable[[F], F]:
@@ -91,6 +92,12 @@ def _celery_app_option(_ctx: click.Context, _param: click.Parameter, value: str 
     default=0,
     help="Replace a child after this many jobs (0: never), for memory hygiene.",
 )
+@_defaulted(
+    "--max-memory-per-child",
+    kind=click.IntRange(min=0, max=MAX_MEMORY_MB),
+    default=0,
+    help="Replace a child once its running jobs end when its resident memory passed this many MB (0: never).",
+)
 @click.option(
     "--prefetch",
     default="auto",
@@ -123,6 +130,7 @@ def worker(
     grace: float,
     log_level: str,
     max_jobs_per_child: int,
+    max_memory_per_child: int,
     prefetch: int,
     no_periodic: bool,
     metrics_port: int | None,
@@ -144,6 +152,8 @@ def worker(
     # to hand back: exit 0 at once, as a stopped worker does (not -15).
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _stop_before_start)
+    if hasattr(signal, "SIGHUP"):  # a restart before any child started: they will import the code afresh anyway
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     logging.basicConfig(
         level=log_level.upper(),
         stream=sys.stderr,
@@ -163,6 +173,7 @@ def worker(
         grace=grace,
         burst=burst,
         max_jobs_per_child=max_jobs_per_child,
+        max_memory_per_child=max_memory_per_child,
         log_level=log_level,
         periodic=not no_periodic,
         threads=threads,

@@ -39,7 +39,7 @@ def banner(app: TaskForge, app_spec: str, worker_id: str, options: WorkerOptions
         f"  queues:     {', '.join(opts.queues)}",
         f"  children:   {opts.concurrency} (-c), {plural(opts.threads, 'lane')} each (-t): "
         f"{plural(at_once, 'job')} at once",
-        f"  grace:      {opts.grace:g} s on SIGTERM/SIGINT",
+        f"  grace:      {opts.grace:g} s on SIGTERM/SIGINT; SIGHUP: warm restart of the children",
         f"  visibility: {opts.visibility_timeout:g} s, leases renewed every {renew_every(opts.visibility_timeout):g} s",
         f"  periodic:   {periodic(app, opts)}",
     ]
@@ -49,6 +49,8 @@ def banner(app: TaskForge, app_spec: str, worker_id: str, options: WorkerOptions
         lines.append("  burst:      on (exits once no job is ready)")
     if opts.max_jobs_per_child:
         lines.append(f"  recycle:    each child after {plural(opts.max_jobs_per_child, 'job')}")
+    if opts.max_memory_per_child:
+        lines.append(f"  memory:     a child past {opts.max_memory_per_child} MB resident is replaced")
     lines.append(f"  tasks ({len(app.tasks)}):")
     served = set(opts.queues)
     for name, task in sorted(app.tasks.items()):

@@ -40,7 +40,9 @@ from .aio_run import SOFT
 from .board import Board
 from .courier import Courier, CourierReports
 from .foreign import Elsewhere
+from .hangup import ignore_hup
 from .lane import EXIT_RECYCLE, IDLE_BLOCK, LANE_WAIT, Lane
+from .memory import watch_memory
 from .messages import CancelJob, Heartbeat, Message, Recycling, from_wire
 from .outage import Outage
 from .runner import AppContext
@@ -69,6 +71,7 @@ class ChildConfig:
     async_slots: int = 100  # async jobs at once on the child's event loop (if the app has async tasks)
     owner: str = ""  # prefix of this worker's claim tokens: finds its jobs if it is killed (``rescue.py``)
     prefetch: int = 0  # jobs a lane claims at once: --prefetch N, or 0 for auto (``batches.py``)
+    max_memory_mb: int = 0  # --max-memory-per-child: replaced once past this resident size (``memory.py``)
 
 
 def die_with_parent(parent: int) -> None:
@@ -248,16 +251,22 @@ class Child:
         with self.lock:
             self.done += 1
             last = bool(self.config.max_jobs and self.done == self.config.max_jobs)
-            if last:
-                self.recycling = True
-            recycling = self.recycling
         if last:
+            self.recycle()
+        return self.recycling
+
+    def recycle(self) -> None:
+        """Take no more jobs, end those running, exit to be replaced (max jobs or memory reached)."""
+        with self.lock:
+            said, self.recycling = self.recycling, True
+        if not said:
             # Said, not only shown by the exit code: a task may exit with any code.
             self.send(Recycling())
-        return recycling
 
     def run(self) -> int:
         keep_counts_written(self.broker.claims.tally, self.counts_written)
+        if self.config.max_memory_mb:
+            watch_memory(self.config.max_memory_mb, self.config.index, self.recycle, self.counts_written)
         if self.control is not None:
             threading.Thread(target=self.listen, name="taskforge-control", daemon=True).start()
         lanes = [Lane(self, index) for index in range(max(1, self.config.threads))]
@@ -304,6 +313,7 @@ def child_main(config: ChildConfig, pipe: Connection, control: Connection | None
     """Entry point of a spawned child process; ``control`` carries the supervisor's ``CancelJob``,
     ``board`` is the shared array where lanes say which job of a batch they run (``board.py``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the supervisor decides
+    ignore_hup()  # so does a closing terminal's SIGHUP: a warm restart, the supervisor's to run
     die_with_parent(config.supervisor_pid or os.getppid())
     configure_logging(config.log_level, f"child {config.index} pid {os.getpid()}")
     child = Child(config, pipe, control, None if board is None else Board(board))

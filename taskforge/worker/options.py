@@ -17,6 +17,7 @@ class WorkerOptions:
     grace: float = 30.0
     burst: bool = False
     max_jobs_per_child: int = 0
+    max_memory_per_child: int = 0  # MB of resident memory past which a child is replaced; 0: no limit
     log_level: str = "info"
     periodic: bool = True
     threads: int = 1

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from .aio_run import ABORT, SOFT, TIMEOUT
 from .board import Board, LaneBatches
 from .child import ChildConfig, child_main
+from .hangup import hup_blocked
 from .joblog import describe_exit
 from .lane import EXIT_RECYCLE
 from .messages import (
@@ -107,7 +108,8 @@ class ChildSlot:
     lanes: dict[int, Running] = field(default_factory=dict)  # lane -> the job it runs (one lane per thread)
     batches: LaneBatches = field(default_factory=lambda: LaneBatches(None))  # the lanes' batches (``board.py``)
     killed: bool = False
-    recycling: bool = False  # the child said it reached --max-jobs-per-child
+    recycling: bool = False  # the child said it reached --max-jobs-per-child or --max-memory-per-child
+    restarting: bool = False  # asked to go by a warm restart (SIGHUP, ``restart.py``)
     kill_target: str | None = None  # the job a timeout or abort kill was meant for
     control: Connection | None = None  # supervisor -> child: CancelJob for async jobs
 
@@ -180,6 +182,7 @@ class Pool:
             lease_ms=options.lease_ms,
             burst=options.burst,
             max_jobs=options.max_jobs_per_child,
+            max_memory_mb=options.max_memory_per_child,
             log_level=options.log_level,
             index=index,
             supervisor_pid=os.getpid(),
@@ -189,11 +192,11 @@ class Pool:
             owner=self.owner,
             prefetch=options.prefetch,
         )
-        board = Board.new(self.ctx, options.threads)
-        process = self.ctx.Process(
-            target=child_main, args=(config, writer, control_reader, board.shared), name=f"taskforge-child-{index}"
-        )
-        process.start()
+        with hup_blocked():  # for the child, and for multiprocessing's resource tracker, started with the board
+            board = Board.new(self.ctx, options.threads)
+            args = (config, writer, control_reader, board.shared)
+            process = self.ctx.Process(target=child_main, args=args, name=f"taskforge-child-{index}")
+            process.start()
         writer.close()
         control_reader.close()
         slot = self.children[index] = ChildSlot(
@@ -299,9 +302,10 @@ class Pool:
 
     def plan_respawn(self, slot: ChildSlot, code: int | None, held: bool) -> None:
         finished_cleanly = code == 0 and not held
-        # Only a child that said so was recycled: a task can call os._exit(3) too.
-        recycled = slot.recycling and code == EXIT_RECYCLE and not held
-        if self.stopping or (self.options.burst and finished_cleanly):
+        # Recycled: said so (a task can os._exit(3) too), or asked by a restart (SIGTERM may find it starting).
+        said = slot.recycling and code == EXIT_RECYCLE or slot.restarting and code in (0, EXIT_RECYCLE, -signal.SIGTERM)
+        recycled = said and not held
+        if self.stopping or (self.options.burst and finished_cleanly and not slot.restarting):
             return
         lived = time.monotonic() - slot.started
         streak = 0 if lived > SHORT_LIFE else self.crash_streak.get(slot.index, 0) + 1

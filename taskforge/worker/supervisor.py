@@ -16,7 +16,9 @@ What happens on each failure:
   their leases stop being renewed and any other worker reclaims the jobs;
 * SIGTERM / SIGINT: children stop taking jobs, running ones get ``grace``
   seconds, then are killed and their jobs go back to the queue unrun,
-  without using an attempt. A second signal skips the grace period.
+  without using an attempt. A second signal skips the grace period;
+* SIGHUP: a warm restart (``restart.py``): every child finishes its running
+  jobs and is replaced by a new process; the supervisor and its leases stay.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ..broker.workers import live_workers
 from ..periodic import Scheduler
 from .banner import banner
 from .foreign import differing_tasks
+from .hangup import HUP
 from .housekeeping import HEARTBEAT_EVERY, DamageLog, Housekeeping
 from .leases import Leases, renew_every
 from .options import WorkerOptions
@@ -40,6 +43,7 @@ from .pool import Pool, Running
 from .reconcile import Reconciler
 from .registry import WorkerRegistry, owner_tag
 from .rescue import Rescue
+from .restart import WarmRestart
 from .server_watch import ServerWatch
 from .ticker import Ticker
 
@@ -95,6 +99,7 @@ class Supervisor:
         self.reconciler = Reconciler(app.broker, list(options.queues))
         self.rescue = Rescue(app.broker.claims, app.broker.client, self.registry.id)
         self.server_watch = ServerWatch(app, self.leases, self.held, self.register_limits)
+        self.restart = WarmRestart(self.pool)
 
     @property
     def stopping(self) -> bool:
@@ -194,6 +199,8 @@ class Supervisor:
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self.on_signal)
         signal.signal(signal.SIGINT, self.on_signal)
+        if HUP is not None:
+            signal.signal(HUP, self.restart.on_signal)
         log.info("%s", banner(self.app, self.app_spec, self.registry.id, self.options))
         self.housekeeping.run(self.check_clock)
         self.housekeeping.run(self.compare_tasks)
@@ -229,6 +236,8 @@ class Supervisor:
             if self.outcomes:
                 self.outcomes.settle()
             self.pool.respawn_due(now)
+            if self.restart.step():  # a SIGHUP: idle children are woken to see it, as on a stop
+                self.housekeeping.run(self.wake_children, proves=False)
             self.housekeeping.tick(now, self.stopping)
             if self.stopping:
                 self.shutdown_step(now)

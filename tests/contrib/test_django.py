@@ -449,3 +449,44 @@ def test_a_worker_does_not_call_a_path_that_is_not_a_task(worker: Worker) -> Non
     handle = default_task_backend.app.send("django.task", "os.getcwd", [], {}, False)
     wait_for(lambda: handle.info().state == JobState.DEAD, 30, "the job of a path that is no task to fail")
     assert "SuspiciousOperation" in (handle.info().error or "")
+
+
+def test_a_path_the_backend_did_not_vouch_for_is_never_imported(worker: Worker) -> None:
+    # Importing a module runs its code: a job naming one (anyone who can write to Redis can send
+    # one) must not get it imported, in the worker or in a process reading the result.
+    import redis
+    from django.tasks import default_task_backend
+
+    from taskforge.job import JobState
+    from tests.conftest import REDIS_URL
+
+    side = redis.Redis.from_url(REDIS_URL)
+    side.delete("django-marker-imported")
+    app = default_task_backend.app
+    path = "tests.contrib.django_marker.task"
+    unsigned = app.send("django.task", path, [], {}, False)
+    forged = app.send("django.task", path, [], {}, False, {"path_mac": "0" * 64})
+    for handle in (unsigned, forged):
+        wait_for(lambda h=handle: h.info().state == JobState.DEAD, 30, "the job of a path not vouched for to fail")
+    assert side.get("django-marker-imported") is None, "the worker imported the module"
+    for handle in (unsigned, forged):
+        assert "ImportError" in (handle.info().error or "") and "not imported" in handle.info().error
+        with pytest.raises(ImportError, match="not imported"):
+            default_task_backend.get_result(handle.id)
+    assert "tests.contrib.django_marker" not in sys.modules, "get_result imported the module"
+
+
+def test_only_this_projects_secret_key_vouches_for_a_path(project: Path) -> None:
+    from django.test import override_settings
+
+    from taskforge.contrib.django.paths import path_mac, vouched
+
+    mac = path_mac("shop.tasks.thumbnail")
+    assert mac and vouched("shop.tasks.thumbnail", mac)
+    assert not vouched("shop.tasks.other", mac) and not vouched("shop.tasks.thumbnail", None)
+    with override_settings(SECRET_KEY="another", SECRET_KEY_FALLBACKS=[]):
+        assert not vouched("shop.tasks.thumbnail", mac)
+    from django.conf import settings
+
+    with override_settings(SECRET_KEY="rotated", SECRET_KEY_FALLBACKS=[settings.SECRET_KEY]):
+        assert vouched("shop.tasks.thumbnail", mac)

@@ -24,12 +24,15 @@ backend's TaskForge app (the ``default`` backend; another alias with
 two runner tasks (``django.task`` for plain functions, ``django.atask`` for
 coroutines) whose arguments are the task's import path, its call and the
 options it was enqueued with, so a worker needs no list of Django tasks: it
-imports each by path, as Django's own pickling of a ``Task`` does.
+imports each by path, as Django's own pickling of a ``Task`` does, once the
+HMAC the enqueuing backend made of the path with ``SECRET_KEY`` proves it
+is one (``paths.py``).
 
 The modules: ``backend`` (enqueue, get_result, checks), ``runner`` (the
 runner tasks and Django's signals), ``results`` (``TaskResult`` from a job),
 ``errors`` (``exception_class_path``), ``values`` (JSON and datetimes),
-``connections`` (database connections around each run), ``worker_app`` and
+``paths`` (which paths a job may have imported), ``connections`` (database
+connections around each run), ``worker_app`` and
 ``management/commands/taskforge_worker.py`` (starting a worker).
 
 What the backend claims, honestly: ``supports_defer`` (``run_after`` is

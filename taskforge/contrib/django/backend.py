@@ -22,6 +22,7 @@ from ...handle import JobHandle
 from ...job import JobInfo, Priority
 from ...task import Task
 from .connections import manage_connections
+from .paths import MAC, path_mac
 from .results import _STATUS, _task_result, task_error, task_from
 from .runner import ARUN, RUN, _arun, _run
 from .values import as_json, aware, from_text, now, to_text
@@ -111,6 +112,7 @@ class TaskforgeBackend(BaseTaskBackend):  # type: ignore[misc]
             "backend": task.backend,
             "run_after": to_text(task.run_after),
             "enqueued_at": to_text(enqueued_at),
+            MAC: path_mac(task.module_path),  # what lets a worker import the path (``paths.py``)
         }
         return (
             runner,

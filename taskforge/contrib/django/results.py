@@ -9,10 +9,10 @@ from django.core.exceptions import SuspiciousOperation
 from django.tasks import TaskResult, TaskResultStatus
 from django.tasks.base import Task as DjangoTask
 from django.tasks.base import TaskError
-from django.utils.module_loading import import_string
 
 from ...job import JobInfo, JobState
 from .errors import exception_class_path
+from .paths import resolve
 from .values import for_django, from_text
 
 _STATUS = {
@@ -32,10 +32,11 @@ OPTIONS = ("priority", "queue_name", "backend")
 def task_from(job_id: str, path: str, meta: dict[str, Any]) -> DjangoTask:
     """The Django task at ``path`` as it was enqueued; ``SuspiciousOperation`` if the path names no task.
 
-    A job's path is data from Redis: the worker calls only what is a
-    ``Task``, as django-tasks' database backend does with its rows.
+    A job's path is data from Redis: it is imported only when the backend
+    that enqueued it vouched for it (``paths.py``), and the worker calls only
+    what is a ``Task``, as django-tasks' database backend does with its rows.
     """
-    found = import_string(path)
+    found = resolve(path, meta)
     if not isinstance(found, DjangoTask):
         raise SuspiciousOperation(f"Task {job_id} does not point to a Task ({path})")
     changes: dict[str, Any] = {name: meta[name] for name in OPTIONS if name in meta}

@@ -10,6 +10,9 @@ worker's RUNNING/SUCCESSFUL/FAILED lines from its log.
 import os
 
 SECRET_KEY = "tests-only-not-a-secret"
+# A process that set up the example project first (tests/contrib/test_django.py) keeps its
+# settings and enqueues with its key: this package's worker must take its jobs' path HMACs too.
+SECRET_KEY_FALLBACKS = ["example-only-not-a-secret"]
 USE_TZ = True
 INSTALLED_APPS: list[str] = []
 ROOT_URLCONF = "tests.contrib.django_port.urls"
