@@ -27,7 +27,7 @@ from typing import Any
 import msgpack
 import pytest
 import redis
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from taskforge import CorruptQueue, JobHandle, JobNotFound, JobState, TaskForge, TaskforgeError
@@ -36,6 +36,7 @@ from taskforge.job import FailureKind
 from taskforge.serialization import loads_call
 from taskforge.status import status as queue_snapshot
 from taskforge.worker.runner import run_claim
+from tests.conftest import admin_client, inspector
 from tests.worker.conftest import wait_for
 
 from .baddata import (
@@ -129,16 +130,16 @@ def test_every_bad_item_ends_visibly_and_no_broker_call_raises(broker_url: str) 
     ran: list[str] = []
     app = fuzz_app(broker_url, ran)
     items = catalogue(random.Random(SEED))
-    seed(app.broker.client, items)
+    seed(inspector(app), items)
     raised = drain(app)
-    problems = raised + inspect_everything(app, items) + violations(app.broker.client, items, ran)
+    problems = raised + inspect_everything(app, items) + violations(inspector(app), items, ran)
     report(problems)
 
 
 def test_reclaim_counts_expired_claims_without_a_body(broker_url: str) -> None:
     app = fuzz_app(broker_url, [])
     ghosts = [Bad(f"ghost-{n}", "no body", DROPPED, where="running", body="none") for n in range(3)]
-    seed(app.broker.client, ghosts)
+    seed(inspector(app), ghosts)
     back, buried, dropped = app.broker.claims.reclaim(QUEUE)
     assert (back, buried, dropped) == ([], [], 3)
     assert app.broker.inspection.counts(QUEUE)["running"] == 0
@@ -181,7 +182,7 @@ def test_any_payload_bytes_are_claimed_or_dead_lettered(data: bytes) -> None:
     app = fuzz_app("memory://", [])
     queue = fresh_queue()
     item = Bad("job", "fuzzed payload", FINISHED, fields={"payload": data})
-    seed(app.broker.client, [item], queue)
+    seed(inspector(app), [item], queue)
     claims, _ = app.broker.claims.dequeue(queue, LEASE_MS)
     fields = app.broker.jobs.read(queue, "job") or {}
     try:
@@ -189,7 +190,7 @@ def test_any_payload_bytes_are_claimed_or_dead_lettered(data: bytes) -> None:
     except TaskforgeError:
         assert claims == []
         assert fields.get(b"state") == b"dead" and fields.get(b"error", b"").startswith(b"CorruptPayload"), fields
-        assert app.broker.client.zscore(QueueKeys(queue).dead, "job") is not None
+        assert inspector(app).zscore(QueueKeys(queue).dead, "job") is not None
     else:
         assert [(c.args, c.kwargs) for c in claims] == [expected]
 
@@ -237,16 +238,17 @@ junk = st.sampled_from(
 
 
 @FUZZ_SETTINGS
+@example(name="state", value="running", where="pending")  # a running state no claim holds: once stranded
 @given(name=st.sampled_from(FIELD_NAMES), value=junk, where=st.sampled_from(["pending", "scheduled", "running"]))
 def test_any_field_value_leaves_the_job_finished_never_stranded(name: str, value: bytes | str, where: str) -> None:
     """The weakest promise: whatever one field holds, the job ends (run or dead-lettered), and nothing raises."""
     app = fuzz_app("memory://", [])
     queue = fresh_queue()
     item = Bad(f"job-{queue}", f"{name}={value!r} ({where})", FINISHED, where=where, fields={name: value})
-    seed(app.broker.client, [item], queue)
+    seed(inspector(app), [item], queue)
     raised = drain(app, queue, rounds=20)
     assert not raised, raised
-    client = app.broker.client
+    client = inspector(app)
     key = job_key(QueueKeys(queue), item.id)
     state = client.hget(key, "state")
     held = [
@@ -316,7 +318,7 @@ def check(name: str, call: Callable[[], object], key: str, problems: list[str]) 
 def test_a_damaged_queue_key_gives_a_clear_error_and_stores_nothing(broker_url: str, damage: str) -> None:
     ran: list[str] = []
     app = fuzz_app(broker_url, ran)
-    client = app.broker.client
+    client = inspector(app)
     before = app.send(TASK, "before-damage")  # stored while the queue was healthy
     key, spoil = DAMAGE[damage]
     client.delete(key)
@@ -361,7 +363,7 @@ def test_a_reclaim_facing_damaged_limits_moves_nothing_until_mended(broker_url: 
     handle = limited.delay()
     [claim] = app.broker.claims.dequeue(QUEUE, 50)[0]
     time.sleep(0.1)  # the lease expires: its worker is gone
-    client = app.broker.client
+    client = inspector(app)
     _string(client, Q.limits)
     with pytest.raises(CorruptQueue, match=re.escape(Q.limits)):
         app.broker.claims.reclaim(QUEUE)
@@ -377,10 +379,10 @@ def test_a_waiter_whose_done_list_is_damaged_gets_an_answer(broker_url: str) -> 
     with pytest.raises(TimeoutError):
         handle.result(timeout=0.01)  # marks the job as waited on
     key = Q.done(handle.id)
-    _hash(app.broker.client, key)
+    _hash(inspector(app), key)
     problems = drain(app)
     check("result", lambda: handle.result(timeout=2), key, problems)
-    state = app.broker.client.hget(Q.job(handle.id), "state")
+    state = inspector(app).hget(Q.job(handle.id), "state")
     assert state in (b"succeeded", b"dead") and ran == ["waited-on"], (state, ran)
     report(problems)
 
@@ -400,7 +402,7 @@ def crash_lines(output: str) -> list[str]:
 @pytest.mark.slow
 def test_burst_worker_survives_the_whole_catalogue(start_worker, redis_url: str, side: redis.Redis) -> None:
     items = catalogue(random.Random(SEED))
-    client = redis.Redis.from_url(redis_url)
+    client = admin_client(redis_url)
     seed(client, items)
     worker = start_worker("-c", "1", "--burst", "-q", QUEUE)
     code = worker.wait(WORKER_EXIT)
@@ -427,7 +429,7 @@ WORKER_DAMAGE = [d for d in DAMAGE if not DAMAGE[d][0].startswith(QUEUES)]
 @pytest.mark.slow
 def test_workers_facing_damaged_keys_neither_crash_nor_hang(start_worker, redis_url: str) -> None:
     """One burst worker per damaged queue, all at once; plus a long-running worker on a damaged wake list."""
-    client = redis.Redis.from_url(redis_url)
+    client = admin_client(redis_url)
     producer = TaskForge("producer", broker=redis_url)
     workers = {}
     for damage in [*WORKER_DAMAGE, "wake-is-a-string:long-running"]:

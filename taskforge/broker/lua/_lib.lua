@@ -1272,10 +1272,12 @@ local function claim_ready(token, lease, limit, count, now, opts)
       if f and f[5] and state == 'pending' and is_expired(f[5], now) then
         end_expired(id, jk, now)
         expired = expired + 1
-      elseif f and state ~= 'running' and state ~= 'succeeded' and state ~= 'dead' and state ~= 'cancelled' then
-        -- Pending, or a record with junk in its state or attempts: claimed
-        -- alike, and the client dead-letters a damaged one with the reason
-        -- (claim_row says which); a lease keeps it safe meanwhile.
+      elseif f and state ~= 'succeeded' and state ~= 'dead' and state ~= 'cancelled'
+          and (state ~= 'running' or not redis.call('ZSCORE', RUNNING, id)) then
+        -- Pending, or a record with junk in its state or attempts, or one that
+        -- says running while no claim holds it (dropped, it would be in no set
+        -- for ever): claimed alike, and the client dead-letters a damaged one
+        -- with the reason (claim_row says which); a lease keeps it safe meanwhile.
         row[3] = next_attempt(f[2])
         taken[#taken + 1] = row
         fields[#taken] = f
