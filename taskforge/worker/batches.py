@@ -17,7 +17,12 @@ lane's next claim, which takes it first.
 started yet. A lane sends the successes with its next claim; those left
 waiting past ``FLUSH_AFTER`` (a longer run started after them) are sent by
 the outbox's own thread, so every outcome is recorded at most about 5 ms
-after its run ended. With ``auto``, that thread also gives back the jobs
+after its run ended. A run longer than ``FLUSH_AFTER`` is recorded before
+the batch's next job starts (``starting``): its success would otherwise be
+written only once that next job had run ``FLUSH_AFTER`` too, and a job
+chained to it by the caller (one that reads it, or waits on its
+``result()``) could start while it still shows ``running``. A round trip
+per such run costs little beside a run that long. With ``auto``, that thread also gives back the jobs
 not started yet once a run of the batch outlasts ``RELEASE_AFTER``: a run
 that turns out long must not hold jobs that another lane or worker could
 run now (or that the long run itself waits for).
@@ -95,6 +100,7 @@ class Outbox:
         self.items: list[Done] = []
         self.pending: list[Claim] = []  # the batch's jobs not started yet, in order
         self.run_began = 0.0  # time.monotonic() when the batch's latest run started
+        self.long_run = False  # a success waits whose run outlasted FLUSH_AFTER: sent before the next start
         self.closed = False
         self.thread: threading.Thread | None = None
 
@@ -106,7 +112,10 @@ class Outbox:
 
     def add(self, claim: Claim, result: bytes) -> None:
         with self.changed:
-            self.items.append(Done(claim, result, time.monotonic()))
+            now = time.monotonic()
+            self.items.append(Done(claim, result, now))
+            if now - self.run_began > FLUSH_AFTER:
+                self.long_run = True
             if len(self.items) == 1:
                 self._wake()
 
@@ -118,12 +127,19 @@ class Outbox:
                 self._wake()
 
     def next_claim(self) -> Claim | None:
-        """The batch's next job, now starting; None when none is left (run, or given back)."""
+        """The batch's next job, about to start (``starting``); None when none is left (run, or given back)."""
         with self.changed:
             if not self.pending:
                 return None
             self.run_began = time.monotonic()
             return self.pending.pop(0)
+
+    def starting(self) -> None:
+        """The lane starts the batch's next job now: a long run's success is recorded first."""
+        if self.long_run:
+            self.flush()
+        with self.changed:
+            self.run_began = time.monotonic()
 
     def unstarted(self) -> list[Claim]:
         """Take the batch's jobs not started yet (a stop gives them back)."""
@@ -134,6 +150,7 @@ class Outbox:
     def take(self) -> list[Done]:
         with self.changed:
             items, self.items = self.items, []
+            self.long_run = False
             return items
 
     def __len__(self) -> int:
@@ -176,6 +193,7 @@ class Outbox:
         released: list[Claim] = []
         if self.items and self.items[0].ended + FLUSH_AFTER <= now:
             items, self.items = self.items, []
+            self.long_run = False
         if self.pending and self.release_after is not None and self.run_began + self.release_after <= now:
             released, self.pending = self.pending, []
         return items, released, 0.0

@@ -268,6 +268,7 @@ class Lane:
             if ran and self.stopping:
                 self.give_back([claim, *self.outbox.unstarted()])
                 break
+            self.outbox.starting()
             if aio is not None and aio.is_async(claim):
                 self.dispatch(claim)
             else:
