@@ -10,6 +10,9 @@ was running is charged as always.
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +20,7 @@ import redis
 
 from taskforge import JobState, TaskForge
 
-from .conftest import final
+from .conftest import final, wait_for
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -94,3 +97,36 @@ def test_a_long_run_is_recorded_before_the_next_job_of_its_batch_starts(
     if prefetch == "16":  # claimed together: the promise is about a batch's jobs
         tokens = {producer.broker.claims.job_fields("default", h.id, ["outcome_token"])[0] for h in links}
         assert len(tokens) == 1
+
+
+def runs(side: redis.Redis) -> list[str]:
+    return [entry.decode() for entry in side.lrange("side:runs", 0, -1)]
+
+
+@pytest.mark.parametrize("taken_back_by", ["a worker started on the same host", "another worker's reclaim"])
+def test_a_worker_killed_whole_gives_back_the_jobs_of_its_batch_it_never_started_uncharged(
+    start_worker, producer: TaskForge, side: redis.Redis, batchapp: str, taken_back_by: str
+) -> None:
+    held = producer.send("batchapp.hold", "held")
+    onces = [producer.send("batchapp.once", f"once{n}") for n in range(4)]
+    thrices = [producer.send("batchapp.thrice", f"thrice{n}") for n in range(3)]
+    lease = ["--visibility-timeout", "2"] if taken_back_by == "another worker's reclaim" else []
+    first = start_worker("-c", "1", "--prefetch", "16", *lease, app=batchapp)
+    wait_for(lambda: runs(side) == ["held 1"], 30, "the first job of the batch to start")
+    claimed = [h.status() for h in (*onces, *thrices)]
+    assert claimed == [JobState.RUNNING] * 7, claimed  # claimed with it, in its batch
+    os.killpg(first.pgid, signal.SIGKILL)
+    first.wait(10)
+    if taken_back_by == "another worker's reclaim":
+        time.sleep(2.5)  # the leases ran out; a worker of another host reclaims what nobody renews
+        back, buried, _ = producer.broker.claims.reclaim("default")
+        assert sorted(back) == sorted(h.id for h in (held, *onces, *thrices)) and buried == []
+        states = [h.info() for h in (held, *onces, *thrices)]
+        assert [(i.state, i.attempts) for i in states] == [(JobState.PENDING, 1)] + [(JobState.PENDING, 0)] * 7
+    start_worker("-c", "1", "--prefetch", "16", app=batchapp)
+    assert [final(h) for h in (held, *onces, *thrices)] == [JobState.SUCCEEDED] * 8
+    # The job it was running is charged (its second run is attempt 2); the others ran once, as attempt 1.
+    assert [h.info().attempts for h in (held, *onces, *thrices)] == [2] + [1] * 7
+    assert sorted(runs(side)) == sorted(
+        ["held 1", "held 2", *(f"once{n} 1" for n in range(4)), *(f"thrice{n} 1" for n in range(3))]
+    )
