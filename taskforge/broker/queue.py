@@ -83,6 +83,10 @@ class Claims:
         ``token``: pass the same one again after a call that raised, and the
         jobs that call claimed (if its reply was lost) are handed back rather
         than left orphaned; use a fresh one after a call that answered.
+
+        Every job claimed is charged its attempt; the first starts now, the
+        others wait their turn: until ``settle(started=...)`` says one
+        started, a reclaim gives it back with the attempt refunded.
         """
         token = token or new_token()
         q = QueueKeys(queue)
@@ -147,12 +151,16 @@ class Claims:
         lease_ms: int = 0,
         next_token: str = "",
         count: int = 1,
+        started: Sequence[tuple[str, str]] = (),
     ) -> tuple[list[bool], ClaimBatch | None]:
         """Record several successes, (job id, token, result) each, and with ``next_token`` claim up to
         ``count`` jobs: a batch's outcomes and the next batch in one round trip.
 
         Per result, as ``succeed``: False when the claim was no longer ours.
-        The claim follows ``dequeue``'s token contract.
+        The claim follows ``dequeue``'s token contract. ``started``: (job id,
+        token) of jobs of a batch, after its first, that have started since:
+        a claim of several jobs charges each its attempt, but a reclaim
+        refunds it to those never said to have started (``settle.lua``).
         """
         q = QueueKeys(queue)
         with self.guard(queue):
@@ -165,7 +173,7 @@ class Claims:
                 promote_limit=PROMOTE_LIMIT,
                 count=count,
                 **(flags.kwargs() if flags is not None else {}),
-                results=results,
+                results=[*results, *((job_id, token, b"") for job_id, token in started)] if started else results,
             )
             sent = resends()
             (done, claimed), acked = self.scripts.write(call)

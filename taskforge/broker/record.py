@@ -76,6 +76,7 @@ class Field(str, enum.Enum):
     STATE = "state"  # a JobState value
     SEQ = "seq"  # enqueue sequence: its place in line within its priority
     TOKEN = "token"  # the claim token while running, '' otherwise (the fencing rule)
+    UNSTARTED = "unstarted"  # '1': claimed after the first job of a batch, not said started (read while running)
     OUTCOME_TOKEN = "outcome_token"  # the claim token of the succeed/fail report recorded last (lost replies)
     INHERIT = "inherit"  # '1': sent by name; the worker's task definition supplies options
     GROUP = "group"  # the task name, for a rate- or concurrency-limited task

@@ -94,6 +94,7 @@ class ClaimsRole(Protocol):
         lease_ms: int = 0,
         next_token: str = "",
         count: int = 1,
+        started: Sequence[tuple[str, str]] = (),
     ) -> tuple[list[bool], ClaimBatch | None]: ...
 
     def fail(

@@ -268,11 +268,13 @@ class Lane:
             if ran and self.stopping:
                 self.give_back([claim, *self.outbox.unstarted()])
                 break
+            self.outbox.starting(claim)
             if aio is not None and aio.is_async(claim):
-                self.dispatch(claim)
+                self.dispatch(claim)  # its start is said as the loop may start it now
             else:
                 self.child.count_job()  # the last one allowed sets recycling: the rest go back above
                 self.execute(claim, chain=False, batch=rest if place == 0 else (), defer=True, place=place)
+                self.outbox.ended(claim)
                 place += 1
             ran += 1
         self.size.observe(asked, ran if ran < len(claims) else len(claims), time.monotonic() - began)
@@ -290,16 +292,17 @@ class Lane:
 
     def settle_and_claim(self) -> Claimed | None:
         """Record the batch's successes and, with one queue, claim the next batch in the same call."""
-        items = self.outbox.take()
+        items, marks = self.outbox.take()
         if not items or len(self.queues) != 1 or self.stopping:
-            self.outbox.record(items)
+            self.outbox.record(items, marks)
             return None
         queue = self.queues[0]
         token = self.tokens.setdefault(queue, self.new_token())
         triples = [(d.claim.id, d.claim.token, d.result) for d in items]
+        started = [(c.id, c.token) for c in marks]
         lease = self.config.lease_ms
         answer: tuple[list[bool], Claimed | None] | None = record(
-            self.claims.settle, queue, triples, lease, token, self.size.next(), outage=self.child.outage
+            self.claims.settle, queue, triples, lease, token, self.size.next(), started, outage=self.child.outage
         )
         if answer is None:
             return None  # given up: the leases expire and the jobs run again
@@ -308,10 +311,14 @@ class Lane:
         not_recorded(self.claims, items, oks)
         return following
 
-    def record_done(self, queue: str, items: list[Done]) -> None:
-        """Record successes with no claim (the outbox's thread, or before the lane waits or exits)."""
+    def record_done(self, queue: str, items: list[Done], marks: list[Claim]) -> None:
+        """Record successes, and say which jobs of the batch started, with no claim (the outbox's
+        thread, before a job starts after a long run, or before the lane waits or exits)."""
+        if not items and not marks:
+            return
         triples = [(d.claim.id, d.claim.token, d.result) for d in items]
-        answer = record(self.claims.settle, queue, triples, outage=self.child.outage)
+        started = [(c.id, c.token) for c in marks]
+        answer = record(self.claims.settle, queue, triples, 0, "", 1, started, outage=self.child.outage)
         if answer is not None:
             not_recorded(self.claims, items, answer[0])
 

@@ -9,8 +9,9 @@ checks them against ``/proc``. Only then are its claims expired
 (``expire_owner.lua``: the running jobs whose claim token carries its
 prefix) and reclaimed by the supervisor's next reclaim, on those queues too,
 through the one reclaim path every lost claim takes:
-back in line with the lost attempt counted, or dead on the last one, the
-token cleared so a late write from the dead worker is fenced.
+back in line with the lost attempt counted, or dead on the last one (a
+job of one of its batches it never started: back with its attempt
+refunded), the token cleared so a late write from the dead worker is fenced.
 
 A worker on another machine, in another container, or on a listing without
 these facts (an older version) is never judged: its claims expire as before.

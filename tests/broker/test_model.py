@@ -77,6 +77,7 @@ class ModelJob:
     far: bool = False  # due (or lease) an hour away: never reached within an example
     token: str | None = None
     lease_bound: int | None = None  # a tiny lease runs out by this Redis ms; None: a far lease
+    unstarted: bool = False  # claimed after the first job of a claim, its start not said (settle)
 
 
 def redis_ms(app: TaskForge) -> int:
@@ -205,8 +206,9 @@ class QueueMachine(RuleBasedStateMachine):
             self.to_back_of_line(job)
         expected = self.line()[:count]
         assert [c.id for c in claims] == [j.id for j in expected], "claimed out of priority/FIFO order"
-        for claim, job in zip(claims, expected, strict=True):
+        for place, (claim, job) in enumerate(zip(claims, expected, strict=True)):
             job.attempts += 1
+            job.unstarted = place > 0  # a reclaim refunds its attempt until a settle says it started
             job.state, job.token = "running", claim.token
             job.lease_bound = after + lease if lease == TINY_LEASE_MS else None
             assert (claim.attempts, claim.max_attempts, claim.priority) == (
@@ -279,6 +281,17 @@ class QueueMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.in_state("running"))
     @rule(data=st.data())
+    def say_started(self, data: st.DataObject) -> None:
+        """A worker's lane says a job of its batch started (a settle with no result for it)."""
+        job = self.pick_running(data)
+        stale = data.draw(st.lists(st.sampled_from(self.stale), max_size=1)) if self.stale else []
+        assert job.token is not None
+        done, claimed = self.broker.claims.settle(QUEUE, [], started=[(job.id, job.token), *stale])
+        assert (done, claimed) == ([], None)
+        job.unstarted = False  # a stale claim's mark changes nothing (fenced)
+
+    @precondition(lambda self: self.in_state("running"))
+    @rule(data=st.data())
     def requeue(self, data: st.DataObject) -> None:
         job = self.pick_running(data)
         assert self.broker.claims.requeue(QUEUE, job.id, job.token) is True
@@ -292,14 +305,16 @@ class QueueMachine(RuleBasedStateMachine):
         if expiring:
             wait_until(self.app, max(j.lease_bound for j in expiring))  # type: ignore[type-var]
         back, buried, dropped = self.broker.claims.reclaim(QUEUE)
-        expect_back = {j.id for j in expiring if j.attempts < j.max_attempts}
-        expect_buried = {j.id for j in expiring if j.attempts >= j.max_attempts}
+        expect_back = {j.id for j in expiring if j.attempts < j.max_attempts or j.unstarted}
+        expect_buried = {j.id for j in expiring if j.attempts >= j.max_attempts and not j.unstarted}
         assert (set(back), set(buried), dropped) == (expect_back, expect_buried, 0)
         assert len(back) == len(expect_back) and len(buried) == len(expect_buried)
         for job in expiring:
             if job.id in expect_back:
                 self.release(job, "pending")
                 self.back_in_place(job)  # its old place in line: the lost attempt still counts
+                job.attempts -= job.unstarted  # unless it never started: refunded
+                job.unstarted = False
             else:
                 self.release(job, "dead")
 

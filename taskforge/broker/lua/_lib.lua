@@ -1012,8 +1012,8 @@ end
 -- What a claim reads of a job, in one HMGET: the fields claim_ready itself
 -- needs (f[1] to f[CLAIM_OWN]), then CLAIMED, the fields it hands to the
 -- worker as they are (declared in broker/record.py: ClaimRow).
-local CLAIM_OWN = 6
-local CLAIM_FIELDS = {'state', 'attempts', 'token', 'seq', 'expires', 'lane', unpack(CLAIMED)}
+local CLAIM_OWN = 7
+local CLAIM_FIELDS = {'state', 'attempts', 'token', 'seq', 'expires', 'lane', 'unstarted', unpack(CLAIMED)}
 
 -- Whether a job's `expires` field (ms; nil for none) has passed.  Junk counts
 -- as no expiry: a job is never dropped on a field nobody can read.
@@ -1106,7 +1106,13 @@ end
 -- set fails the claim before anything is written; then each job's state, and
 -- its limits' concurrency slots and rate windows.  `attempts` nil: the field
 -- holds junk, left as evidence (a reclaim dead-letters such a job too).
-local function take(rows, token, now, lease)
+-- Every job is charged its attempt here, but only the claim's first sound
+-- job (`charged` false: none yet; `fields` the rows' claim fields) starts at
+-- once: each later one of a batch is marked `unstarted` until its worker
+-- says it started (settle.lua), so a worker that dies whole before then
+-- leaves it to a reclaim that refunds the attempt (reclaim.lua).  Returns
+-- whether the claim has charged its first job now.
+local function take(rows, token, now, lease, fields, charged)
   local leases = {}
   for i, row in ipairs(rows) do
     leases[2 * i - 1], leases[2 * i] = now + lease, row[1]
@@ -1123,10 +1129,18 @@ local function take(rows, token, now, lease)
     end
     error('taskforge: ' .. RUNNING .. ' cannot hold claims')
   end
-  for _, row in ipairs(rows) do
+  for i, row in ipairs(rows) do
     local id, jk, attempts, group, lane = row[1], row[2], row[3], row[6], row[7]
-    if attempts then
+    local f = fields[i]
+    if attempts and f[1] == 'pending' and not charged then
+      charged = true
       redis.call('HSET', jk, 'state', 'running', 'started_at', now, 'token', token, 'attempts', attempts)
+      if f[7] then
+        redis.call('HDEL', jk, 'unstarted')  -- left by an earlier claim
+      end
+    elseif attempts then
+      redis.call('HSET', jk, 'state', 'running', 'started_at', now, 'token', token, 'attempts', attempts,
+        'unstarted', '1')
     else
       redis.call('HSET', jk, 'state', 'running', 'started_at', now, 'token', token)
     end
@@ -1138,6 +1152,7 @@ local function take(rows, token, now, lease)
       count_start(row[8], PREFIX .. 'key_active:' .. lane, PREFIX .. 'key_rate:' .. lane, id, attempts, now)
     end
   end
+  return charged
 end
 
 -- How many expired jobs one claim ends at most before it answers (it may answer
@@ -1211,6 +1226,7 @@ local function claim_ready(token, lease, limit, count, now, opts)
   local blocked_wait = -1
   local expired, lanes_seen, served = 0, 0, {}
   local top = 0  -- the highest turn of a keyed job claimed from PENDING (its sequence part)
+  local charged = false  -- the claim's first sound job is taken: the others wait unstarted
   while #ids < count and expired < EXPIRE_LIMIT and lanes_seen < LANES_LIMIT do
     -- Without limited tasks or limited keys the whole batch comes off the main
     -- set in one ZPOPMIN (every redis.call costs a few microseconds); with
@@ -1287,7 +1303,7 @@ local function claim_ready(token, lease, limit, count, now, opts)
       end
     end
     if #taken > 0 then
-      take(taken, token, now, lease)
+      charged = take(taken, token, now, lease, fields, charged)
       for i, row in ipairs(taken) do
         claim_row(out, row[1], fields[i], row[3])
         ids[#ids + 1] = row[1]

@@ -7,6 +7,9 @@
 -- Returns {reclaimed ids..., '|', buried ids..., '|', dropped count}.
 -- The lost attempt was counted when the job was claimed, so a job that kills
 -- its worker every time ends dead after max_attempts instead of looping.
+-- A job claimed in a batch that its worker never said it started (marked
+-- `unstarted` by the claim, cleared by settle.lua) goes back with that
+-- attempt refunded: nothing ran, as when a live worker gives it back.
 -- A job someone aborted while it ran ends cancelled here (in neither list):
 -- its worker died before it could stop it, and running it again would only
 -- have it killed at its first lease renewal.
@@ -26,7 +29,7 @@ for _, id in ipairs(expired) do
     dropped = dropped + 1
   else
     leave_running(id, jk)
-    local f = redis.call('HMGET', jk, 'token', 'attempts', 'max_attempts', 'abort')
+    local f = redis.call('HMGET', jk, 'token', 'attempts', 'max_attempts', 'abort', 'unstarted')
     local raw = f[2]
     local attempts = tonumber(raw or 0)
     local max_attempts = tonumber(f[3]) or 1
@@ -39,6 +42,11 @@ for _, id in ipairs(expired) do
         ', not a count of runs; its lease expired and it was dead-lettered', '', dead_ttl,
         'taskforge.errors.CorruptJob')
       buried[#buried + 1] = id
+    elseif f[5] == '1' then
+      redis.call('HSET', jk, 'attempts', attempts - 1)
+      redis.call('HDEL', jk, 'unstarted')
+      restore_pending(id, jk)
+      back[#back + 1] = id
     elseif attempts >= max_attempts then
       bury(id, jk, now, 'worker_lost', 'WorkerLost: the worker running attempt ' .. attempts ..
         ' stopped renewing its lease (it died or lost Redis); no attempts left', '', dead_ttl,

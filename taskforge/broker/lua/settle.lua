@@ -9,24 +9,35 @@
 -- ARGV[7] promote         (the claim's flags, as dequeue.lua documents them)
 -- ARGV[8] limited
 -- ARGV[9] retry
--- ARGV[10..] results      triples: job id, claim token, result (msgpack)
+-- ARGV[10..] results      triples: job id, claim token, result (msgpack); an
+--                         empty result marks a job of a batch as started (no outcome yet)
 -- Returns {oks, then what dequeue returns when a claim was asked}: oks is a
--- string of one '1' or '0' per result, in order ('0': the claim was no
--- longer ours, nothing written: fencing, as succeed.lua).
+-- string of one '1' or '0' per result that is not a start mark, in order
+-- ('0': the claim was no longer ours, nothing written: fencing, as succeed.lua).
+-- A start mark clears the `unstarted` field the claim left on a job of a
+-- batch after its first (fenced too: only under its claim's token), so a
+-- reclaim charges its attempt if its worker dies (reclaim.lua).
 -- What a worker's lane sends after a batch of runs: every success of the
 -- batch and the next batch's claim, one round trip, one script (succeed.lua
 -- is the same for one result). Each result is fenced on its own token.
 local now = now_ms()
 local oks, mine, fields = {}, {}, {}
 for i = 10, #ARGV, 3 do
-  local ours, f = claim_guard(job_key(ARGV[i]), ARGV[i + 1], 'group', 'unique', 'waiting', 'workflow',
-    'lane', 'stream_length')
-  if ours then
-    mine[#mine + 1] = i
-    fields[#mine] = f
-    oks[#oks + 1] = '1'
+  local jk = job_key(ARGV[i])
+  if ARGV[i + 2] == '' then
+    if claim_guard(jk, ARGV[i + 1]) then
+      redis.call('HDEL', jk, 'unstarted')
+    end
   else
-    oks[#oks + 1] = '0'
+    local ours, f = claim_guard(jk, ARGV[i + 1], 'group', 'unique', 'waiting', 'workflow',
+      'lane', 'stream_length')
+    if ours then
+      mine[#mine + 1] = i
+      fields[#mine] = f
+      oks[#oks + 1] = '1'
+    else
+      oks[#oks + 1] = '0'
+    end
   end
 end
 -- Out of the running set together (one ZREM for the batch), then each recorded.
