@@ -12,7 +12,7 @@ then ``reconnected``: see ``outage.py``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import redis
@@ -21,6 +21,7 @@ from ..errors import CorruptQueue
 from .outage import OUTAGE_ERRORS, Outage
 
 if TYPE_CHECKING:
+    from ..broker.roles import CleanupRole
     from ..periodic import Scheduler
 
 log = logging.getLogger("taskforge.worker")
@@ -35,6 +36,11 @@ RENEW_RETRY = 0.5
 IDLE_RECLAIM_EVERY = 5.0
 IDLE_HEARTBEAT_EVERY = 6.0
 
+# Seconds of each reclaim tick a worker may spend sweeping one queue's index
+# when it is behind (calls of about a millisecond each): 50 ms a second keeps
+# up with far more jobs finishing per second than a queue can run.
+SWEEP_BUDGET = 0.05
+
 Duty = Callable[[], object]
 
 
@@ -48,6 +54,15 @@ class DamageLog:
         if str(exc) not in self.seen:
             self.seen.add(str(exc))
             log.error("%s", exc)
+
+
+def sweep(cleanup: CleanupRole, queues: Iterable[str], damage: DamageLog, budget: float = SWEEP_BUDGET) -> None:
+    """The index entries of each queue's expired records (``Cleanup.sweep``); a damaged queue is said once."""
+    for queue in queues:
+        try:
+            cleanup.sweep(queue, budget)
+        except CorruptQueue as exc:
+            damage.report(exc)
 
 
 class Housekeeping:

@@ -31,7 +31,7 @@ from ..broker.workers import live_workers
 from ..periodic import Scheduler
 from .banner import banner
 from .foreign import differing_tasks
-from .housekeeping import HEARTBEAT_EVERY, DamageLog, Housekeeping
+from .housekeeping import HEARTBEAT_EVERY, DamageLog, Housekeeping, sweep
 from .leases import Leases, renew_every
 from .options import WorkerOptions
 from .outage import Outage
@@ -152,12 +152,13 @@ class Supervisor:
         self.leases.renew(self.held(), self.pool.stop_aborted)
 
     def reclaim(self) -> None:
-        """Expired claims back in line, then workflow reports and launches a crash left undone.
+        """Expired claims back in line, expired records' index entries swept, then what a crash left undone.
 
         Every few seconds, first the claims of this host's workers proved dead (``rescue.py``).
         """
         rescued = self.rescue.run() if self.rescue.due(time.monotonic()) else set()
         self.leases.reclaim([*self.options.queues, *sorted(rescued - set(self.options.queues))])
+        sweep(self.app.broker.cleanup, self.options.queues, self.damage)
         self.reconciler.run()
 
     def check_clock(self) -> None:
