@@ -14,7 +14,7 @@ import pytest
 from taskforge import ConfigurationError, JobState, TaskForge
 from taskforge.broker import calls
 from taskforge.broker.keys import QueueKeys, search_index
-from taskforge.worker.housekeeping import DamageLog, sweep
+from taskforge.worker.housekeeping import DamageLog, Sweeper
 
 
 def expiring(app: TaskForge, queue: str = "default") -> int:
@@ -45,7 +45,7 @@ def test_one_sweep_duty_takes_the_entries_of_every_record_that_expired(broker_ur
     time.sleep(0.4)
     # What a worker runs with every reclaim, about once a second; its budget is
     # 50 ms a tick, more here so that a loaded test machine sweeps it all at once.
-    sweep(app.broker.cleanup, ["default"], DamageLog(), budget=30.0)
+    Sweeper(app.broker.cleanup, DamageLog(), budget=30.0).run(["default"], idle=False, now=time.monotonic())
     left = {m.decode() for m in app.broker.client.zrange(search_index("default"), 0, -1)}
     assert len(left) == 5 and all(dead.id in m or waiting.id in m for m in left), sorted(left)[:8]
     assert expiring(app) == 1  # the dead job's, due in a minute
@@ -158,3 +158,30 @@ def test_a_count_lowered_is_reached_by_the_sweep(broker_url: str) -> None:
 def test_a_bad_retention_count_is_refused_at_once(value: object) -> None:
     with pytest.raises(ConfigurationError, match="retention_count|queue name"):
         TaskForge("tests", broker="memory://", retention_count=value)  # type: ignore[arg-type]
+
+
+class CountingCleanup:
+    """A stand-in for ``Cleanup``: each queue's sweep answers from a script of (taken, more) replies."""
+
+    def __init__(self, replies: dict[str, list[tuple[int, bool]]]) -> None:
+        self.replies = replies
+        self.calls: list[str] = []
+
+    def sweep(self, queue: str, budget: float) -> tuple[int, bool]:
+        self.calls.append(queue)
+        return self.replies[queue].pop(0) if self.replies[queue] else (0, False)
+
+
+def test_an_idle_worker_sweeps_once_a_minute_and_on_while_behind() -> None:
+    cleanup = CountingCleanup({"a": [(200, True), (200, True)], "b": []})
+    sweeper = Sweeper(cleanup, DamageLog())  # type: ignore[arg-type]
+    sweeper.run(["a", "b"], idle=True, now=100.0)  # the first idle tick looks at every queue
+    assert cleanup.calls == ["a", "b"]
+    sweeper.run(["a", "b"], idle=True, now=105.0)  # a is behind: swept on; b waits for the minute
+    sweeper.run(["a", "b"], idle=True, now=110.0)
+    assert cleanup.calls == ["a", "b", "a", "a"]
+    sweeper.run(["a", "b"], idle=True, now=115.0)  # a caught up (its last slice was not full)
+    assert cleanup.calls == ["a", "b", "a", "a"]
+    sweeper.run(["a", "b"], idle=True, now=161.0)
+    sweeper.run(["a", "b"], idle=False, now=162.0)  # busy: every tick
+    assert cleanup.calls == ["a", "b", "a", "a", "a", "b", "a", "b"]

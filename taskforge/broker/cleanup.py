@@ -30,8 +30,9 @@ PURGE_SLICE = 100
 # machine), so retries go by 50, well inside a few milliseconds.
 RETRY_SLICE = 50
 # Index members one sweep call looks at: each costs a PTTL and its share of
-# two ZREMs, so a slice takes about a millisecond of Redis time.
-SWEEP_SLICE = 500
+# two ZREMs (five index entries), 10 to 40 µs of Redis time on a small
+# machine, so a slice takes a few milliseconds (benchmarks/soak.py).
+SWEEP_SLICE = 200
 
 
 class RetentionCounts:
@@ -110,14 +111,14 @@ class Cleanup:
                 if n == 0:
                     return total
 
-    def sweep(self, queue: str, budget: float) -> int:
+    def sweep(self, queue: str, budget: float) -> tuple[int, bool]:
         """The index entries of expired records, a slice per call, while slices come back full (and
         finished records past the queue's ``retention_count``).
 
         Stops after ``budget`` seconds, so a worker far behind (a burst of
         finished jobs) catches up over a few ticks without holding up its
-        other duties, and each call keeps Redis busy about a millisecond.
-        Returns how many index members were looked at.
+        other duties, and each call keeps Redis busy a few milliseconds.
+        Returns how many index members were looked at, and whether more are due.
         """
         call = calls.sweep(QueueKeys(queue), limit=SWEEP_SLICE, retention_count=self.retention_count(queue))
         deadline = time.monotonic() + budget
@@ -127,7 +128,7 @@ class Cleanup:
                 taken, more = self.scripts.run(call)
                 total += taken
                 if not more or time.monotonic() >= deadline:
-                    return total
+                    return total, more
 
     def clear(self, queue: str) -> int:
         """Delete every key of ``queue`` (SCAN + UNLINK: never blocks Redis on a big queue)."""

@@ -31,7 +31,7 @@ from ..broker.workers import live_workers
 from ..periodic import Scheduler
 from .banner import banner
 from .foreign import differing_tasks
-from .housekeeping import HEARTBEAT_EVERY, DamageLog, Housekeeping, sweep
+from .housekeeping import HEARTBEAT_EVERY, DamageLog, Housekeeping, Sweeper
 from .leases import Leases, renew_every
 from .options import WorkerOptions
 from .outage import Outage
@@ -65,6 +65,7 @@ class Supervisor:
         self.pool = Pool(app_spec, options, metrics, owner)
         self.outcomes = PendingOutcomes(app, metrics)
         self.damage = DamageLog()
+        self.sweeper = Sweeper(app.broker.cleanup, self.damage)
         self.leases = Leases(app.broker.claims, options.lease_ms, self.damage.report, metrics)
         self.clock = RedisClock(app.broker.client)  # what decides shared things: Redis's time, not this host's
         self.registry = WorkerRegistry(
@@ -158,7 +159,7 @@ class Supervisor:
         """
         rescued = self.rescue.run() if self.rescue.due(time.monotonic()) else set()
         self.leases.reclaim([*self.options.queues, *sorted(rescued - set(self.options.queues))])
-        sweep(self.app.broker.cleanup, self.options.queues, self.damage)
+        self.sweeper.run(self.options.queues, self.idle(), time.monotonic())
         self.reconciler.run()
 
     def check_clock(self) -> None:

@@ -477,7 +477,7 @@ local function zrem_all(key, members)
 end
 
 -- EXPIRING members one reclaim looks at (a sweep call: its caller's limit).
-local SWEEP_SLICE = 500
+local SWEEP_SLICE = 200
 -- One step of the sweep of the entries whose record expired: up to `limit`
 -- members of EXPIRING due by `now`, from the bottom.  A job whose record is
 -- gone loses every entry; one whose record is still there (it expires a
@@ -519,7 +519,7 @@ end
 -- of a job still there (one that waited or ran long, a dead one kept longer)
 -- are looked at again when the sweep comes round.
 local INDEX_AT = PREFIX .. 'index_at'
-local SWEEP_INDEX = 500
+local SWEEP_INDEX = 100
 local function sweep_index(before)
   local at = redis.pcall('GET', INDEX_AT)
   local low = type(at) == 'string' and ('(' .. at) or '[a'
