@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from . import celery_names
 from .broker import Broker
 from .broker.aio_loops import LoopBrokers
+from .broker.cleanup import RetentionCounts
 from .broker.connection import connect, redact, resolve_url
 from .celery_names import reject_options
 from .errors import ConfigurationError
@@ -56,6 +57,7 @@ class TaskForge(Pausing):
         max_size: int = 0,
         retention: timedelta | float = timedelta(days=1),
         dead_retention: timedelta | float = timedelta(days=7),
+        retention_count: int | Mapping[str, int] = 0,
         durability: str = "async",
         max_job_size: int = DEFAULT_MAX_JOB_SIZE,
         include: Sequence[str] = (),
@@ -72,6 +74,8 @@ class TaskForge(Pausing):
         self.max_job_size = max_job_size
         self.retention = _seconds("retention", retention)
         self.dead_retention = _seconds("dead_retention", dead_retention)
+        # At most this many finished records per queue (BullMQ's removeOnComplete: {count}); a mapping: per queue.
+        self.retention_count = RetentionCounts.of(retention_count)
         self.durability = durability
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.hooks = Hooks()
@@ -100,6 +104,7 @@ class TaskForge(Pausing):
                 dead_retention_ms=int(self.dead_retention * 1000),
                 durability=self.durability,
             )
+            self._broker.link.retention_count.update(self.retention_count)
         return self._broker
 
     def async_broker(self) -> AsyncBroker:

@@ -96,6 +96,7 @@ def succeed(
     token: str,
     result: bytes,
     retention_ms: int,
+    retention_count: int = 0,
     next_token: str = "",
     lease_ms: int = 0,
     promote_limit: int = 0,
@@ -104,7 +105,7 @@ def succeed(
     retry: bool = False,
 ) -> ScriptCall[replies.SucceedReply]:
     """Record a result; with ``next_token``, also claim the next job (``SucceedReply.next``)."""
-    args: list[Any] = [job_id, token, result, retention_ms]
+    args: list[Any] = [job_id, token, result, retention_ms, retention_count]
     if next_token:
         args += [next_token, lease_ms, promote_limit, *_claim_flags(promote, limited, retry)]
     return ScriptCall("succeed", q, args, replies.decode_succeed)
@@ -114,6 +115,7 @@ def settle(
     q: QueueKeys,
     *,
     retention_ms: int,
+    retention_count: int = 0,
     next_token: str = "",
     lease_ms: int = 0,
     promote_limit: int = 0,
@@ -125,7 +127,15 @@ def settle(
 ) -> ScriptCall[replies.SettleReply]:
     """Record the results of several runs, (job id, token, result) each; with ``next_token``, also
     claim up to ``count`` jobs (``SettleReply.next``)."""
-    args: list[Any] = [retention_ms, next_token, lease_ms, promote_limit, count, *_claim_flags(promote, limited, retry)]
+    args: list[Any] = [
+        retention_ms,
+        retention_count,
+        next_token,
+        lease_ms,
+        promote_limit,
+        count,
+        *_claim_flags(promote, limited, retry),
+    ]
     for triple in results:
         args += triple
     return ScriptCall("settle", q, args, replies.decode_settle)
@@ -142,10 +152,12 @@ def fail(
     dead_retention_ms: int,
     failure: FailureKind,
     error_type: str,
+    retention_count: int = 0,
 ) -> ScriptCall[replies.FailOutcome]:
     """``retry_delay_ms`` None: dead now, whatever attempts remain."""
     delay = -1 if retry_delay_ms is None else retry_delay_ms
     args: list[Any] = [job_id, token, error, traceback, delay, dead_retention_ms, failure.value, error_type]
+    args.append(retention_count)
     return ScriptCall("fail", q, args, replies.decode_fail)
 
 
@@ -203,6 +215,10 @@ def reclaim(
     q: QueueKeys, *, limit: int, dead_retention_ms: int, retention_ms: int
 ) -> ScriptCall[replies.ReclaimResult]:
     return ScriptCall("reclaim", q, [limit, dead_retention_ms, retention_ms], replies.decode_reclaim)
+
+
+def sweep(q: QueueKeys, *, limit: int, retention_count: int = 0) -> ScriptCall[tuple[int, bool]]:
+    return ScriptCall("sweep", q, [limit, retention_count], lambda raw: (int(raw[0]), bool(int(raw[1]))))
 
 
 def requeue(q: QueueKeys, *, job_id: str, token: str) -> ScriptCall[bool]:
@@ -312,6 +328,7 @@ CALLS: dict[str, Callable[..., ScriptCall[Any]]] = {
     "abort": abort,
     "abandon": abandon,
     "reclaim": reclaim,
+    "sweep": sweep,
     "requeue": requeue,
     "pass": pass_job,
     "expire_owner": expire_owner,

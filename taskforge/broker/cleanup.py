@@ -7,14 +7,15 @@ the whole-queue walk never blocks Redis.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, cast
 
 import redis
 
-from ..errors import QueueNotEmpty
+from ..errors import ConfigurationError, QueueNotEmpty
 from . import calls, keys
-from .keys import QueueKeys
+from .keys import QueueKeys, validate_queue_name
 from .replies import CancelOutcome
 
 if TYPE_CHECKING:
@@ -28,6 +29,44 @@ PURGE_SLICE = 100
 # commands (benchmarks/search.py: a call of 100 took 1 to 8 ms on a busy
 # machine), so retries go by 50, well inside a few milliseconds.
 RETRY_SLICE = 50
+# Index members one sweep call looks at: each costs a PTTL and its share of
+# two ZREMs (five index entries), 10 to 40 µs of Redis time on a small
+# machine, so a slice takes a few milliseconds (benchmarks/soak.py).
+SWEEP_SLICE = 200
+
+
+class RetentionCounts:
+    """``retention_count`` per queue: the queue's own, else the app's (0: no count).
+
+    One object per broker, filled in by the app, read by every finishing
+    call: the scripts keep at most that many finished records per queue.
+    """
+
+    def __init__(self, default: int = 0, queues: Mapping[str, int] | None = None) -> None:
+        self.default = default
+        self.queues: dict[str, int] = dict(queues or {})
+
+    def __call__(self, queue: str) -> int:
+        return self.queues.get(queue, self.default)
+
+    @classmethod
+    def of(cls, value: object) -> RetentionCounts:
+        """From the app's ``retention_count``: a count for every queue, or a mapping queue -> count."""
+        if isinstance(value, Mapping):
+            counts = {validate_queue_name(q): _count(f"retention_count[{q!r}]", n) for q, n in value.items()}
+            return cls(0, counts)
+        return cls(_count("retention_count", value))
+
+    def update(self, other: RetentionCounts) -> None:
+        self.default, self.queues = other.default, dict(other.queues)
+
+
+def _count(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigurationError(
+            f"{name}={value!r}: use a whole number >= 0 (0: no count), or a mapping of queue names to one"
+        )
+    return value
 
 
 class Cleanup:
@@ -38,6 +77,7 @@ class Cleanup:
         self.scripts = link.scripts
         self.guard = link.guard
         self.retention_ms = link.retention_ms
+        self.retention_count = link.retention_count
 
     def retry_dead(self, queue: str, job_ids: Sequence[str] = (), limit: int = PURGE_SLICE) -> list[str]:
         with self.guard(queue):
@@ -102,6 +142,25 @@ class Cleanup:
                     break
             self.client.srem(keys.QUEUES, queue)
         return deleted
+
+    def sweep(self, queue: str, budget: float) -> tuple[int, bool]:
+        """The index entries of expired records, a slice per call, while slices come back full (and
+        finished records past the queue's ``retention_count``).
+
+        Stops after ``budget`` seconds, so a worker far behind (a burst of
+        finished jobs) catches up over a few ticks without holding up its
+        other duties, and each call keeps Redis busy a few milliseconds.
+        Returns how many index members were looked at, and whether more are due.
+        """
+        call = calls.sweep(QueueKeys(queue), limit=SWEEP_SLICE, retention_count=self.retention_count(queue))
+        deadline = time.monotonic() + budget
+        total = 0
+        with self.guard(queue):
+            while True:
+                taken, more = self.scripts.run(call)
+                total += taken
+                if not more or time.monotonic() >= deadline:
+                    return total, more
 
     def clear(self, queue: str) -> int:
         """Delete every key of ``queue`` (SCAN + UNLINK: never blocks Redis on a big queue)."""

@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 
 import redis
 
+from .cleanup import RetentionCounts
 from .connection import OnError
 from .damage import queue_errors
 from .durability import FAILOVER_RETRY_S, Durability
@@ -41,6 +42,7 @@ class Link:
         self.url = url
         self.retention_ms = retention_ms
         self.dead_retention_ms = dead_retention_ms
+        self.retention_count = RetentionCounts()  # filled in by the app (TaskForge's retention_count)
         self.scripts = Scripts(client, replicated=durability == "replicated")
         self.cluster = is_cluster(client)
         # fakeredis runs a pipelined BLPOP without blocking, so memory:// waits the plain way.

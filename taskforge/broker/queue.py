@@ -63,6 +63,7 @@ class Claims:
         self.guard = link.guard
         self.retention_ms = link.retention_ms
         self.dead_retention_ms = link.dead_retention_ms
+        self.retention_count = link.retention_count
         self.pipelined_wait = link.pipelined_wait
         self.hints = link.hints
         self.tally = link.tally
@@ -103,7 +104,12 @@ class Claims:
     def succeed(self, queue: str, job_id: str, token: str, result: bytes) -> bool:
         """Record success; False when the claim was no longer ours (nothing written)."""
         call = calls.succeed(
-            QueueKeys(queue), job_id=job_id, token=token, result=result, retention_ms=self.retention_ms
+            QueueKeys(queue),
+            job_id=job_id,
+            token=token,
+            result=result,
+            retention_ms=self.retention_ms,
+            retention_count=self.retention_count(queue),
         )
         with self.guard(queue):
             (done, _), acked = self.scripts.write(call)
@@ -129,6 +135,7 @@ class Claims:
                 token=token,
                 result=result,
                 retention_ms=self.retention_ms,
+                retention_count=self.retention_count(queue),
                 next_token=next_token,
                 lease_ms=lease_ms,
                 promote_limit=PROMOTE_LIMIT,
@@ -168,6 +175,7 @@ class Claims:
             call = calls.settle(
                 q,
                 retention_ms=self.retention_ms,
+                retention_count=self.retention_count(queue),
                 next_token=next_token,
                 lease_ms=lease_ms,
                 promote_limit=PROMOTE_LIMIT,
@@ -218,6 +226,7 @@ class Claims:
             dead_retention_ms=self.dead_retention_ms,
             failure=kind,
             error_type=error_type or error_type_of_kind(kind.value),
+            retention_count=self.retention_count(queue),
         )
         with self.guard(queue):
             outcome, acked = self.scripts.write(call)

@@ -34,7 +34,7 @@ from ..periodic import Scheduler
 from .banner import banner
 from .foreign import differing_tasks
 from .hangup import HUP
-from .housekeeping import HEARTBEAT_EVERY, DamageLog, Housekeeping
+from .housekeeping import HEARTBEAT_EVERY, DamageLog, Housekeeping, Sweeper
 from .leases import Leases, renew_every
 from .options import WorkerOptions
 from .outage import Outage
@@ -70,6 +70,7 @@ class Supervisor:
         self.pool = Pool(app_spec, options, metrics, owner)
         self.outcomes = PendingOutcomes(app, metrics)
         self.damage = DamageLog()
+        self.sweeper = Sweeper(app.broker.cleanup, self.damage)
         self.leases = Leases(app.broker.claims, options.lease_ms, self.damage.report, metrics)
         self.clock = RedisClock(app.broker.client)  # what decides shared things: Redis's time, not this host's
         self.registry = WorkerRegistry(
@@ -159,7 +160,7 @@ class Supervisor:
         self.leases.renew(self.held(), self.pool.stop_aborted)
 
     def reclaim(self) -> None:
-        """Expired claims back in line, then workflow reports and launches a crash left undone.
+        """Expired claims back in line, expired records' index entries swept, then what a crash left undone.
 
         Every few seconds, first the claims of this host's workers proved dead (``rescue.py``).
         """
@@ -167,6 +168,7 @@ class Supervisor:
         if self.server_watch.due(time.monotonic()):
             self.server_watch.check()  # settings that can lose jobs, and a restart (``server_watch.py``)
         self.leases.reclaim([*self.options.queues, *sorted(rescued - set(self.options.queues))])
+        self.sweeper.run(self.options.queues, self.idle(), time.monotonic())
         self.reconciler.run()
 
     def check_clock(self) -> None:

@@ -61,6 +61,8 @@ NOT_FIELDS = {
     "v",  # the one field of a job's stream entry (stream.lua)
     "written",  # stream.lua's reply to a repeat of the item written last
     "index", "index_at", "a", "t", "k", "d", "c",  # the search index, its sweep's place, its entries' prefixes
+    "expiring",  # the index entries of finished records, by when each record expires
+    "tidy", "forget", "lanes", "jobs", "lane_",  # forget.lua's phases and the names of what holds a job
 }  # fmt: skip
 
 

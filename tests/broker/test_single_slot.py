@@ -191,6 +191,7 @@ def every_script(app: TaskForge, queue: str) -> None:
     b.claims.dequeue(queue, 60_000, token="owner0000002.lost")
     b.claims.expire_owner(queue, "owner0000002.")  # a worker proved dead
     b.claims.reclaim(queue)
+    b.cleanup.sweep(queue, 1.0)  # what a worker runs after each reclaim
     b.claims.fail(queue, *(lambda c: (c.id, c.token))(b.claims.dequeue(queue, 60_000)[0][0]), "flaky", "tb", 30.0)
     b.claims.fast_forward(queue, 3600)
     b.cleanup.retry_dead(queue)

@@ -410,25 +410,116 @@ local function index_mark(jk, id, letter, on)
   end
 end
 
--- A job about to be deleted: every entry it may have.
+-- EXPIRING holds one member per finished record that will expire: its 'a'
+-- entry without the 'a' (stamp, task, key: every entry of the job can be
+-- named from it), scored by when the record expires (ms).  The end of a job
+-- adds it (and moves it, when a job ends again); a record that stops
+-- expiring (a dead job retried) or is deleted loses it.  So the sweep takes the entries whose
+-- record is due to go as one range from the bottom, in slices, and every
+-- member it looks at is due: it keeps up with any rate jobs finish at.
+local EXPIRING = PREFIX .. 'expiring'
+
+-- A job about to be deleted: every entry it may have, and its EXPIRING member.
 local function index_drop(jk, id)
   local f = redis.pcall('HMGET', jk, 'created_at', 'task', 'key')
   if type(f) == 'table' and type(f[1]) == 'string' then
     local members, stamp = index_entries(id, f[1], f[2] or '', f[3] or '')
+    redis.pcall('ZREM', EXPIRING, string.sub(members[1], 2))
     members[#members + 1] = 'd' .. stamp
     members[#members + 1] = 'c' .. stamp
     redis.pcall('ZREM', INDEX, unpack(members))
   end
 end
 
--- One step of the sweep of entries whose record expired: up to SWEEP_INDEX
--- 'a' entries of jobs created before `before` (ms), from the place kept in
--- INDEX_AT on.  A job whose record is gone loses all its entries (its 'a'
--- member names its task and key, so each is known); the entries of a job
--- still there (one that waited or ran long, a dead one kept longer) are
--- looked at again when the sweep comes round.
+-- A finished record's EXPIRING member, at `at` (ms) or (nil) out: from the
+-- fields created_at, task and key (nil or junk: a record with no entries).
+local function index_expire(created, task, key, id, at)
+  if type(created) ~= 'string' or type(task) ~= 'string' then
+    return
+  end
+  local a = index_entries(id, created, task, type(key) == 'string' and key or '')[1]
+  if at then
+    redis.pcall('ZADD', EXPIRING, at, string.sub(a, 2))
+  else
+    redis.pcall('ZREM', EXPIRING, string.sub(a, 2))
+  end
+end
+
+-- Every entry of the job an 'a' entry (without its 'a': `rest`) names, and
+-- its id; nil for a member this index never writes.
+local function entries_named(rest)
+  local colon = string.find(rest, ':', 14, true)
+  local n = colon and tonumber(string.sub(rest, 14, colon - 1))
+  local id = n and string.sub(rest, colon + 1, colon + n)
+  if not id or id == '' then
+    return nil
+  end
+  local stamp = string.sub(rest, 1, colon + n)
+  local out = {'a' .. rest, 'd' .. stamp, 'c' .. stamp}
+  local tail = string.sub(rest, colon + n + 1)
+  local tcolon = string.find(tail, ':', 1, true)
+  local tn = tcolon and tonumber(string.sub(tail, 1, tcolon - 1))
+  if tn then
+    local task, key = string.sub(tail, tcolon + 1, tcolon + tn), string.sub(tail, tcolon + tn + 1)
+    out[#out + 1] = 't' .. #task .. ':' .. task .. stamp
+    if key ~= '' then
+      out[#out + 1] = 'k' .. #key .. ':' .. key .. stamp
+    end
+  end
+  return out, id
+end
+
+-- Members out of a sorted set, 1,000 per ZREM (unpack has a limit).
+local function zrem_all(key, members)
+  for first = 1, #members, 1000 do
+    redis.pcall('ZREM', key, unpack(members, first, math.min(first + 999, #members)))
+  end
+end
+
+-- EXPIRING members one reclaim looks at (a sweep call: its caller's limit).
+local SWEEP_SLICE = 200
+-- One step of the sweep of the entries whose record expired: up to `limit`
+-- members of EXPIRING due by `now`, from the bottom.  A job whose record is
+-- gone loses every entry; one whose record is still there (it expires a
+-- moment later than its score said) is scored again by its TTL, and one that
+-- no longer expires (retried meanwhile) just leaves EXPIRING.  Returns how
+-- many members it took, and whether more may be due (a full slice).
+local function sweep_expiring(now, limit)
+  local due = redis.pcall('ZRANGEBYSCORE', EXPIRING, '-inf', now, 'LIMIT', 0, limit)
+  if type(due) ~= 'table' or due.err or #due == 0 then
+    return 0, false
+  end
+  local gone, later = {}, {}
+  for _, rest in ipairs(due) do
+    local members, id = entries_named(rest)
+    if id then
+      local ttl = redis.call('PTTL', job_key(id))
+      if ttl == -2 then
+        for _, m in ipairs(members) do
+          gone[#gone + 1] = m
+        end
+      elseif ttl > 0 then
+        later[#later + 1] = now + ttl
+        later[#later + 1] = rest
+      end
+    end
+  end
+  zrem_all(EXPIRING, due)
+  zrem_all(INDEX, gone)
+  for first = 1, #later, 1000 do
+    redis.pcall('ZADD', EXPIRING, unpack(later, first, math.min(first + 999, #later)))
+  end
+  return #due, #due == limit
+end
+
+-- The backstop sweep, for entries EXPIRING does not name (written before it
+-- existed, or left by a record deleted some other way): up to SWEEP_INDEX 'a'
+-- entries of jobs created before `before` (ms), from the place kept in
+-- INDEX_AT on.  A job whose record is gone loses all its entries; the entries
+-- of a job still there (one that waited or ran long, a dead one kept longer)
+-- are looked at again when the sweep comes round.
 local INDEX_AT = PREFIX .. 'index_at'
-local SWEEP_INDEX = 500
+local SWEEP_INDEX = 100
 local function sweep_index(before)
   local at = redis.pcall('GET', INDEX_AT)
   local low = type(at) == 'string' and ('(' .. at) or '[a'
@@ -438,31 +529,16 @@ local function sweep_index(before)
   end
   local gone = {}
   for _, member in ipairs(found) do
-    local colon = string.find(member, ':', 15, true)
-    local n = colon and tonumber(string.sub(member, 15, colon - 1))
-    local id = n and string.sub(member, colon + 1, colon + n)
+    local members, id = entries_named(string.sub(member, 2))
     if not id then
       gone[#gone + 1] = member  -- not an entry this index writes
     elseif redis.call('EXISTS', job_key(id)) == 0 then
-      local stamp = string.sub(member, 2, colon + n)
-      gone[#gone + 1] = member
-      gone[#gone + 1] = 'd' .. stamp
-      gone[#gone + 1] = 'c' .. stamp
-      local rest = string.sub(member, colon + n + 1)
-      local tcolon = string.find(rest, ':', 1, true)
-      local tn = tcolon and tonumber(string.sub(rest, 1, tcolon - 1))
-      if tn then
-        local task, key = string.sub(rest, tcolon + 1, tcolon + tn), string.sub(rest, tcolon + tn + 1)
-        gone[#gone + 1] = 't' .. #task .. ':' .. task .. stamp
-        if key ~= '' then
-          gone[#gone + 1] = 'k' .. #key .. ':' .. key .. stamp
-        end
+      for _, m in ipairs(members) do
+        gone[#gone + 1] = m
       end
     end
   end
-  for first = 1, #gone, 1000 do
-    redis.pcall('ZREM', INDEX, unpack(gone, first, math.min(first + 999, #gone)))
-  end
+  zrem_all(INDEX, gone)
   if #found < SWEEP_INDEX then
     redis.pcall('DEL', INDEX_AT)
   else
@@ -553,6 +629,8 @@ local function revive_dead(id, jk)
   redis.call('HDEL', jk, 'finished_at', 'result', 'waiting', 'abort')
   redis.call('UNLINK', PREFIX .. 'done:' .. id)
   index_mark(jk, id, 'd', false)
+  local f = redis.call('HMGET', jk, 'created_at', 'task', 'key')
+  index_expire(f[1], f[2], f[3], id, nil)
   make_pending(id, jk)
 end
 
@@ -626,14 +704,52 @@ local function notify_done(id, ttl)
   redis.call('PEXPIRE', dk, ttl)
 end
 
+-- retention_count: at most `keep` finished records in the queue (0: no
+-- count).  EXPIRING holds one member per finished record, so while it holds
+-- more than `keep`, those due to expire first go (with one retention, the
+-- oldest), at most `most` per call: each end of a job takes away up to two,
+-- so a count lowered comes down soon after, and no call deletes more than a
+-- few records.  A record no longer finished (retried) only leaves EXPIRING;
+-- a workflow step whose report is still in the outbox stays.
+local function trim_finished(keep, most)
+  local n = keep and keep > 0 and redis.pcall('ZCARD', EXPIRING)
+  if type(n) ~= 'number' or n <= keep then
+    return
+  end
+  local over = redis.pcall('ZRANGE', EXPIRING, 0, math.min(n - keep, most) - 1)
+  if type(over) ~= 'table' or over.err then
+    return
+  end
+  local gone, left = {}, {}
+  for _, rest in ipairs(over) do
+    local members, id = entries_named(rest)
+    local state = id and redis.pcall('HGET', job_key(id), 'state')
+    if state == 'succeeded' or state == 'dead' or state == 'cancelled' or state == false then
+      if redis.call('HEXISTS', PREFIX .. 'outbox', id) == 0 then
+        redis.pcall('ZREM', DEAD, id)
+        redis.call('UNLINK', job_key(id), PREFIX .. 'done:' .. id, stream_key(id))
+        for _, m in ipairs(members) do
+          gone[#gone + 1] = m
+        end
+        left[#left + 1] = rest
+      end
+    else
+      left[#left + 1] = rest  -- junk, or a record not finished now
+    end
+  end
+  zrem_all(EXPIRING, left)
+  zrem_all(INDEX, gone)
+end
+
 -- The end of a job: its final state (plus `extra` field/value pairs) in one
--- HSET.  `meta` is {unique, waiting, workflow, stream_length} when the caller
--- already read those fields, else nil: every redis.call costs a few
--- microseconds inside Redis, so the hot path reads each job's fields once.
--- A job that streamed gets its stream the record's expiry; one that did not
--- pays nothing for streams.
+-- HSET.  `meta` is {unique, waiting, workflow, stream_length, created_at,
+-- task, key} when the caller already read those fields, else nil: every
+-- redis.call costs a few microseconds inside Redis, so the hot path reads
+-- each job's fields once.  A job that streamed gets its stream the record's
+-- expiry; one that did not pays nothing for streams.  The record's EXPIRING
+-- member says when its index entries go.
 local function finish(id, jk, state, now, ttl, extra, meta)
-  meta = meta or redis.call('HMGET', jk, 'unique', 'waiting', 'workflow', 'stream_length')
+  meta = meta or redis.call('HMGET', jk, 'unique', 'waiting', 'workflow', 'stream_length', 'created_at', 'task', 'key')
   release_unique(id, meta[1])
   local fields = {'state', state, 'finished_at', now, 'token', ''}
   for _, v in ipairs(extra or {}) do
@@ -641,6 +757,7 @@ local function finish(id, jk, state, now, ttl, extra, meta)
   end
   redis.call('HSET', jk, unpack(fields))
   redis.call('PEXPIRE', jk, ttl)
+  index_expire(meta[5], meta[6], meta[7], id, now + ttl)
   if state ~= 'succeeded' then
     index_mark(jk, id, state == 'dead' and 'd' or 'c', true)
   end

@@ -9,6 +9,7 @@
 -- ARGV[7] dead_retention_ms
 -- ARGV[8] failure         why, as a FailureKind value (the record's failure field)
 -- ARGV[9] error_type      the class path of the error ("builtins.ValueError")
+-- ARGV[10] retention_count (0: none; else at most that many finished records kept, trim_finished)
 -- Returns 0 (claim not ours: fenced), 1 (retrying), 2 (dead).
 -- outcome_token: the token whose report this was, read back after a lost reply.
 local id, token = ARGV[2], ARGV[3]
@@ -35,4 +36,5 @@ end
 bury(id, jk, now, ARGV[8], ARGV[4], ARGV[5], tonumber(ARGV[7]), ARGV[9])
 redis.call('HSET', jk, 'outcome_token', token)
 count_outcome('failed', now)
+trim_finished(tonumber(ARGV[10]), 2)
 return 2

@@ -61,7 +61,9 @@ for _, id in ipairs(expired) do
   end
 end
 sweep_turns()
+sweep_expiring(now, SWEEP_SLICE)
 sweep_index(now - math.min(ttl, dead_ttl))
+redis.pcall('ZREMRANGEBYSCORE', DEAD, '-inf', now - dead_ttl)  -- bury trims it too, but only when a job dies
 if #back > 0 then
   wake(#back)
 end

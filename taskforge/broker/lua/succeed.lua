@@ -5,12 +5,13 @@
 -- ARGV[3] token           the claim token
 -- ARGV[4] result          (msgpack)
 -- ARGV[5] retention_ms
--- ARGV[6] next_token      (optional, with the next two: the token of a claim of the next job)
--- ARGV[7] lease_ms
--- ARGV[8] promote_limit
--- ARGV[9] promote         (the claim's flags, as dequeue.lua documents them)
--- ARGV[10] limited
--- ARGV[11] retry
+-- ARGV[6] retention_count (0: none; else at most that many finished records kept, trim_finished)
+-- ARGV[7] next_token      (optional, with the next two: the token of a claim of the next job)
+-- ARGV[8] lease_ms
+-- ARGV[9] promote_limit
+-- ARGV[10] promote        (the claim's flags, as dequeue.lua documents them)
+-- ARGV[11] limited
+-- ARGV[12] retry
 -- Returns 1, or 0 when the claim is no longer ours (the lease expired and the
 -- job was reclaimed): fencing, so a late worker never overwrites the outcome
 -- of the attempt that replaced it. With a next token: {1 or 0, then what
@@ -30,17 +31,18 @@ local jk = job_key(id)
 local ok = 0
 local now = now_ms()
 local ours, f = claim_guard(jk, token, 'group', 'unique', 'waiting', 'workflow', 'lane',
-  'stream_length')
+  'stream_length', 'created_at', 'task', 'key')
 if ours then
   leave_running(id, jk, f[3], f[7])
-  finish(id, jk, 'succeeded', now, tonumber(ARGV[5]), {'result', ARGV[4], 'outcome_token', token}, {f[4], f[5], f[6], f[8]})
+  finish(id, jk, 'succeeded', now, tonumber(ARGV[5]), {'result', ARGV[4], 'outcome_token', token}, {f[4], f[5], f[6], f[8], f[9], f[10], f[11]})
+  trim_finished(tonumber(ARGV[6]), 2)
   ok = 1
 end
-if not ARGV[6] or ARGV[6] == '' then
+if not ARGV[7] or ARGV[7] == '' then
   return ok
 end
-local claimed, out = pcall(claim_ready, ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), 1, now,
-  claim_opts(ARGV[9], ARGV[10], ARGV[11]))
+local claimed, out = pcall(claim_ready, ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9]), 1, now,
+  claim_opts(ARGV[10], ARGV[11], ARGV[12]))
 if not claimed then
   if ok == 0 then
     error(out)
