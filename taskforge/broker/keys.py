@@ -69,6 +69,19 @@ class QueueKeys:
     def pending(self) -> str:
         return self.prefix + "pending"
 
+    def staged(self, batch: str, index: int) -> str:
+        """Slice ``index`` of a big enqueue, staged where no worker reads it (``batches.py``)."""
+        return f"{self.prefix}staged:{batch}:{index}"
+
+    def batch(self, batch: str) -> str:
+        """A committed big enqueue's record: its next slice, and the answers a lost reply would miss."""
+        return f"{self.prefix}batch:{batch}"
+
+    @property
+    def batches(self) -> str:
+        """Committed big enqueues by when they last moved: a worker finishes one whose producer stopped."""
+        return self.prefix + "batches"
+
     @property
     def scheduled(self) -> str:
         return self.prefix + "scheduled"

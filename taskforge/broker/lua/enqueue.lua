@@ -3,7 +3,8 @@
 -- ARGV[1] prefix          the queue's key prefix
 -- ARGV[2] max_size        (0 = unbounded)
 -- ARGV[3] resend          '1': a re-send after an error (or ids the caller chose): an id
---                         already stored is left alone
+--                         already stored is left alone; or one step of a big
+--                         batch, sent in slices (`Slices` below)
 -- ARGV[4..] jobs          pairs: a JSON array of the job's plain fields, and its msgpack
 --                         payload (kept apart: Lua cannot read msgpack, and JSON cannot carry bytes)
 -- The JSON array is declared in broker/record.py (ENQUEUE), which gives this
@@ -49,13 +50,87 @@
 -- queue's set come first, and a failure there leaves only a spent sequence
 -- number; the client names the damage (broker/damage.py).  Other calls
 -- read every fixed key they may write first.
+--
+-- Slices: a call too big to run within the time budget (broker/batches.py)
+-- comes as several.  'stage:<batch>:<i>:<ttl_ms>' keeps ARGV[4..] as they
+-- are in the batch's slice i (a list no worker reads, expiring after
+-- ttl_ms: an abandoned batch goes by itself) and answers {'STAGED'}.
+-- 'commit:<batch>:<slices>:<total>' stores the batch's next slice as a call
+-- of its own would, and answers {'SLICE', i, id per job}, or {'DONE'} when
+-- none is left.  Its first step checks that every slice is staged (else
+-- {'GONE'}), checks max_size for the whole batch, keeps the slices from
+-- expiring and reserves room for the total (`RESERVED`, counted by every
+-- max_size check until the slice is stored): from then on the batch is
+-- committed, and whoever sends the next step (the producer, or a worker's
+-- BatchSweep if the producer stopped: 'finish:<batch>:<stale_ms>:0') finishes it.  A slice whose answer
+-- differs from its own ids keeps it in the batch's record, for a producer
+-- that lost the reply.
 local max_size = tonumber(ARGV[2])
-local resend = ARGV[3] == '1'
-local n = (#ARGV - 3) / 2
+local mode = ARGV[3]
+local RESERVED = PREFIX .. 'reserved'
+local BATCHES = PREFIX .. 'batches'
+local src, off = ARGV, 3
+local batch, slice, marker = nil, nil, nil
+if string.sub(mode, 1, 6) == 'stage:' then
+  local name, i, ttl = string.match(mode, '^stage:([%w]+):(%d+):(%d+)$')
+  local key = PREFIX .. 'staged:' .. name .. ':' .. i
+  redis.call('DEL', key)
+  for first = 4, #ARGV, 1000 do
+    redis.call('RPUSH', key, unpack(ARGV, first, math.min(first + 999, #ARGV)))
+  end
+  redis.call('PEXPIRE', key, tonumber(ttl))
+  return {'STAGED'}
+elseif string.sub(mode, 1, 7) == 'commit:' or string.sub(mode, 1, 7) == 'finish:' then
+  local given, total
+  batch, given, total = string.match(mode, '^%a+:([%w]+):(%d+):(%d+)$')
+  marker = PREFIX .. 'batch:' .. batch
+  local row = redis.call('HMGET', marker, 'next', 'slices')
+  local at, slices = tonumber(row[1]), tonumber(row[2]) or tonumber(given)
+  total = tonumber(total)
+  if string.sub(mode, 1, 7) == 'finish:' then  -- `given` is stale_ms here
+    local moved = tonumber(redis.call('ZSCORE', BATCHES, batch))
+    if not at then
+      redis.call('ZREM', BATCHES, batch)  -- finished meanwhile
+      return {'DONE'}
+    elseif moved and now_ms() - moved < tonumber(given) then
+      return {'FRESH'}  -- its producer sent a step within stale_ms
+    end
+  elseif not at then
+    for i = 0, slices - 1 do
+      if redis.call('EXISTS', PREFIX .. 'staged:' .. batch .. ':' .. i) == 0 then
+        return {'GONE'}
+      end
+    end
+    if max_size > 0 then
+      local size = unfinished_count() + (tonumber(redis.call('GET', RESERVED)) or 0)
+      if size + total > max_size then
+        return {'FULL', size}
+      end
+    end
+    for i = 0, slices - 1 do
+      redis.call('PERSIST', PREFIX .. 'staged:' .. batch .. ':' .. i)
+    end
+    redis.call('HSET', marker, 'next', 0, 'slices', slices)
+    redis.call('INCRBY', RESERVED, total)
+    at = 0
+  end
+  if at >= slices then
+    return {'DONE'}
+  end
+  slice = PREFIX .. 'staged:' .. batch .. ':' .. at
+  src, off = redis.call('LRANGE', slice, 0, -1), 0
+  if string.sub(mode, 1, 7) == 'commit:' then
+    redis.call('ZADD', BATCHES, now_ms(), batch)  -- its producer is alive: no sweep yet
+  end
+  max_size = 0  -- checked for the whole batch above
+  slice = {key = slice, at = at, last = at == slices - 1}
+end
+local resend = mode == '1' or batch ~= nil
+local n = (#src - off) / 2
 local jobs = {}
 local plain = n == 1 and not resend
 for i = 1, n do
-  local f = cjson.decode(ARGV[2 + 2 * i])
+  local f = cjson.decode(src[off - 1 + 2 * i])
   jobs[i] = f
   plain = plain and f[NEW_UNIQUE] == '' and f[NEW_TICK] == '' and f[NEW_DEBOUNCE] == ''
 end
@@ -74,7 +149,7 @@ if not plain then
   end
 end
 if max_size > 0 then
-  local size = unfinished_count()
+  local size = unfinished_count() + (tonumber(redis.call('GET', RESERVED)) or 0)
   if size + n > max_size then
     return {'FULL', size}
   end
@@ -243,7 +318,7 @@ end
 
 for i = 1, n do
   local f = jobs[i]
-  local payload = ARGV[3 + 2 * i]
+  local payload = src[off + 2 * i]
   local id = f[NEW_ID]
   local jk = job_key(id)
   local lock, tick = f[NEW_UNIQUE], f[NEW_TICK]
@@ -273,4 +348,24 @@ count_lane_jobs(lane_count)
 write_turns(book)
 index_add(entries)
 wake(woken)
+if slice then
+  local differs = false
+  for i = 1, n do
+    differs = differs or out[i + 1] ~= jobs[i][NEW_ID]
+  end
+  if differs then
+    redis.call('HSET', marker, 'out:' .. slice.at, cjson.encode({unpack(out, 2)}))
+  end
+  redis.call('DEL', slice.key)
+  redis.call('HSET', marker, 'next', slice.at + 1)
+  if (tonumber(redis.call('DECRBY', RESERVED, n)) or 0) <= 0 then
+    redis.call('DEL', RESERVED)
+  end
+  if slice.last then
+    redis.call('ZREM', BATCHES, batch)
+    redis.call('PEXPIRE', marker, 600000)  -- for a producer that lost the last reply
+  end
+  out[1] = slice.at
+  table.insert(out, 1, 'SLICE')
+end
 return out
