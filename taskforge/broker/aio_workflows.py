@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import redis
 
 from ..errors import BrokerUnavailable
-from . import calls
+from . import calls, workflow_pieces
 from . import workflow_plans as plans
 from .aio_connection import wait_for_list
 from .calls import ScriptCall
@@ -52,11 +52,16 @@ class AsyncWorkflowStore:
             pipe = self.client.pipeline(transaction=False)
             plans.mark_launching(pipe, workflow, _now_ms())
             await pipe.execute()
-            call = calls.workflow_create(WorkflowKeys(workflow), steps=steps, fields=fields)
-            if self.replicated:
-                await self._replicated(call, "the workflow")
-            else:
-                await self.run(call)
+            w = WorkflowKeys(workflow)
+            pieces = workflow_pieces.split(steps, fields)
+            for piece in pieces or ():
+                await self.run(workflow_pieces.stage(w, piece))
+            call: ScriptCall[Any] = (
+                calls.workflow_create(w, steps=steps, fields=fields) if pieces is None else workflow_pieces.commit(w)
+            )
+            done = await self._replicated(call, "the workflow") if self.replicated else await self.run(call)
+            if done == -1:
+                raise workflow_pieces.expired(workflow)
 
     async def workflow_launched(self, workflow: str) -> None:
         with broker_errors(self.url):

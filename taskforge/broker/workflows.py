@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 import redis
 
 from ..errors import BrokerUnavailable
-from . import calls
+from . import calls, workflow_pieces
 from . import workflow_plans as plans
 from .calls import ScriptCall
 from .compat import wait_for_list
@@ -85,11 +85,16 @@ class WorkflowStore:
             pipe = self.client.pipeline(transaction=False)
             plans.mark_launching(pipe, workflow, _now_ms())
             pipe.execute()
-            call = calls.workflow_create(WorkflowKeys(workflow), steps=steps, fields=fields)
-            if self.scripts.replicated:
-                self._replicated(call, "the workflow")
-            else:
-                self.scripts.run(call)
+            w = WorkflowKeys(workflow)
+            pieces = workflow_pieces.split(steps, fields)
+            for piece in pieces or ():  # a big workflow: staged out of sight, then committed at once
+                self.scripts.run(workflow_pieces.stage(w, piece))
+            call: ScriptCall[Any] = (
+                calls.workflow_create(w, steps=steps, fields=fields) if pieces is None else workflow_pieces.commit(w)
+            )
+            done = self._replicated(call, "the workflow") if self.scripts.replicated else self.scripts.run(call)
+            if done == -1:
+                raise workflow_pieces.expired(workflow)
 
     def workflow_launched(self, workflow: str) -> None:
         """Its first steps are stored: no longer launching."""
