@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import sys
 import time
 from collections.abc import Callable
@@ -35,6 +36,7 @@ from soak import free_port  # noqa: E402
 
 from taskforge import TaskForge, chord, group  # noqa: E402
 from taskforge.broker.keys import QueueKeys  # noqa: E402
+from taskforge.broker.scripts import SCRIPT_NAMES, script_source  # noqa: E402
 
 QUEUE = "slowlog"
 
@@ -61,7 +63,21 @@ def longest(client: redis.Redis) -> tuple[float, str, int]:
     top = max(entries, key=lambda e: e["duration"])
     command = top["command"]
     text = command.decode(errors="replace") if isinstance(command, bytes) else str(command)
-    return top["duration"] / 1000, text[:90], len(entries)
+    return top["duration"] / 1000, shown(text), len(entries)
+
+
+def shown(command: str) -> str:
+    """The command, each word cut to 40 characters and the whole to 6 words: an EVALSHA shows
+    its script's SHA, its key and its first arguments (the enqueue's mode, say)."""
+    words = command.split(" ")
+    if words[0] == "EVALSHA":
+        names = {source_sha(name): name for name in SCRIPT_NAMES}
+        words[1] = names.get(words[1], words[1][:8])
+    return " ".join(word[:40] for word in words[:7])
+
+
+def source_sha(name: str) -> str:
+    return hashlib.sha1(script_source(name).encode()).hexdigest()
 
 
 def measure(client: redis.Redis, name: str, run: Callable[[], object]) -> None:
@@ -70,7 +86,7 @@ def measure(client: redis.Redis, name: str, run: Callable[[], object]) -> None:
     run()
     took = time.perf_counter() - started
     ms, command, logged = longest(client)
-    print(f"{name:<34} {took:7.1f} s  longest call {ms:7.2f} ms  ({logged} logged)  {command}", flush=True)
+    print(f"{name:<34} {took:7.1f} s  longest call {ms:7.2f} ms  ({logged} over the threshold)  {command}", flush=True)
 
 
 # Setup, not measured: pending jobs made dead as the fail script leaves them

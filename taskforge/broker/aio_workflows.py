@@ -21,7 +21,7 @@ from .calls import ScriptCall
 from .connection import broker_errors
 from .keys import WORKFLOW_LAUNCHING, WORKFLOW_RESUMING, QueueKeys, WorkflowKeys, workflow_index
 from .replies import ResumeReply, WorkflowReply
-from .workflows import replica_missed
+from .workflows import FLIGHT_SLICE, replica_missed
 
 if TYPE_CHECKING:
     from .aio import AsyncLink
@@ -68,8 +68,14 @@ class AsyncWorkflowStore:
             await self.client.zrem(WORKFLOW_LAUNCHING, workflow)
 
     async def workflow_flight(self, workflow: str) -> WorkflowReply:
+        """``WorkflowStore.workflow_flight``: a slice per call."""
+        w, cursor, ready = WorkflowKeys(workflow), "0", []
         with broker_errors(self.url):
-            return await self.run(calls.workflow_flight(WorkflowKeys(workflow)))
+            while True:
+                reply, cursor = await self.run(calls.workflow_flight(w, cursor=cursor, count=FLIGHT_SLICE))
+                ready += reply.ready
+                if cursor == "0":
+                    return reply._replace(ready=ready)
 
     async def mark_resuming(self, workflow: str) -> None:
         """``WorkflowStore.mark_resuming``."""

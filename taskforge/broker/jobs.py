@@ -106,11 +106,25 @@ class Jobs:
             if batch.take(reply, first):
                 break
             first = False
+            if not self.scripts.replicated:  # committed: the other steps go several per round trip
+                self._commit_rest(batch)
+                break
         key, fields = batch.missing()
         with self.guard(queue):
             found = self.client.hmget(key, fields) if fields else []
             self.client.unlink(key)
         return batch.ids(found)
+
+    def _commit_rest(self, batch: batches.Batch) -> None:
+        """The commit steps after the first, ``STAGE_GROUP`` per pipeline (each still its own call)."""
+
+        def steps() -> bool:
+            with self.guard(batch.q.name):
+                replies = self.scripts.run_each([batch.commit()] * batches.STAGE_GROUP)
+            return any([batch.take(reply, False) for reply in replies])
+
+        while not self.durability.through_failover(steps, tries=3):
+            pass
 
     def read(self, queue: str, job_id: str) -> dict[bytes, bytes] | None:
         """The raw job hash, or None when there is no such job."""

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from .link import Link
 
 T = TypeVar("T")
+# Open steps a workflow_flight call looks at: each costs a few commands, a chord's body one per input.
+FLIGHT_SLICE = 500
 
 
 class StepReport(NamedTuple):
@@ -192,8 +194,14 @@ class WorkflowStore:
             return self.scripts.run(call)
 
     def workflow_flight(self, workflow: str) -> WorkflowReply:
+        """Every step of ``workflow`` free to go and not reported, a slice per call (``FLIGHT_SLICE``)."""
+        w, cursor, ready = WorkflowKeys(workflow), "0", []
         with broker_errors(self.url):
-            return self.scripts.run(calls.workflow_flight(WorkflowKeys(workflow)))
+            while True:
+                reply, cursor = self.scripts.run(calls.workflow_flight(w, cursor=cursor, count=FLIGHT_SLICE))
+                ready += reply.ready
+                if cursor == "0":
+                    return reply._replace(ready=ready)
 
     def settle_workflow(self, workflow: str, state: str) -> None:
         self.settle_workflows([(workflow, state)])

@@ -66,7 +66,8 @@ elseif mode == 'commit' then
   settle(PREFIX .. 'new:waiting', PREFIX .. 'waiting')
   settle(PREFIX .. 'new:open', PREFIX .. 'open')
   settle(staged, rk)
-  redis.call('HSET', rk, 'state', 'running', 'created_at', now_ms())
+  local fields = {'state', 'running', 'created_at', now_ms()}
+  redis.call('HSET', rk, unpack(fields))
   return 1
 end
 local fields = {'state', 'running', 'created_at', now_ms()}
