@@ -10,7 +10,9 @@ SPEC's budget is 50 ms whatever the caller sends.
 - a group of G members (100,000) and a chord of G members;
 - ``taskforge dead retry --all`` and a bulk retry by filter of G dead jobs
   (made dead cheaply: records rewritten by a pipeline, no worker);
-- ``taskforge purge`` of what the queue holds then.
+- ``taskforge purge`` of what the queue holds then;
+- with ``--run-chord``, a chord of G members run to its body in this
+  process (``app.drain``): the last member's report and the body's send.
 
 Run from the repository root:
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -39,6 +42,7 @@ from taskforge.broker.keys import QueueKeys  # noqa: E402
 from taskforge.broker.scripts import SCRIPT_NAMES, script_source  # noqa: E402
 
 QUEUE = "slowlog"
+BUDGET_MS = 50  # SPEC, "Operating for months": no single Redis call takes longer
 
 
 def make_app(url: str) -> TaskForge:
@@ -55,15 +59,16 @@ def make_app(url: str) -> TaskForge:
     return app
 
 
-def longest(client: redis.Redis) -> tuple[float, str, int]:
-    """The longest call logged since the reset: (ms, command, calls logged)."""
+def longest(client: redis.Redis) -> tuple[float, str, int, int]:
+    """The longest call logged since the reset: (ms, command, calls logged, calls over BUDGET_MS)."""
     entries: list[dict[str, Any]] = client.slowlog_get(100_000)  # type: ignore[assignment]
     if not entries:
-        return 0.0, "(none over the threshold)", 0
+        return 0.0, "(none over the threshold)", 0, 0
     top = max(entries, key=lambda e: e["duration"])
     command = top["command"]
     text = command.decode(errors="replace") if isinstance(command, bytes) else str(command)
-    return top["duration"] / 1000, shown(text), len(entries)
+    over = sum(1 for e in entries if e["duration"] > BUDGET_MS * 1000)
+    return top["duration"] / 1000, shown(text), len(entries), over
 
 
 def shown(command: str) -> str:
@@ -85,8 +90,12 @@ def measure(client: redis.Redis, name: str, run: Callable[[], object]) -> None:
     started = time.perf_counter()
     run()
     took = time.perf_counter() - started
-    ms, command, logged = longest(client)
-    print(f"{name:<34} {took:7.1f} s  longest call {ms:7.2f} ms  ({logged} over the threshold)  {command}", flush=True)
+    ms, command, logged, over = longest(client)
+    print(
+        f"{name:<34} {took:6.1f} s  longest {ms:7.2f} ms  ({logged} calls over the threshold, {over} over "
+        f"{BUDGET_MS} ms)  {command}",
+        flush=True,
+    )
 
 
 # Setup, not measured: pending jobs made dead as the fail script leaves them
@@ -121,9 +130,17 @@ def main() -> int:
     parser.add_argument("--members", type=int, default=100_000)
     parser.add_argument("--threshold-ms", type=float, default=5.0)
     parser.add_argument("--server", default="redis-server")
+    parser.add_argument(
+        "--nice", type=int, default=0, help="the server's niceness (negative: ahead of a loaded machine's others)"
+    )
+    parser.add_argument(
+        "--run-chord", action="store_true", help="also run a chord's members in this process (app.drain) to its body"
+    )
     args = parser.parse_args()
     port = free_port()
     proc = start_server(args.server, port)
+    if args.nice:  # SLOWLOG times are wall-clock: on a loaded machine, time the server spent descheduled
+        os.setpriority(os.PRIO_PROCESS, proc.pid, args.nice)
     url = f"redis://127.0.0.1:{port}/0"
     try:
         client = redis.Redis(port=port)
@@ -141,6 +158,11 @@ def main() -> int:
         measure(client, f"group of {members:,}", lambda: group(noop.s(i) for i in range(members)).delay())
         client.flushdb()
         measure(client, f"chord of {members:,}", lambda: chord((noop.s(i) for i in range(members)), total.s()).delay())
+        if args.run_chord:
+            client.flushdb()
+            h = chord((noop.s(i) for i in range(members)), total.s()).delay()
+            measure(client, f"chord of {members:,} run to its body", lambda: app.drain(max_jobs=members + 1))
+            assert h.result(timeout=60) == members * (members - 1) // 2
         client.flushdb()
         noop.delay_many(calls[:members])
         kill_all(client, QUEUE)

@@ -21,7 +21,7 @@ from .calls import ScriptCall
 from .connection import broker_errors
 from .keys import WORKFLOW_LAUNCHING, WORKFLOW_RESUMING, QueueKeys, WorkflowKeys, workflow_index
 from .replies import ResumeReply, WorkflowReply
-from .workflows import FLIGHT_SLICE, replica_missed
+from .workflows import FLIGHT_SLICE, replica_missed, sliced
 
 if TYPE_CHECKING:
     from .aio import AsyncLink
@@ -106,11 +106,13 @@ class AsyncWorkflowStore:
         self, queue: str, workflow: str, on_failure: str, phase: str, job_ids: Sequence[str]
     ) -> list[str]:
         """``WorkflowStore.replan_steps``."""
-        call = calls.replan_steps(
-            QueueKeys(queue), workflow=workflow, on_failure=on_failure, phase=phase, job_ids=job_ids
-        )
+        q, moved = QueueKeys(queue), list[str]()
         async with self.guard(queue):
-            return await self.run(call)
+            for ids in sliced(job_ids):
+                call = calls.replan_steps(q, workflow=workflow, on_failure=on_failure, phase=phase, job_ids=ids)
+                got: list[str] = await self.run(call)
+                moved += got
+        return moved
 
     async def cancel_workflow(self, workflow: str) -> WorkflowReply:
         call = calls.workflow_cancel(WorkflowKeys(workflow), retention_ms=self.retention_ms)
@@ -159,9 +161,13 @@ class AsyncWorkflowStore:
             return await wait_for_list(self.client, WorkflowKeys(workflow).done, timeout, self.memory)
 
     async def cancel_steps(self, queue: str, workflow: str, job_ids: Sequence[str]) -> int:
-        call = calls.cancel_steps(QueueKeys(queue), workflow=workflow, retention_ms=self.retention_ms, job_ids=job_ids)
+        """``WorkflowStore.cancel_steps``: a slice per call."""
+        q, cancelled = QueueKeys(queue), 0
         async with self.guard(queue):
-            return await self.run(call)
+            for ids in sliced(job_ids):
+                call = calls.cancel_steps(q, workflow=workflow, retention_ms=self.retention_ms, job_ids=ids)
+                cancelled += await self.run(call)
+        return cancelled
 
     async def step_records(self, steps: Sequence[tuple[str, str]]) -> list[dict[bytes, bytes]]:
         """The raw records of (queue, job id) pairs in one pipeline ({} for a step not stored)."""

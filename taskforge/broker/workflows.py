@@ -39,6 +39,13 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 # Open steps a workflow_flight call looks at: each costs a few commands, a chord's body one per input.
 FLIGHT_SLICE = 500
+# Steps a cancel_steps or replan_steps call handles: each costs its script a dozen commands or so.
+STEP_SLICE = 100
+
+
+def sliced(job_ids: Sequence[str]) -> list[Sequence[str]]:
+    """``job_ids`` in slices of ``STEP_SLICE``, so that no call on a group's steps holds Redis long."""
+    return [job_ids[i : i + STEP_SLICE] for i in range(0, len(job_ids), STEP_SLICE)]
 
 
 class StepReport(NamedTuple):
@@ -250,17 +257,23 @@ class WorkflowStore:
     # -- the steps' queues -----------------------------------------------
 
     def cancel_steps(self, queue: str, workflow: str, job_ids: Sequence[str]) -> int:
-        call = calls.cancel_steps(QueueKeys(queue), workflow=workflow, retention_ms=self.retention_ms, job_ids=job_ids)
+        """Steps of an ended workflow cancelled, ``STEP_SLICE`` per call (a step cancelled twice counts once)."""
+        q, cancelled = QueueKeys(queue), 0
         with self.guard(queue):
-            return self.scripts.run(call)
+            for ids in sliced(job_ids):
+                call = calls.cancel_steps(q, workflow=workflow, retention_ms=self.retention_ms, job_ids=ids)
+                cancelled += self.scripts.run(call)
+        return cancelled
 
     def replan_steps(self, queue: str, workflow: str, on_failure: str, phase: str, job_ids: Sequence[str]) -> list[str]:
         """``replan_steps``: a resumed workflow's steps on ``queue`` may go again; the ids moved to pending."""
-        call = calls.replan_steps(
-            QueueKeys(queue), workflow=workflow, on_failure=on_failure, phase=phase, job_ids=job_ids
-        )
+        q, moved = QueueKeys(queue), list[str]()
         with self.guard(queue):
-            return self.scripts.run(call)
+            for ids in sliced(job_ids):
+                call = calls.replan_steps(q, workflow=workflow, on_failure=on_failure, phase=phase, job_ids=ids)
+                got: list[str] = self.scripts.run(call)
+                moved += got
+        return moved
 
     def outbox(self, queue: str) -> dict[str, str]:
         """Reports of steps that ended on ``queue`` and are not delivered yet: job id -> workflow id."""

@@ -133,3 +133,25 @@ def test_a_launch_cut_short_while_sending_its_members_sends_each_once(
     Reconciler(app.broker, ["wf"]).run()  # a second pass sends nothing more
     ids = pending_steps(app)
     assert sorted(ids) == sorted(f"{workflow}.{i}" for i in range(SIZE))
+
+
+def test_a_big_group_cancelled_stops_every_step_a_slice_per_call(
+    app: TaskForge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from taskforge.broker import workflows
+
+    monkeypatch.setattr(workflows, "STEP_SLICE", 3)
+    run = app.broker.ledger.scripts.run
+    sizes: list[int] = []
+
+    def spy(call: Any) -> Any:
+        if call.name == "cancel_steps":
+            sizes.append(len(call.args) - 2)
+        return run(call)
+
+    monkeypatch.setattr(app.broker.ledger.scripts, "run", spy)
+    h = group(ident.s(i) for i in range(SIZE)).delay()
+    h.cancel()
+    assert h.status() is WorkflowState.CANCELLED
+    assert max(sizes) <= 3 and sum(sizes) == SIZE
+    assert pending_steps(app) == []
