@@ -258,17 +258,18 @@ class AsyncJobs:
             for call in group:
                 await self._through_failover(self._guarded(queue, call), tries=3)
         commit = batch.commit()
-        first = True
         while True:
             with sent_once():
                 reply = await self._through_failover(lambda: self._enqueue_once(commit), tries=3)
-            if reply.kind == "FULL":
+            if reply.kind in ("FULL", "GONE"):
                 async with self.guard(queue):
-                    await self.client.unlink(*batch.staged_keys())
+                    while (await self.run(batch.drop())).kind == "DROPPING":
+                        pass
+                if reply.kind == "GONE":
+                    raise batch.expired()
                 raise queue_full(queue, reply.size, batch.max_size, batch.total)
-            if batch.take(reply, first):
+            if batch.take(reply):
                 break
-            first = False
         key, fields = batch.missing()
         async with self.guard(queue):
             found = await self.client.hmget(key, fields) if fields else []

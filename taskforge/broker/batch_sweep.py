@@ -5,7 +5,9 @@ first commit step ran, the batch is promised whole: if its producer dies or
 loses Redis before the last step, the batch stays listed in the queue's
 ``batches`` key, and the first worker to look (from its reclaim duty, every
 ``FINISH_EVERY`` seconds per queue) stores the rest, ``batches.FINISH_SLICES``
-slices per round so its other duties keep their pace. Each step is atomic
+slices per round so its other duties keep their pace. A batch abandoned
+before its commit is dropped the same way (its slices would expire, but
+those its commit steps kept from expiring would not). Each step is atomic
 and stores the next slice, so a producer that comes back and a worker can
 both send steps: neither stores a slice twice.
 """
@@ -35,7 +37,8 @@ class BatchSweep:
         self.due: dict[str, float] = {}
 
     def __call__(self, queue: str) -> int:
-        """Slices stored for stalled batches of ``queue`` (0 when none, or not time to look yet)."""
+        """Steps taken for stalled batches of ``queue`` (0 when none, or not time to look yet): slices
+        stored of a committed batch, or dropped of one abandoned before its commit."""
         now = time.monotonic()
         if now < self.due.get(queue, 0.0):
             return 0
@@ -48,7 +51,7 @@ class BatchSweep:
             call = batches.finish(q, oldest[0].decode(), batches.STALE_MS)
             stored = 0
             while stored < batches.FINISH_SLICES:
-                if self.scripts.run(call).kind != "SLICE":
+                if self.scripts.run(call).kind not in ("SLICE", "DROPPING"):
                     break
                 stored += 1
         if stored:  # more may wait: look again at the next round

@@ -10,7 +10,8 @@ each a call of its own, and keeps its promise in two phases (enqueue.lua,
    worker reads, which expires after ``STAGE_TTL_MS``. A producer that dies
    or loses its connection here leaves nothing visible, and its slices go
    by themselves.
-2. Commit: the first commit step checks ``max_size`` for the whole batch and
+2. Commit: the first commit steps keep the slices from expiring (a few
+   hundred per call), then one checks ``max_size`` for the whole batch and
    reserves room for it; from then on the batch will be stored whole. Each
    step stores the next slice; a producer that dies midway leaves the batch
    listed in the queue's ``batches``, and a worker finishes it
@@ -40,6 +41,9 @@ SLICE_JOBS = 250
 SLICE_BYTES = 512 * 1024
 # How long staged slices wait for their commit before they expire.
 STAGE_TTL_MS = 3_600_000
+# Staged slices a commit step keeps from expiring (or a drop unlinks) before the batch is committed:
+# two commands each, so a million jobs' 4,000 slices take 16 short steps.
+KEEP_STEP = 256
 # Slices staged per round trip (each its own call: Redis serves others between them).
 STAGE_GROUP = 16
 # A committed batch not moved for this long is finished by a worker.
@@ -49,7 +53,8 @@ FINISH_SLICES = 40
 
 
 class CommitReply(NamedTuple):
-    """One commit step's answer: ``kind`` SLICE (slice ``at`` stored, ``ids``), DONE, FULL (``size``) or GONE."""
+    """One commit step's answer: ``kind`` KEPT (``at`` slices kept from expiring), SLICE (slice ``at``
+    stored, ``ids``), DONE, FULL (``size``), GONE; a worker's or a drop's: FRESH, DROPPING, DROPPED."""
 
     kind: str
     at: int = -1
@@ -61,6 +66,8 @@ def decode_commit(raw: list[Any]) -> CommitReply:
     kind = raw[0].decode() if isinstance(raw[0], bytes) else str(raw[0])
     if kind == "SLICE":
         return CommitReply(kind, int(raw[1]), [i.decode() for i in raw[2:]])
+    if kind == "KEPT":
+        return CommitReply(kind, int(raw[1]))
     if kind == "FULL":
         return CommitReply(kind, size=int(raw[1]))
     return CommitReply(kind)
@@ -90,12 +97,12 @@ def stage(q: QueueKeys, batch: str, index: int, jobs: Sequence[NewJob]) -> Scrip
 
 
 def commit(q: QueueKeys, batch: str, slices: int, total: int, max_size: int) -> ScriptCall[CommitReply]:
-    return ScriptCall("enqueue", q, [max_size, f"commit:{batch}:{slices}:{total}"], decode_commit)
+    return ScriptCall("enqueue", q, [max_size, f"commit:{batch}:{slices}:{total}:{KEEP_STEP}"], decode_commit)
 
 
 def finish(q: QueueKeys, batch: str, stale_ms: int) -> ScriptCall[CommitReply]:
     """A worker's step of a batch not moved for ``stale_ms`` (else FRESH: its producer is at it)."""
-    return ScriptCall("enqueue", q, [0, f"finish:{batch}:{stale_ms}:0"], decode_commit)
+    return ScriptCall("enqueue", q, [0, f"finish:{batch}:{stale_ms}:0:{KEEP_STEP}"], decode_commit)
 
 
 class Batch:
@@ -117,18 +124,21 @@ class Batch:
     def commit(self) -> ScriptCall[CommitReply]:
         return commit(self.q, self.name, len(self.parts), self.total, self.max_size)
 
-    def take(self, reply: CommitReply, first: bool) -> bool:
-        """Note a commit step's answer: True when the batch is stored whole. GONE on the first step:
-        the staged slices expired before their commit, and nothing was stored."""
+    def take(self, reply: CommitReply) -> bool:
+        """Note a commit step's answer: True when the batch is stored whole (KEPT, SLICE: not yet)."""
         if reply.kind == "SLICE":
             self.answers[reply.at] = reply.ids
-            return False
-        if reply.kind == "GONE" and first:
-            raise TaskforgeError(
-                f"the {self.total} jobs for queue {self.q.name!r} were staged but expired before their commit "
-                f"({STAGE_TTL_MS // 1000} s); nothing was stored"
-            )
-        return True
+        return reply.kind == "DONE"
+
+    def drop(self) -> ScriptCall[CommitReply]:
+        """A step that drops this batch, refused or broken before its commit (DROPPING until DROPPED)."""
+        return finish(self.q, self.name, 0)
+
+    def expired(self) -> TaskforgeError:
+        return TaskforgeError(
+            f"the {self.total} jobs for queue {self.q.name!r} were staged but some expired before their commit "
+            f"({STAGE_TTL_MS // 1000} s); nothing was stored"
+        )
 
     def missing(self) -> tuple[str, list[str]]:
         """The batch record's key and the fields of slices whose answer this producer never read
@@ -149,6 +159,3 @@ class Batch:
             out += answer
         return out
 
-    def staged_keys(self) -> list[str]:
-        """The staged slices' keys, unlinked when the commit was refused (QueueFull)."""
-        return [self.q.staged(self.name, i) for i in range(len(self.parts))]

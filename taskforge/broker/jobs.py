@@ -93,21 +93,20 @@ class Jobs:
 
             self.durability.through_failover(stage, tries=3)
         commit = cast("ScriptCall[Any]", batch.commit())  # enqueue_once reads its reply as it is
-        first = True
         while True:
             with sent_once():
                 reply: batches.CommitReply = self.durability.through_failover(
                     lambda: self.durability.enqueue_once(commit), tries=3
                 )
-            if reply.kind == "FULL":
-                with self.guard(queue):
-                    self.client.unlink(*batch.staged_keys())
+            if reply.kind in ("FULL", "GONE"):
+                self._drop(batch)
+                if reply.kind == "GONE":
+                    raise batch.expired()
                 raise queue_full(queue, reply.size, batch.max_size, batch.total)
-            if batch.take(reply, first):
+            if batch.take(reply):
                 break
-            first = False
-            if not self.scripts.replicated:  # committed: the other steps go several per round trip
-                self._commit_rest(batch)
+            if reply.kind == "SLICE" and not self.scripts.replicated:
+                self._commit_rest(batch)  # committed: the other steps go several per round trip
                 break
         key, fields = batch.missing()
         with self.guard(queue):
@@ -115,13 +114,19 @@ class Jobs:
             self.client.unlink(key)
         return batch.ids(found)
 
+    def _drop(self, batch: batches.Batch) -> None:
+        """A batch refused or broken before its commit, dropped now rather than left to expire."""
+        with self.guard(batch.q.name):
+            while self.scripts.run(batch.drop()).kind == "DROPPING":
+                pass
+
     def _commit_rest(self, batch: batches.Batch) -> None:
         """The commit steps after the first, ``STAGE_GROUP`` per pipeline (each still its own call)."""
 
         def steps() -> bool:
             with self.guard(batch.q.name):
                 replies = self.scripts.run_each([batch.commit()] * batches.STAGE_GROUP)
-            return any([batch.take(reply, False) for reply in replies])
+            return any([batch.take(reply) for reply in replies])
 
         while not self.durability.through_failover(steps, tries=3):
             pass

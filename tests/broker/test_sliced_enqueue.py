@@ -26,12 +26,13 @@ def sliced(monkeypatch: pytest.MonkeyPatch) -> list[batches.CommitReply]:
     """Slices of 3 jobs, staged one per round trip; the commit replies the producer read."""
     monkeypatch.setattr(batches, "SLICE_JOBS", 3)
     monkeypatch.setattr(batches, "STAGE_GROUP", 1)
+    monkeypatch.setattr(batches, "KEEP_STEP", 2)
     seen: list[batches.CommitReply] = []
     take = batches.Batch.take
 
-    def spy(self: batches.Batch, reply: batches.CommitReply, first: bool) -> bool:
+    def spy(self: batches.Batch, reply: batches.CommitReply) -> bool:
         seen.append(reply)
-        return take(self, reply, first)
+        return take(self, reply)
 
     monkeypatch.setattr(batches.Batch, "take", spy)
     return seen
@@ -63,7 +64,7 @@ def claimed_order(app: TaskForge, count: int) -> list[str]:
 def test_a_big_delay_many_is_stored_in_slices_in_order(app: TaskForge, sliced: list[Any]) -> None:
     add = add_task(app)
     handles = add.delay_many([(i,) for i in range(10)])
-    assert [r.kind for r in sliced] == ["SLICE"] * 4 + ["DONE"]  # 3 + 3 + 3 + 1
+    assert [r.kind for r in sliced] == ["KEPT"] + ["SLICE"] * 4 + ["DONE"]  # kept 2 of 4; 3 + 3 + 3 + 1
     assert [h.info().args for h in handles] == [(i,) for i in range(10)]
     assert claimed_order(app, 10) == [h.id for h in handles]
     assert leftovers(app) == []
@@ -121,10 +122,10 @@ def test_a_batch_committed_by_a_producer_that_died_is_finished_by_a_worker(
     add = add_task(app)
     take = batches.Batch.take
 
-    def crash_after_two(self: batches.Batch, reply: batches.CommitReply, first: bool) -> bool:
-        if len(sliced) == 2:
+    def crash_after_two(self: batches.Batch, reply: batches.CommitReply) -> bool:
+        if len(sliced) == 3:  # KEPT, then two slices: the third is stored as the producer dies
             raise Crash
-        return take(self, reply, first)
+        return take(self, reply)
 
     monkeypatch.setattr(batches.Batch, "take", crash_after_two)
     with pytest.raises(Crash):
@@ -150,11 +151,11 @@ def test_a_live_producers_batch_is_not_finished_by_a_worker(
     add = add_task(app)
     take = batches.Batch.take
 
-    def sweep_midway(self: batches.Batch, reply: batches.CommitReply, first: bool) -> bool:
-        if len(sliced) == 2:
+    def sweep_midway(self: batches.Batch, reply: batches.CommitReply) -> bool:
+        if len(sliced) == 3:
             monkeypatch.setattr(batch_sweep, "FINISH_EVERY", 0.0)
             assert app.broker.claims.finish_batches(QUEUE) == 0  # moved just now: its producer is at it
-        return take(self, reply, first)
+        return take(self, reply)
 
     monkeypatch.setattr(batches.Batch, "take", sweep_midway)
     handles = add.delay_many([(i,) for i in range(10)])
@@ -181,10 +182,10 @@ def test_a_lost_reply_still_answers_the_unique_lock_holder(
     holder = once.delay(4)
     take = batches.Batch.take
 
-    def lose_slice_one(self: batches.Batch, reply: batches.CommitReply, first: bool) -> bool:
+    def lose_slice_one(self: batches.Batch, reply: batches.CommitReply) -> bool:
         if reply.at == 1:
             return False  # the reply of slice 1 (calls 3 to 5) never arrived
-        return take(self, reply, first)
+        return take(self, reply)
 
     monkeypatch.setattr(batches.Batch, "take", lose_slice_one)
     handles = once.delay_many([(i,) for i in range(8)])
@@ -196,6 +197,32 @@ def test_a_lost_reply_still_answers_the_unique_lock_holder(
 def test_adelay_many_goes_in_slices_too(app: TaskForge, sliced: list[Any]) -> None:
     add = add_task(app)
     handles = asyncio.run(add.adelay_many([(i,) for i in range(7)]))
-    assert [r.kind for r in sliced] == ["SLICE"] * 3 + ["DONE"]
+    assert [r.kind for r in sliced] == ["KEPT"] + ["SLICE"] * 3 + ["DONE"]  # kept 2 of 3
     assert claimed_order(app, 7) == [h.id for h in handles]
     assert leftovers(app) == []
+
+
+def test_a_batch_abandoned_before_its_commit_is_dropped_by_a_worker(
+    app: TaskForge, sliced: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add = add_task(app)
+    take = batches.Batch.take
+
+    def crash_while_keeping(self: batches.Batch, reply: batches.CommitReply) -> bool:
+        assert reply.kind == "KEPT"
+        raise Crash  # the slices are kept from expiring, the batch is not committed yet
+
+    monkeypatch.setattr(batches.Batch, "take", crash_while_keeping)
+    with pytest.raises(Crash):
+        add.delay_many([(i,) for i in range(10)])
+    monkeypatch.setattr(batches.Batch, "take", take)
+    assert visible(app)["pending"] == 0
+    client = app.broker.client
+    ttls = sorted(client.ttl(k) for k in client.keys("taskforge:*staged:*"))
+    assert ttls[:2] == [-1, -1] and min(ttls[2:]) > 0  # two of four kept from expiring by the first step
+    monkeypatch.setattr(batches, "STALE_MS", 0)
+    monkeypatch.setattr(batch_sweep, "FINISH_EVERY", 0.0)
+    app.broker.claims.reclaim(QUEUE)
+    assert visible(app)["pending"] == 0
+    # Nothing stored; nothing left but the two slices that expire by themselves.
+    assert [client.ttl(k) > 0 for k in leftovers(app)] == [True, True]

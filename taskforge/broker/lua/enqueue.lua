@@ -55,14 +55,16 @@
 -- comes as several.  'stage:<batch>:<i>:<ttl_ms>' keeps ARGV[4..] as they
 -- are in the batch's slice i (a list no worker reads, expiring after
 -- ttl_ms: an abandoned batch goes by itself) and answers {'STAGED'}.
--- 'commit:<batch>:<slices>:<total>' stores the batch's next slice as a call
--- of its own would, and answers {'SLICE', i, id per job}, or {'DONE'} when
--- none is left.  Its first step checks that every slice is staged (else
--- {'GONE'}), checks max_size for the whole batch, keeps the slices from
--- expiring and reserves room for the total (`RESERVED`, counted by every
--- max_size check until the slice is stored): from then on the batch is
--- committed, and whoever sends the next step (the producer, or a worker's
--- BatchSweep if the producer stopped: 'finish:<batch>:<stale_ms>:0') finishes it.  A slice whose answer
+-- 'commit:<batch>:<slices>:<total>:<step>' steps first keep the staged slices
+-- from expiring, <step> (KEEP_STEP) per call ({'KEPT', n}; {'GONE'}: one expired), then
+-- check max_size for the whole batch ({'FULL', size}) and reserve room for
+-- the total (`RESERVED`, counted by every max_size check until the slice is
+-- stored): from then on the batch is committed, and each step stores its
+-- next slice as a call of its own would ({'SLICE', i, id per job}; {'DONE'}
+-- when none is left).  Whoever sends the next step finishes it: the
+-- producer, or, once it stopped for stale_ms, a worker's BatchSweep
+-- ('finish:<batch>:<stale_ms>:0:<step>'), which also drops a batch never committed
+-- ({'DROPPING'} then {'DROPPED'}: a refused or broken batch is dropped so at once).  A slice whose answer
 -- differs from its own ids keeps it in the batch's record, for a producer
 -- that lost the reply.
 local max_size = tonumber(ARGV[2])
@@ -81,36 +83,62 @@ if string.sub(mode, 1, 6) == 'stage:' then
   redis.call('PEXPIRE', key, tonumber(ttl))
   return {'STAGED'}
 elseif string.sub(mode, 1, 7) == 'commit:' or string.sub(mode, 1, 7) == 'finish:' then
-  local given, total
-  batch, given, total = string.match(mode, '^%a+:([%w]+):(%d+):(%d+)$')
+  local given, total, step
+  batch, given, total, step = string.match(mode, '^%a+:([%w]+):(%d+):(%d+):(%d+)$')
+  local KEEP_STEP = tonumber(step)  -- staged slices a step keeps from expiring, or drops
   marker = PREFIX .. 'batch:' .. batch
-  local row = redis.call('HMGET', marker, 'next', 'slices')
-  local at, slices = tonumber(row[1]), tonumber(row[2]) or tonumber(given)
+  local row = redis.call('HMGET', marker, 'next', 'slices', 'kept')
+  local at, slices, kept = tonumber(row[1]), tonumber(row[2]) or tonumber(given), tonumber(row[3]) or 0
   total = tonumber(total)
+  local function staged(i)
+    return PREFIX .. 'staged:' .. batch .. ':' .. i
+  end
   if string.sub(mode, 1, 7) == 'finish:' then  -- `given` is stale_ms here
     local moved = tonumber(redis.call('ZSCORE', BATCHES, batch))
-    if not at then
-      redis.call('ZREM', BATCHES, batch)  -- finished meanwhile
+    if not row[2] then
+      redis.call('ZREM', BATCHES, batch)  -- finished or dropped meanwhile
       return {'DONE'}
     elseif moved and now_ms() - moved < tonumber(given) then
       return {'FRESH'}  -- its producer sent a step within stale_ms
+    elseif not at then
+      -- never committed: unlink the slices kept from expiring, KEEP_STEP per call
+      local low = math.max(0, kept - KEEP_STEP)
+      for i = low, kept - 1 do
+        redis.call('UNLINK', staged(i))
+      end
+      if low > 0 then
+        redis.call('HSET', marker, 'kept', low)
+        return {'DROPPING'}
+      end
+      redis.call('DEL', marker)
+      redis.call('ZREM', BATCHES, batch)
+      return {'DROPPED'}
     end
   elseif not at then
-    for i = 0, slices - 1 do
-      if redis.call('EXISTS', PREFIX .. 'staged:' .. batch .. ':' .. i) == 0 then
+    -- Before the commit: keep the slices from expiring, KEEP_STEP per call,
+    -- each checked; a batch abandoned now is dropped by a worker's sweep.
+    redis.call('ZADD', BATCHES, now_ms(), batch)
+    local upto = math.min(slices, kept + KEEP_STEP)
+    for i = kept, upto - 1 do
+      if redis.call('EXISTS', staged(i)) == 0 then
+        redis.call('HSET', marker, 'slices', slices, 'kept', i)
+        redis.call('ZADD', BATCHES, 0, batch)  -- to drop
         return {'GONE'}
       end
+      redis.call('PERSIST', staged(i))
+    end
+    redis.call('HSET', marker, 'slices', slices, 'kept', upto)
+    if upto < slices then
+      return {'KEPT', upto}
     end
     if max_size > 0 then
       local size = unfinished_count() + (tonumber(redis.call('GET', RESERVED)) or 0)
       if size + total > max_size then
+        redis.call('ZADD', BATCHES, 0, batch)  -- to drop
         return {'FULL', size}
       end
     end
-    for i = 0, slices - 1 do
-      redis.call('PERSIST', PREFIX .. 'staged:' .. batch .. ':' .. i)
-    end
-    redis.call('HSET', marker, 'next', 0, 'slices', slices)
+    redis.call('HSET', marker, 'next', 0)
     redis.call('INCRBY', RESERVED, total)
     at = 0
   end
