@@ -158,4 +158,3 @@ class Batch:
                 answer = json.loads(raw) if raw else [job.id for job in part]
             out += answer
         return out
-
