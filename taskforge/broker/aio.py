@@ -252,7 +252,7 @@ class AsyncJobs:
         return reply
 
     async def _enqueue_sliced(self, batch: batches.Batch) -> list[str]:
-        """``Jobs.enqueue_sliced``, awaited: staged, then committed, a slice per call."""
+        """``Jobs._enqueue_sliced``, awaited: staged, then committed, a slice per call."""
         queue = batch.q.name
         for group in batch.staging():
             for call in group:

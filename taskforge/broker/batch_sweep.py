@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from . import batches
-from .keys import QueueKeys
+from .keys import BatchKeys, QueueKeys
 from .scripts import Scripts
 
 # How often a worker looks for a stalled batch in each queue it reclaims.
@@ -45,7 +45,7 @@ class BatchSweep:
         self.due[queue] = now + FINISH_EVERY
         q = QueueKeys(queue)
         with self.guard(queue):
-            oldest = self.client.zrange(q.batches, 0, 0)
+            oldest = self.client.zrange(BatchKeys(q).batches, 0, 0)
             if not oldest:
                 return 0
             call = batches.finish(q, oldest[0].decode(), batches.STALE_MS)

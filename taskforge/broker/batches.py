@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 from ..errors import TaskforgeError
 from .calls import ScriptCall
-from .keys import QueueKeys
+from .keys import BatchKeys, QueueKeys
 from .record import NewJob, enqueue_array
 
 # Jobs per script call: a job costs the enqueue script 15 to 25 us of Redis
@@ -144,7 +144,7 @@ class Batch:
         """The batch record's key and the fields of slices whose answer this producer never read
         (a lost reply, or a worker's sweep stored them): HMGET them, then ``ids``."""
         fields = [f"out:{i}" for i in range(len(self.parts)) if i not in self.answers]
-        return self.q.batch(self.name), fields
+        return BatchKeys(self.q).batch(self.name), fields
 
     def ids(self, found: Sequence[Any] = ()) -> list[str]:
         """Every job's answer in call order; ``found``: the HMGET of ``missing``'s fields

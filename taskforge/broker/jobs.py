@@ -62,7 +62,7 @@ class Jobs:
             self.hints.knows_limits(queue)
         parts = batches.split(jobs)
         if parts is not None:  # too big for one call within the time budget
-            return self.enqueue_sliced(batches.Batch(queue, parts, max_size))
+            return self._enqueue_sliced(batches.Batch(queue, parts, max_size))
         q = QueueKeys(queue)
         # The first try may be plain (no "is this id stored already?" check), and is then
         # sent once only; every later one, after an error, is a re-send that checks. A
@@ -82,7 +82,7 @@ class Jobs:
             return reply
         raise queue_full(queue, reply.size, max_size, len(jobs))
 
-    def enqueue_sliced(self, batch: batches.Batch) -> list[str]:
+    def _enqueue_sliced(self, batch: batches.Batch) -> list[str]:
         """``enqueue`` of a big batch: staged slice by slice, then committed slice by slice (``batches.py``)."""
         queue = batch.q.name
         for group in batch.staging():
