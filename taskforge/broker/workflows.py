@@ -44,8 +44,9 @@ STEP_SLICE = 100
 
 
 def sliced(job_ids: Sequence[str]) -> list[Sequence[str]]:
-    """``job_ids`` in slices of ``STEP_SLICE``, so that no call on a group's steps holds Redis long."""
-    return [job_ids[i : i + STEP_SLICE] for i in range(0, len(job_ids), STEP_SLICE)]
+    """``job_ids`` in slices of ``STEP_SLICE``, so that no call on a group's steps holds Redis long;
+    one empty slice for none (replan_steps also acts on its on_failure step)."""
+    return [job_ids[i : i + STEP_SLICE] for i in range(0, max(1, len(job_ids)), STEP_SLICE)]
 
 
 class StepReport(NamedTuple):
