@@ -226,3 +226,12 @@ def test_a_batch_abandoned_before_its_commit_is_dropped_by_a_worker(
     assert visible(app)["pending"] == 0
     # Nothing stored; nothing left but the two slices that expire by themselves.
     assert [client.ttl(k) > 0 for k in leftovers(app)] == [True, True]
+
+
+def test_adelay_many_checks_max_size_for_the_whole_batch(broker_url: str, sliced: list[Any]) -> None:
+    app = TaskForge("tests", broker=broker_url, max_size=9)
+    add = add_task(app)
+    with pytest.raises(QueueFull, match="10 jobs were not stored"):
+        asyncio.run(add.adelay_many([(i,) for i in range(10)]))
+    assert visible(app)["pending"] == 0
+    assert leftovers(app) == []  # the refused batch was dropped, its kept slices with it
