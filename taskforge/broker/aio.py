@@ -26,7 +26,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.exceptions import NoScriptError
 
 from ..errors import BrokerUnavailable
-from . import calls, junk, keys
+from . import batches, calls, junk, keys
 from .aio_connection import (
     AsyncClient,
     abandon_client,
@@ -234,6 +234,9 @@ class AsyncJobs:
 
     async def enqueue(self, queue: str, jobs: Sequence[NewJob], max_size: int = 0, resend: bool = False) -> list[str]:
         """``Jobs.enqueue``, awaited: the same tries (a plain first one sent once, then checked re-sends)."""
+        parts = batches.split(jobs)
+        if parts is not None:
+            return await self._enqueue_sliced(batches.Batch(queue, parts, max_size))
         q = QueueKeys(queue)
         sent = [self.cluster or resend]  # a cluster client re-sends by itself: there every try checks
 
@@ -248,7 +251,39 @@ class AsyncJobs:
             raise queue_full(queue, reply.size, max_size, len(jobs))
         return reply
 
-    async def _enqueue_once(self, call: ScriptCall[list[str] | EnqueueRefused]) -> list[str] | EnqueueRefused:
+    async def _enqueue_sliced(self, batch: batches.Batch) -> list[str]:
+        """``Jobs._enqueue_sliced``, awaited: staged, then committed, a slice per call."""
+        queue = batch.q.name
+        for group in batch.staging():
+            for call in group:
+                await self._through_failover(self._guarded(queue, call), tries=3)
+        commit = batch.commit()
+        while True:
+            with sent_once():
+                reply = await self._through_failover(lambda: self._enqueue_once(commit), tries=3)
+            if reply.kind in ("FULL", "GONE"):
+                async with self.guard(queue):
+                    while (await self.run(batch.drop())).kind == "DROPPING":
+                        pass
+                if reply.kind == "GONE":
+                    raise batch.expired()
+                raise queue_full(queue, reply.size, batch.max_size, batch.total)
+            if batch.take(reply):
+                break
+        key, fields = batch.missing()
+        async with self.guard(queue):
+            found = await self.client.hmget(key, fields) if fields else []
+            await self.client.unlink(key)
+        return batch.ids(found)
+
+    def _guarded(self, queue: str, call: ScriptCall[None]) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            async with self.guard(queue):
+                await self.run(call)
+
+        return run
+
+    async def _enqueue_once(self, call: ScriptCall[T]) -> T:
         queue = call.queue.name
         async with self.guard(queue):
             if self._known_queues.due(queue):

@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import redis
 
 from ..errors import BrokerUnavailable
-from . import calls
+from . import calls, workflow_pieces
 from . import workflow_plans as plans
 from .aio_connection import wait_for_list
 from .calls import ScriptCall
 from .connection import broker_errors
 from .keys import WORKFLOW_LAUNCHING, WORKFLOW_RESUMING, QueueKeys, WorkflowKeys, workflow_index
 from .replies import ResumeReply, WorkflowReply
-from .workflows import replica_missed
+from .workflows import FLIGHT_SLICE, replica_missed, sliced
 
 if TYPE_CHECKING:
     from .aio import AsyncLink
@@ -52,19 +52,30 @@ class AsyncWorkflowStore:
             pipe = self.client.pipeline(transaction=False)
             plans.mark_launching(pipe, workflow, _now_ms())
             await pipe.execute()
-            call = calls.workflow_create(WorkflowKeys(workflow), steps=steps, fields=fields)
-            if self.replicated:
-                await self._replicated(call, "the workflow")
-            else:
-                await self.run(call)
+            w = WorkflowKeys(workflow)
+            pieces = workflow_pieces.split(steps, fields)
+            for piece in pieces or ():
+                await self.run(workflow_pieces.stage(w, piece))
+            call: ScriptCall[Any] = (
+                calls.workflow_create(w, steps=steps, fields=fields) if pieces is None else workflow_pieces.commit(w)
+            )
+            done = await self._replicated(call, "the workflow") if self.replicated else await self.run(call)
+            if done == -1:
+                raise workflow_pieces.expired(workflow)
 
     async def workflow_launched(self, workflow: str) -> None:
         with broker_errors(self.url):
             await self.client.zrem(WORKFLOW_LAUNCHING, workflow)
 
     async def workflow_flight(self, workflow: str) -> WorkflowReply:
+        """``WorkflowStore.workflow_flight``: a slice per call."""
+        w, cursor, ready = WorkflowKeys(workflow), "0", []
         with broker_errors(self.url):
-            return await self.run(calls.workflow_flight(WorkflowKeys(workflow)))
+            while True:
+                reply, cursor = await self.run(calls.workflow_flight(w, cursor=cursor, count=FLIGHT_SLICE))
+                ready += reply.ready
+                if cursor == "0":
+                    return reply._replace(ready=ready)
 
     async def mark_resuming(self, workflow: str) -> None:
         """``WorkflowStore.mark_resuming``."""
@@ -95,11 +106,13 @@ class AsyncWorkflowStore:
         self, queue: str, workflow: str, on_failure: str, phase: str, job_ids: Sequence[str]
     ) -> list[str]:
         """``WorkflowStore.replan_steps``."""
-        call = calls.replan_steps(
-            QueueKeys(queue), workflow=workflow, on_failure=on_failure, phase=phase, job_ids=job_ids
-        )
+        q, moved = QueueKeys(queue), list[str]()
         async with self.guard(queue):
-            return await self.run(call)
+            for ids in sliced(job_ids):
+                call = calls.replan_steps(q, workflow=workflow, on_failure=on_failure, phase=phase, job_ids=ids)
+                got: list[str] = await self.run(call)
+                moved += got
+        return moved
 
     async def cancel_workflow(self, workflow: str) -> WorkflowReply:
         call = calls.workflow_cancel(WorkflowKeys(workflow), retention_ms=self.retention_ms)
@@ -148,9 +161,13 @@ class AsyncWorkflowStore:
             return await wait_for_list(self.client, WorkflowKeys(workflow).done, timeout, self.memory)
 
     async def cancel_steps(self, queue: str, workflow: str, job_ids: Sequence[str]) -> int:
-        call = calls.cancel_steps(QueueKeys(queue), workflow=workflow, retention_ms=self.retention_ms, job_ids=job_ids)
+        """``WorkflowStore.cancel_steps``: a slice per call."""
+        q, cancelled = QueueKeys(queue), 0
         async with self.guard(queue):
-            return await self.run(call)
+            for ids in sliced(job_ids):
+                call = calls.cancel_steps(q, workflow=workflow, retention_ms=self.retention_ms, job_ids=ids)
+                cancelled += await self.run(call)
+        return cancelled
 
     async def step_records(self, steps: Sequence[tuple[str, str]]) -> list[dict[bytes, bytes]]:
         """The raw records of (queue, job id) pairs in one pipeline ({} for a step not stored)."""

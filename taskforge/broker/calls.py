@@ -301,8 +301,9 @@ def workflow_settle(w: WorkflowKeys) -> ScriptCall[bool]:
     return ScriptCall("workflow_settle", w, [], bool)
 
 
-def workflow_flight(w: WorkflowKeys) -> ScriptCall[replies.WorkflowReply]:
-    return ScriptCall("workflow_flight", w, [], replies.decode_workflow_flight)
+def workflow_flight(w: WorkflowKeys, *, cursor: str, count: int) -> ScriptCall[tuple[replies.WorkflowReply, str]]:
+    """One slice of the steps free to go, and the cursor of the next ('0': none)."""
+    return ScriptCall("workflow_flight", w, [cursor, count], replies.decode_workflow_flight)
 
 
 def workflow_resume(w: WorkflowKeys, *, finish: bool) -> ScriptCall[replies.ResumeReply]:

@@ -10,12 +10,13 @@ role's awaited twin: the same methods over the same calls
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import redis
 
 from ..errors import QueueFull
-from . import calls, junk, keys
+from . import batches, calls, junk, keys
+from .calls import ScriptCall
 from .compat import wait_for_list
 from .connection import broker_errors, sent_once
 from .keys import QueueKeys
@@ -59,6 +60,9 @@ class Jobs:
         """
         if any(job.limits or job.key_limits for job in jobs):
             self.hints.knows_limits(queue)
+        parts = batches.split(jobs)
+        if parts is not None:  # too big for one call within the time budget
+            return self._enqueue_sliced(batches.Batch(queue, parts, max_size))
         q = QueueKeys(queue)
         # The first try may be plain (no "is this id stored already?" check), and is then
         # sent once only; every later one, after an error, is a re-send that checks. A
@@ -77,6 +81,55 @@ class Jobs:
         if not isinstance(reply, EnqueueRefused):
             return reply
         raise queue_full(queue, reply.size, max_size, len(jobs))
+
+    def _enqueue_sliced(self, batch: batches.Batch) -> list[str]:
+        """``enqueue`` of a big batch: staged slice by slice, then committed slice by slice (``batches.py``)."""
+        queue = batch.q.name
+        for group in batch.staging():
+
+            def stage(group: list[ScriptCall[None]] = group) -> None:
+                with self.guard(queue):
+                    self.scripts.run_each(group)
+
+            self.durability.through_failover(stage, tries=3)
+        commit = cast("ScriptCall[Any]", batch.commit())  # enqueue_once reads its reply as it is
+        while True:
+            with sent_once():
+                reply: batches.CommitReply = self.durability.through_failover(
+                    lambda: self.durability.enqueue_once(commit), tries=3
+                )
+            if reply.kind in ("FULL", "GONE"):
+                self._drop(batch)
+                if reply.kind == "GONE":
+                    raise batch.expired()
+                raise queue_full(queue, reply.size, batch.max_size, batch.total)
+            if batch.take(reply):
+                break
+            if reply.kind == "SLICE" and not self.scripts.replicated:
+                self._commit_rest(batch)  # committed: the other steps go several per round trip
+                break
+        key, fields = batch.missing()
+        with self.guard(queue):
+            found = self.client.hmget(key, fields) if fields else []
+            self.client.unlink(key)
+        return batch.ids(found)
+
+    def _drop(self, batch: batches.Batch) -> None:
+        """A batch refused or broken before its commit, dropped now rather than left to expire."""
+        with self.guard(batch.q.name):
+            while self.scripts.run(batch.drop()).kind == "DROPPING":
+                pass
+
+    def _commit_rest(self, batch: batches.Batch) -> None:
+        """The commit steps after the first, ``STAGE_GROUP`` per pipeline (each still its own call)."""
+
+        def steps() -> bool:
+            with self.guard(batch.q.name):
+                replies = self.scripts.run_each([batch.commit()] * batches.STAGE_GROUP)
+            return any([batch.take(reply) for reply in replies])
+
+        while not self.durability.through_failover(steps, tries=3):
+            pass
 
     def read(self, queue: str, job_id: str) -> dict[bytes, bytes] | None:
         """The raw job hash, or None when there is no such job."""

@@ -46,6 +46,23 @@ def validate_queue_name(name: object) -> str:
 
 
 @dataclass(frozen=True)
+class BatchKeys:
+    """The keys of a queue's big enqueues, sent in slices (``batches.py``; enqueue.lua names their
+    staged slices, ``staged:<batch>:<i>``)."""
+
+    queue: QueueKeys
+
+    def batch(self, batch: str) -> str:
+        """A big enqueue's record: how far its commit got, and the answers a lost reply would miss."""
+        return f"{self.queue.prefix}batch:{batch}"
+
+    @property
+    def batches(self) -> str:
+        """Big enqueues by when they last moved: a worker finishes (or drops) one whose producer stopped."""
+        return self.queue.prefix + "batches"
+
+
+@dataclass(frozen=True)
 class QueueKeys:
     """The keys of one queue; ``prefix`` is what Lua scripts build job keys from."""
 

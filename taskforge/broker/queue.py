@@ -20,6 +20,7 @@ import redis
 from ..errors import error_type_of_kind
 from ..job import FailureKind
 from . import calls
+from .batch_sweep import BatchSweep
 from .claims import ClaimVetting
 from .compat import block_timeout
 from .connection import broker_errors, resends
@@ -70,6 +71,7 @@ class Claims:
         self.durability = link.durability
         self.vetting = ClaimVetting(self.fail)
         self._waiters: dict[tuple[str, ...], WakeWaiter] = {}
+        self.finish_batches = BatchSweep(self.client, self.scripts, self.guard)
 
     # -- workers ---------------------------------------------------------
 
@@ -289,7 +291,9 @@ class Claims:
             retention_ms=self.retention_ms,
         )
         with self.guard(queue):
-            return self.scripts.run(call)
+            reclaimed = self.scripts.run(call)
+        self.finish_batches(queue)  # a big enqueue whose producer stopped midway (batch_sweep.py)
+        return reclaimed
 
     def requeue(self, queue: str, job_id: str, token: str) -> bool:
         with self.guard(queue):

@@ -196,8 +196,9 @@ def decode_workflow_cancel(raw: list[Any]) -> WorkflowReply:
     return WorkflowReply(state, [], _cancel(raw[1]), bool(raw[2]), was == 1)
 
 
-def decode_workflow_flight(raw: list[Any]) -> WorkflowReply:
-    return WorkflowReply(raw[0].decode(), _ready(raw[1]), [])
+def decode_workflow_flight(raw: list[Any]) -> tuple[WorkflowReply, str]:
+    cursor = raw[2].decode() if isinstance(raw[2], bytes) else str(raw[2])
+    return WorkflowReply(raw[0].decode(), _ready(raw[1]), []), cursor
 
 
 class ResumeReply(NamedTuple):

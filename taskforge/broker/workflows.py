@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 import redis
 
 from ..errors import BrokerUnavailable
-from . import calls, junk
+from . import calls, junk, workflow_pieces
 from . import workflow_plans as plans
 from .calls import ScriptCall
 from .compat import wait_for_list
@@ -37,6 +37,16 @@ if TYPE_CHECKING:
     from .link import Link
 
 T = TypeVar("T")
+# Open steps a workflow_flight call looks at: each costs a few commands, a chord's body one per input.
+FLIGHT_SLICE = 500
+# Steps a cancel_steps or replan_steps call handles: each costs its script a dozen commands or so.
+STEP_SLICE = 100
+
+
+def sliced(job_ids: Sequence[str]) -> list[Sequence[str]]:
+    """``job_ids`` in slices of ``STEP_SLICE``, so that no call on a group's steps holds Redis long;
+    one empty slice for none (replan_steps also acts on its on_failure step)."""
+    return [job_ids[i : i + STEP_SLICE] for i in range(0, max(1, len(job_ids)), STEP_SLICE)]
 
 
 class StepReport(NamedTuple):
@@ -85,11 +95,16 @@ class WorkflowStore:
             pipe = self.client.pipeline(transaction=False)
             plans.mark_launching(pipe, workflow, _now_ms())
             pipe.execute()
-            call = calls.workflow_create(WorkflowKeys(workflow), steps=steps, fields=fields)
-            if self.scripts.replicated:
-                self._replicated(call, "the workflow")
-            else:
-                self.scripts.run(call)
+            w = WorkflowKeys(workflow)
+            pieces = workflow_pieces.split(steps, fields)
+            for piece in pieces or ():  # a big workflow: staged out of sight, then committed at once
+                self.scripts.run(workflow_pieces.stage(w, piece))
+            call: ScriptCall[Any] = (
+                calls.workflow_create(w, steps=steps, fields=fields) if pieces is None else workflow_pieces.commit(w)
+            )
+            done = self._replicated(call, "the workflow") if self.scripts.replicated else self.scripts.run(call)
+            if done == -1:
+                raise workflow_pieces.expired(workflow)
 
     def workflow_launched(self, workflow: str) -> None:
         """Its first steps are stored: no longer launching."""
@@ -191,8 +206,14 @@ class WorkflowStore:
             return self.scripts.run(call)
 
     def workflow_flight(self, workflow: str) -> WorkflowReply:
+        """Every step of ``workflow`` free to go and not reported, a slice per call (``FLIGHT_SLICE``)."""
+        w, cursor, ready = WorkflowKeys(workflow), "0", []
         with broker_errors(self.url):
-            return self.scripts.run(calls.workflow_flight(WorkflowKeys(workflow)))
+            while True:
+                reply, cursor = self.scripts.run(calls.workflow_flight(w, cursor=cursor, count=FLIGHT_SLICE))
+                ready += reply.ready
+                if cursor == "0":
+                    return reply._replace(ready=ready)
 
     def settle_workflow(self, workflow: str, state: str) -> None:
         self.settle_workflows([(workflow, state)])
@@ -244,17 +265,23 @@ class WorkflowStore:
     # -- the steps' queues -----------------------------------------------
 
     def cancel_steps(self, queue: str, workflow: str, job_ids: Sequence[str]) -> int:
-        call = calls.cancel_steps(QueueKeys(queue), workflow=workflow, retention_ms=self.retention_ms, job_ids=job_ids)
+        """Steps of an ended workflow cancelled, ``STEP_SLICE`` per call (a step cancelled twice counts once)."""
+        q, cancelled = QueueKeys(queue), 0
         with self.guard(queue):
-            return self.scripts.run(call)
+            for ids in sliced(job_ids):
+                call = calls.cancel_steps(q, workflow=workflow, retention_ms=self.retention_ms, job_ids=ids)
+                cancelled += self.scripts.run(call)
+        return cancelled
 
     def replan_steps(self, queue: str, workflow: str, on_failure: str, phase: str, job_ids: Sequence[str]) -> list[str]:
         """``replan_steps``: a resumed workflow's steps on ``queue`` may go again; the ids moved to pending."""
-        call = calls.replan_steps(
-            QueueKeys(queue), workflow=workflow, on_failure=on_failure, phase=phase, job_ids=job_ids
-        )
+        q, moved = QueueKeys(queue), list[str]()
         with self.guard(queue):
-            return self.scripts.run(call)
+            for ids in sliced(job_ids):
+                call = calls.replan_steps(q, workflow=workflow, on_failure=on_failure, phase=phase, job_ids=ids)
+                got: list[str] = self.scripts.run(call)
+                moved += got
+        return moved
 
     def outbox(self, queue: str) -> dict[str, str]:
         """Reports of steps that ended on ``queue`` and are not delivered yet: job id -> workflow id."""

@@ -17,7 +17,7 @@ from ..handle import JobHandle, async_access
 from ..sending import announce, around
 from .aio_delivery import asend
 from .handle import WorkflowHandle
-from .launch import outgoing, record_fields, with_headers
+from .launch import first_steps, outgoing, record_fields, with_headers
 from .plan import make_plan
 
 if TYPE_CHECKING:
@@ -36,9 +36,9 @@ async def alaunch(root: Node, on_failure: Signature[Any] | None) -> WorkflowHand
     roots = [i for i, step in enumerate(plan.steps) if not step.after]
     first = plan.steps[roots[0]].signature.task
     with around(app.send_hooks, outgoing(workflow, first, plan)) as headers:
-        await broker.ledger.create_workflow(workflow, len(plan.steps), with_headers(fields, headers))
-        reply = await broker.ledger.workflow_flight(workflow)  # the roots' specs, exactly as a worker will read them
-        await asend(broker, workflow, reply.ready)
+        stored = with_headers(fields, headers)
+        await broker.ledger.create_workflow(workflow, len(plan.steps), stored)
+        await asend(broker, workflow, first_steps(stored, roots))
         await broker.ledger.workflow_launched(workflow)
     announce(app.after_enqueue, JobHandle(app, f"{workflow}.{roots[0]}", first.queue))
     return WorkflowHandle(app, workflow)

@@ -5,14 +5,17 @@ stored, so a bad argument anywhere stores nothing. The record comes before
 the first steps (a fast first step reports to a workflow that exists), and
 the "launching" mark before the record (``WorkflowStore.create_workflow``): a
 producer that dies in between leaves work for the reconciler, never a
-workflow that waits forever.
+workflow that waits forever. A big workflow's record is staged in pieces and
+committed in one call (``broker/workflow_pieces.py``), and its first steps
+go as a sliced enqueue (``broker/batches.py``): no call holds Redis long.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from ..broker.replies import StepToSend
 from ..building import check_size
 from ..errors import ConfigurationError, SerializationError
 from ..handle import JobHandle
@@ -107,6 +110,13 @@ def with_headers(fields: list[tuple[str, bytes | str]], headers: dict[str, str])
     ]
 
 
+def first_steps(fields: list[tuple[str, bytes | str]], roots: list[int]) -> list[StepToSend]:
+    """The roots as ``workflow_flight`` would answer them (their specs as stored, no inputs),
+    read from the fields just stored: a group of 100,000 needs no call to read them back."""
+    specs = dict(fields)
+    return [StepToSend(i, cast(bytes, specs[StepField.SPEC.at(i)]), []) for i in roots]
+
+
 def outgoing(workflow: str, first: Task[Any, Any], plan: Plan) -> Outgoing:
     """A workflow's start as producer hooks see it: named by its first step, listing every step's id."""
     return Outgoing("workflow", first.name, first.queue, tuple(step_id(workflow, i) for i in range(len(plan.steps))))
@@ -124,9 +134,9 @@ def launch(root: Node, on_failure: Signature[Any] | None) -> WorkflowHandle[Any]
     roots = [i for i, step in enumerate(plan.steps) if not step.after]
     first = plan.steps[roots[0]].signature.task
     with around(app.send_hooks, outgoing(workflow, first, plan)) as headers:
-        broker.ledger.create_workflow(workflow, len(plan.steps), with_headers(fields, headers))
-        reply = broker.ledger.workflow_flight(workflow)  # the roots' specs, exactly as a worker will read them
-        send(broker, workflow, reply.ready)
+        stored = with_headers(fields, headers)
+        broker.ledger.create_workflow(workflow, len(plan.steps), stored)
+        send(broker, workflow, first_steps(stored, roots))
         broker.ledger.workflow_launched(workflow)
     # Eager mode runs the workflow here, when the testing kit installed it.
     announce(app.after_enqueue, JobHandle(app, f"{workflow}.{roots[0]}", first.queue))

@@ -58,6 +58,7 @@ NOT_FIELDS = {
     "failed_step", "on_failure", "settled", "steps",  # fields of a workflow's record (workflows/handle.py reads them)
     "ending",  # workflow_resume's reply: dead, but its death is not settled yet
     "drop", "revive",  # replan_steps' phases
+    "reserved", "batches", "next", "slices", "kept", "commit",  # a sliced enqueue's keys, its record's fields, a mode
     "v",  # the one field of a job's stream entry (stream.lua)
     "written",  # stream.lua's reply to a repeat of the item written last
     "index", "index_at", "a", "t", "k", "d", "c",  # the search index, its sweep's place, its entries' prefixes

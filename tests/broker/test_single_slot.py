@@ -20,7 +20,8 @@ from contextlib import contextmanager
 
 import redis
 
-from taskforge import TaskForge, chain, status
+from taskforge import TaskForge, chain, group, status
+from taskforge.broker import batches, workflow_pieces
 from taskforge.broker.keys import QueueKeys
 from taskforge.broker.queue import NewJob
 from taskforge.broker.scripts import SCRIPT_NAMES, script_source
@@ -216,8 +217,18 @@ def every_script(app: TaskForge, queue: str) -> None:
     assert again, "the reclaim path needs a claim whose lease ran out"
     # The workflow scripts, in the workflow's own slot; cancel_steps in the queue's.
     flow = chain(plain.s(1), plain.s(), on_failure=plain.si(0)).delay()
+    assert b.ledger.workflow_flight(flow.id).state == "running"  # what the reconciler asks of a launch
     app.drain()
     assert flow.result(timeout=5) == 1
+    # A big delay_many and a big group, in slices and pieces (knobs set small): their keys too.
+    sizes = (batches.SLICE_JOBS, workflow_pieces.PIECE_UNITS)
+    batches.SLICE_JOBS, workflow_pieces.PIECE_UNITS = 2, 4
+    try:
+        plain.delay_many([(i,) for i in range(5)])
+        group(plain.s(i) for i in range(5)).delay()
+    finally:
+        batches.SLICE_JOBS, workflow_pieces.PIECE_UNITS = sizes
+    app.drain()
     assert chain(plain.s(1), plain.s()).delay().cancel()
     dead = chain(refuses.s(1), plain.s()).delay()  # workflow_resume, then replan_steps in the queue's slot
     app.drain()

@@ -24,6 +24,7 @@ NOT_FIELDS = {
     "gone", "ending",  # replies: no such workflow; dead, its death not settled yet
     "open", "waiting", "done", "wait:",  # key suffixes: sets of steps, the done list, what step j waits for
     "1", "",  # the value of settled; the empty value of a missing field
+    "stage:", "commit",  # workflow_create's modes for a big workflow, staged in pieces
 }  # fmt: skip
 DECLARED = {f.value for f in WorkflowField} | {f.at("") for f in StepField}
 

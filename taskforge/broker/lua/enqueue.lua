@@ -3,7 +3,8 @@
 -- ARGV[1] prefix          the queue's key prefix
 -- ARGV[2] max_size        (0 = unbounded)
 -- ARGV[3] resend          '1': a re-send after an error (or ids the caller chose): an id
---                         already stored is left alone
+--                         already stored is left alone; or one step of a big
+--                         batch, sent in slices (`Slices` below)
 -- ARGV[4..] jobs          pairs: a JSON array of the job's plain fields, and its msgpack
 --                         payload (kept apart: Lua cannot read msgpack, and JSON cannot carry bytes)
 -- The JSON array is declared in broker/record.py (ENQUEUE), which gives this
@@ -49,13 +50,115 @@
 -- queue's set come first, and a failure there leaves only a spent sequence
 -- number; the client names the damage (broker/damage.py).  Other calls
 -- read every fixed key they may write first.
+--
+-- Slices: a call too big to run within the time budget (broker/batches.py)
+-- comes as several.  'stage:<batch>:<i>:<ttl_ms>' keeps ARGV[4..] as they
+-- are in the batch's slice i (a list no worker reads, expiring after
+-- ttl_ms: an abandoned batch goes by itself) and answers {'STAGED'}.
+-- 'commit:<batch>:<slices>:<total>:<step>' steps first keep the staged slices
+-- from expiring, <step> (KEEP_STEP) per call ({'KEPT', n}; {'GONE'}: one expired), then
+-- check max_size for the whole batch ({'FULL', size}) and reserve room for
+-- the total (`RESERVED`, counted by every max_size check until the slice is
+-- stored): from then on the batch is committed, and each step stores its
+-- next slice as a call of its own would ({'SLICE', i, id per job}; {'DONE'}
+-- when none is left).  Whoever sends the next step finishes it: the
+-- producer, or, once it stopped for stale_ms, a worker's BatchSweep
+-- ('finish:<batch>:<stale_ms>:0:<step>'), which also drops a batch never committed
+-- ({'DROPPING'} then {'DROPPED'}: a refused or broken batch is dropped so at once).  A slice whose answer
+-- differs from its own ids keeps it in the batch's record, for a producer
+-- that lost the reply.
 local max_size = tonumber(ARGV[2])
-local resend = ARGV[3] == '1'
-local n = (#ARGV - 3) / 2
+local mode = ARGV[3]
+local RESERVED = PREFIX .. 'reserved'
+local BATCHES = PREFIX .. 'batches'
+local src, off = ARGV, 3
+local batch, slice, marker = nil, nil, nil
+if string.sub(mode, 1, 6) == 'stage:' then
+  local name, i, ttl = string.match(mode, '^stage:([%w]+):(%d+):(%d+)$')
+  local key = PREFIX .. 'staged:' .. name .. ':' .. i
+  redis.call('DEL', key)
+  for first = 4, #ARGV, 1000 do
+    redis.call('RPUSH', key, unpack(ARGV, first, math.min(first + 999, #ARGV)))
+  end
+  redis.call('PEXPIRE', key, tonumber(ttl))
+  return {'STAGED'}
+elseif string.sub(mode, 1, 7) == 'commit:' or string.sub(mode, 1, 7) == 'finish:' then
+  local given, total, step
+  batch, given, total, step = string.match(mode, '^%a+:([%w]+):(%d+):(%d+):(%d+)$')
+  local KEEP_STEP = tonumber(step)  -- staged slices a step keeps from expiring, or drops
+  marker = PREFIX .. 'batch:' .. batch
+  local row = redis.call('HMGET', marker, 'next', 'slices', 'kept')
+  local at, slices, kept = tonumber(row[1]), tonumber(row[2]) or tonumber(given), tonumber(row[3]) or 0
+  total = tonumber(total)
+  local function staged(i)
+    return PREFIX .. 'staged:' .. batch .. ':' .. i
+  end
+  if string.sub(mode, 1, 7) == 'finish:' then  -- `given` is stale_ms here
+    local moved = tonumber(redis.call('ZSCORE', BATCHES, batch))
+    if not row[2] then
+      redis.call('ZREM', BATCHES, batch)  -- finished or dropped meanwhile
+      return {'DONE'}
+    elseif moved and now_ms() - moved < tonumber(given) then
+      return {'FRESH'}  -- its producer sent a step within stale_ms
+    elseif not at then
+      -- never committed: unlink the slices kept from expiring, KEEP_STEP per call
+      local low = math.max(0, kept - KEEP_STEP)
+      for i = low, kept - 1 do
+        redis.call('UNLINK', staged(i))
+      end
+      if low > 0 then
+        redis.call('HSET', marker, 'kept', low)
+        return {'DROPPING'}
+      end
+      redis.call('DEL', marker)
+      redis.call('ZREM', BATCHES, batch)
+      return {'DROPPED'}
+    end
+  elseif not at then
+    -- Before the commit: keep the slices from expiring, KEEP_STEP per call,
+    -- each checked; a batch abandoned now is dropped by a worker's sweep.
+    redis.call('ZADD', BATCHES, now_ms(), batch)
+    local upto = math.min(slices, kept + KEEP_STEP)
+    for i = kept, upto - 1 do
+      if redis.call('EXISTS', staged(i)) == 0 then
+        redis.call('HSET', marker, 'slices', slices, 'kept', i)
+        redis.call('ZADD', BATCHES, 0, batch)  -- to drop
+        return {'GONE'}
+      end
+      redis.call('PERSIST', staged(i))
+    end
+    redis.call('HSET', marker, 'slices', slices, 'kept', upto)
+    if upto < slices then
+      return {'KEPT', upto}
+    end
+    if max_size > 0 then
+      local size = unfinished_count() + (tonumber(redis.call('GET', RESERVED)) or 0)
+      if size + total > max_size then
+        redis.call('ZADD', BATCHES, 0, batch)  -- to drop
+        return {'FULL', size}
+      end
+    end
+    redis.call('HSET', marker, 'next', 0)
+    redis.call('INCRBY', RESERVED, total)
+    at = 0
+  end
+  if at >= slices then
+    return {'DONE'}
+  end
+  slice = PREFIX .. 'staged:' .. batch .. ':' .. at
+  src, off = redis.call('LRANGE', slice, 0, -1), 0
+  if string.sub(mode, 1, 7) == 'commit:' then
+    redis.call('ZADD', BATCHES, now_ms(), batch)  -- its producer is alive: no sweep yet
+  end
+  max_size = 0  -- checked for the whole batch above
+  slice = {key = slice, at = at, last = at == slices - 1}
+end
+local resend = mode == '1' or batch ~= nil
+local n = (#src - off) / 2
 local jobs = {}
 local plain = n == 1 and not resend
 for i = 1, n do
-  local f = cjson.decode(ARGV[2 + 2 * i])
+  local f = cjson.decode(src[off - 1 + 2 * i])
   jobs[i] = f
   plain = plain and f[NEW_UNIQUE] == '' and f[NEW_TICK] == '' and f[NEW_DEBOUNCE] == ''
 end
@@ -74,7 +177,7 @@ if not plain then
   end
 end
 if max_size > 0 then
-  local size = unfinished_count()
+  local size = unfinished_count() + (tonumber(redis.call('GET', RESERVED)) or 0)
   if size + n > max_size then
     return {'FULL', size}
   end
@@ -243,7 +346,7 @@ end
 
 for i = 1, n do
   local f = jobs[i]
-  local payload = ARGV[3 + 2 * i]
+  local payload = src[off + 2 * i]
   local id = f[NEW_ID]
   local jk = job_key(id)
   local lock, tick = f[NEW_UNIQUE], f[NEW_TICK]
@@ -273,4 +376,24 @@ count_lane_jobs(lane_count)
 write_turns(book)
 index_add(entries)
 wake(woken)
+if slice then
+  local differs = false
+  for i = 1, n do
+    differs = differs or out[i + 1] ~= jobs[i][NEW_ID]
+  end
+  if differs then
+    redis.call('HSET', marker, 'out:' .. slice.at, cjson.encode({unpack(out, 2)}))
+  end
+  redis.call('DEL', slice.key)
+  redis.call('HSET', marker, 'next', slice.at + 1)
+  if (tonumber(redis.call('DECRBY', RESERVED, n)) or 0) <= 0 then
+    redis.call('DEL', RESERVED)
+  end
+  if slice.last then
+    redis.call('ZREM', BATCHES, batch)
+    redis.call('PEXPIRE', marker, 600000)  -- for a producer that lost the last reply
+  end
+  out[1] = slice.at
+  table.insert(out, 1, 'SLICE')
+end
 return out
