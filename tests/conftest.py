@@ -181,6 +181,8 @@ def admin_url(url: str) -> str:
     if not admin:
         return url
     parts, admin_parts = urlsplit(url), urlsplit(admin)
+    if parts.scheme not in ("redis", "rediss") or "," in parts.netloc:
+        return url  # a Cluster or Sentinel set of the test's own: no ACL user there
     if (parts.hostname, parts.port) != (admin_parts.hostname, admin_parts.port):
         return url  # a server of the test's own: no ACL user there
     return urlunsplit(parts._replace(netloc=admin_parts.netloc))

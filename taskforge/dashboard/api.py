@@ -38,8 +38,11 @@ MAX_DEAD = 500
 
 
 def status(request: Request) -> JSONResponse:
+    """What ``taskforge status --json`` prints: the queues, the workflows and the server's settings."""
     app = app_of(request)
-    return JSONResponse({**tf_status.status(app).to_dict(), "workflows": app.broker.ledger.workflow_counts()})
+    summary, warnings = tf_status.server_report(app)
+    document = {**tf_status.status(app).to_dict(), "workflows": app.broker.ledger.workflow_counts()}
+    return JSONResponse({**document, "server": {"summary": summary, "warnings": warnings}})
 
 
 def history(request: Request) -> JSONResponse:

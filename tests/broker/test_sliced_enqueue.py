@@ -16,6 +16,7 @@ import redis
 from taskforge import QueueFull, SerializationError, TaskForge
 from taskforge.broker import batch_sweep, batches
 from taskforge.errors import BrokerUnavailable
+from tests.conftest import inspector
 
 QUEUE = "default"
 LEASE = 30_000
@@ -52,7 +53,7 @@ def visible(app: TaskForge) -> dict[str, int]:
 
 def leftovers(app: TaskForge) -> list[bytes]:
     """Keys a batch keeps while under way: its staged slices, its record, the reservation."""
-    client = app.broker.client
+    client = inspector(app)
     return sorted(k for p in ("*staged:*", "*batch:*", "*reserved", "*batches") for k in client.keys(f"taskforge:{p}"))
 
 
@@ -82,7 +83,7 @@ def test_a_serialization_error_in_the_last_slice_stores_nothing(app: TaskForge, 
     with pytest.raises(SerializationError, match="call #9"):
         add.delay_many([*[(i,) for i in range(9)], (object(),)])
     assert visible(app) == {"pending": 0, "scheduled": 0, "running": 0, "dead": 0}
-    assert app.broker.client.keys("taskforge:*") == [] or leftovers(app) == []
+    assert inspector(app).keys("taskforge:*") == [] or leftovers(app) == []
 
 
 def test_a_lost_connection_while_staging_leaves_nothing_visible_and_the_slices_expire(
@@ -103,10 +104,10 @@ def test_a_lost_connection_while_staging_leaves_nothing_visible_and_the_slices_e
     with pytest.raises(BrokerUnavailable):
         add.delay_many([(i,) for i in range(10)])
     assert visible(app) == {"pending": 0, "scheduled": 0, "running": 0, "dead": 0}
-    assert app.broker.client.keys("taskforge:*job:*") == []
-    assert len(app.broker.client.keys("taskforge:*staged:*")) == 2  # invisible to workers
+    assert inspector(app).keys("taskforge:*job:*") == []
+    assert len(inspector(app).keys("taskforge:*staged:*")) == 2  # invisible to workers
     deadline = time.monotonic() + 10
-    while app.broker.client.keys("taskforge:*staged:*") and time.monotonic() < deadline:
+    while inspector(app).keys("taskforge:*staged:*") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert leftovers(app) == []  # the abandoned slices went by themselves
 
@@ -217,7 +218,7 @@ def test_a_batch_abandoned_before_its_commit_is_dropped_by_a_worker(
         add.delay_many([(i,) for i in range(10)])
     monkeypatch.setattr(batches.Batch, "take", take)
     assert visible(app)["pending"] == 0
-    client = app.broker.client
+    client = inspector(app)
     ttls = sorted(client.ttl(k) for k in client.keys("taskforge:*staged:*"))
     assert ttls[:2] == [-1, -1] and min(ttls[2:]) > 0  # two of four kept from expiring by the first step
     monkeypatch.setattr(batches, "STALE_MS", 0)

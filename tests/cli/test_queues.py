@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import pytest
-import redis
 
 from taskforge import TaskForge
 from taskforge.broker import durability, keys
 from taskforge.errors import QueueNotEmpty
 from taskforge.forgetting import forget_queue
+from tests.conftest import admin_client
 
 from . import helpers
 from .conftest import one_line_error
@@ -18,12 +18,12 @@ pytestmark = pytest.mark.redis
 
 
 def queue_keys(app: TaskForge, queue: str) -> set[str]:
-    client = redis.Redis.from_url(app.url)
+    client = admin_client(app.url)
     return {k.decode() for k in client.scan_iter(match=f"taskforge:{{{queue}}}:*")}
 
 
 def registered(app: TaskForge) -> set[str]:
-    return {q.decode() for q in redis.Redis.from_url(app.url).smembers(keys.QUEUES)}
+    return {q.decode() for q in admin_client(app.url).smembers(keys.QUEUES)}
 
 
 def fill_mail(app: TaskForge) -> None:
@@ -43,7 +43,7 @@ def test_purge_leaves_no_key_of_the_queue(cli_app: TaskForge, invoke) -> None:
     result = invoke("purge", "cliapp:app", "--queue", "mail", "--yes")
     assert result.exit_code == 0, result.output
     # Only the last hours' outcome counts stay (the dashboard's chart: they expire on their own).
-    client = redis.Redis.from_url(cli_app.url)
+    client = admin_client(cli_app.url)
     history = {k for k in queue_keys(cli_app, "mail") if k.split(":")[2] in ("stats", "timings")}
     assert history and all(0 < client.ttl(k) <= 2 * 3600 for k in history)
     assert queue_keys(cli_app, "mail") == history

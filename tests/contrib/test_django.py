@@ -454,13 +454,12 @@ def test_a_worker_does_not_call_a_path_that_is_not_a_task(worker: Worker) -> Non
 def test_a_path_the_backend_did_not_vouch_for_is_never_imported(worker: Worker) -> None:
     # Importing a module runs its code: a job naming one (anyone who can write to Redis can send
     # one) must not get it imported, in the worker or in a process reading the result.
-    import redis
     from django.tasks import default_task_backend
 
     from taskforge.job import JobState
-    from tests.conftest import REDIS_URL
+    from tests.conftest import admin_client
 
-    side = redis.Redis.from_url(REDIS_URL)
+    side = admin_client()
     side.delete("django-marker-imported")
     app = default_task_backend.app
     path = "tests.contrib.django_marker.task"

@@ -95,6 +95,8 @@ class Scene:
             "<ms>": "0",
             "<j>": "0",
             "<state>": "succeeded",
+            "<b>": "b1",  # a big enqueue's batch (broker/batches.py)
+            "<i>": "0",  # its slice
         }
         for hole, value in fill.items():
             pattern = pattern.replace(hole, value)

@@ -20,6 +20,7 @@ from taskforge.broker.keys import WORKFLOW_LAUNCHING
 from taskforge.errors import BrokerUnavailable
 from taskforge.worker import reconcile
 from taskforge.worker.reconcile import Reconciler
+from tests.conftest import inspector
 
 from . import wfapp
 from .conftest import bound
@@ -52,7 +53,7 @@ def staged_calls(app: TaskForge, monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def workflow_keys(app: TaskForge) -> list[bytes]:
-    return sorted(app.broker.client.keys("taskforge:{wf:*"))
+    return sorted(inspector(app).keys("taskforge:{wf:*"))
 
 
 def pending_steps(app: TaskForge) -> list[str]:
