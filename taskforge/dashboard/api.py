@@ -40,8 +40,9 @@ MAX_DEAD = 500
 def status(request: Request) -> JSONResponse:
     """What ``taskforge status --json`` prints: the queues, the workflows and the server's settings."""
     app = app_of(request)
-    summary, warnings = tf_status.server_report(app)
+    # The queues first: with Redis gone, that read raises the BrokerUnavailable naming the (redacted) URL.
     document = {**tf_status.status(app).to_dict(), "workflows": app.broker.ledger.workflow_counts()}
+    summary, warnings = tf_status.server_report(app)
     return JSONResponse({**document, "server": {"summary": summary, "warnings": warnings}})
 
 
