@@ -54,7 +54,7 @@ NOT_TASKFORGE = {"acl", "info", "client", "hello", "auth", "config"}
 COARSE = ["~taskforge:*", "resetchannels", "+@all", "-@dangerous", "+info"]  # INFO: the server check
 # Tried, and done without when denied: the server check asks CONFIG GET save (the RDB schedule) while
 # the AOF is off; the README's line does not grant CONFIG, which can read secrets, so it says "unknown".
-OPTIONAL = {"config|get"}
+OPTIONAL = {"config|get", "config"}  # Redis 6.2 logs a subcommand under its command
 
 
 @pytest.fixture
