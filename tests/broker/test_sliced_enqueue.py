@@ -89,7 +89,7 @@ def test_a_serialization_error_in_the_last_slice_stores_nothing(app: TaskForge, 
 def test_a_lost_connection_while_staging_leaves_nothing_visible_and_the_slices_expire(
     app: TaskForge, sliced: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(batches, "STAGE_TTL_MS", 400)
+    monkeypatch.setattr(batches, "STAGE_TTL_MS", 3000)  # 400 ms: a loaded machine saw one slice expire before the look
     add = add_task(app)
     run_each = app.broker.jobs.scripts.run_each
     sent: list[int] = []
