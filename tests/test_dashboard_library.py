@@ -8,42 +8,19 @@ event loop open.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
 
 from taskforge import ConfigurationError, TaskForge
 from taskforge.dashboard import create_app
+from tests.asgi import asgi_get
 
 
 def status_of(web: Any, host: str, origin: str | None = None) -> int:
     """The status one GET of a path no route serves gets, with this Host (and Origin)."""
     headers = [(b"host", host.encode())] + ([(b"origin", origin.encode())] if origin else [])
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "http",
-        "path": "/nothing-here",
-        "raw_path": b"/nothing-here",
-        "root_path": "",
-        "query_string": b"",
-        "headers": headers,
-        "server": ("127.0.0.1", 8080),
-        "client": ("127.0.0.1", 50000),
-    }
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    asyncio.run(web(scope, receive, send))
-    return int(sent[0]["status"])
+    return asgi_get(web, "/nothing-here", headers)[0]
 
 
 def test_create_app_answers_to_loopback_and_the_names_it_is_given() -> None:

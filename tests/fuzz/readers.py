@@ -16,11 +16,9 @@ neither, or any error from a reader that is not about one job or workflow.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import types
 from collections.abc import Callable
-from typing import Any
 
 from click.testing import CliRunner
 
@@ -30,6 +28,7 @@ from taskforge.dashboard.scaling import depth
 from taskforge.metrics import QueueCollector
 from taskforge.search import find_jobs, query
 from taskforge.status import dead_jobs, status
+from tests.asgi import asgi_get
 
 from .junk import QUEUE, Scene
 
@@ -112,36 +111,6 @@ def cli(*args: str, scoped: bool = False) -> Reader:
         return f"exit {result.exit_code}: {said.strip()[-300:]}"
 
     return read
-
-
-def asgi_get(web: Any, path: str) -> tuple[int, bytes]:
-    """GET ``path`` from an ASGI app, as a browser on the same host would (no HTTP client needed)."""
-    raw_path, _, query_string = path.partition("?")
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "http",
-        "path": raw_path,
-        "raw_path": raw_path.encode(),
-        "query_string": query_string.encode(),
-        "root_path": "",
-        "headers": [(b"host", b"127.0.0.1:8000")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8000),
-    }
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    asyncio.run(web(scope, receive, send))
-    code = next(m["status"] for m in sent if m["type"] == "http.response.start")
-    return code, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
 
 
 def web(path: str, scoped: bool = False) -> Reader:
