@@ -161,11 +161,17 @@ def decode_state(raw: Any) -> str | None:
 
 
 class StepToSend(NamedTuple):
-    """A workflow step whose turn came: its index, its spec (msgpack) and the results it receives."""
+    """A workflow step whose turn came: its index, its spec (msgpack) and the results it receives.
+
+    ``held``: how many results the script left in the workflow's record
+    rather than answer them in one long call (a chord's body of more than
+    2,000 members); the sender reads them in slices (``delivery.with_inputs``).
+    """
 
     step: int
     spec: bytes
     inputs: list[bytes]
+    held: int = 0
 
 
 class WorkflowReply(NamedTuple):
@@ -179,7 +185,13 @@ class WorkflowReply(NamedTuple):
 
 
 def _ready(raw: list[Any]) -> list[StepToSend]:
-    return [StepToSend(int(entry[0]), entry[1], list(entry[2:])) for entry in raw]
+    return [_step(entry) for entry in raw]
+
+
+def _step(entry: list[Any]) -> StepToSend:
+    if len(entry) == 3 and isinstance(entry[2], int):  # {index, spec, count}: results are bytes, never integers
+        return StepToSend(int(entry[0]), entry[1], [], int(entry[2]))
+    return StepToSend(int(entry[0]), entry[1], list(entry[2:]))
 
 
 def _cancel(raw: list[Any]) -> list[tuple[int, str]]:

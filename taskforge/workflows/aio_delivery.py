@@ -14,7 +14,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from ..broker.record import NewJob
-from .delivery import ENDED, failed_at, report_of, step_id, step_index, step_job
+from .delivery import ENDED, failed_at, input_slices, report_of, step_id, step_index, step_job
+from .record import StepField
 
 if TYPE_CHECKING:
     from ..broker.aio_roles import AsyncBrokerRoles
@@ -23,13 +24,22 @@ if TYPE_CHECKING:
 log = logging.getLogger("taskforge.workflows")
 
 
+async def awith_inputs(broker: AsyncBrokerRoles, workflow: str, step: StepToSend) -> StepToSend:
+    """``delivery.with_inputs``: the results the script left in the record, read a slice per call."""
+    if not step.held:
+        return step
+    (listed,) = await broker.ledger.workflow_fields(workflow, [StepField.INPUT.at(step.step)])
+    values = [v for names in input_slices(listed) for v in await broker.ledger.workflow_fields(workflow, names)]
+    return step._replace(inputs=[v or b"" for v in values], held=0)
+
+
 async def asend(
     broker: AsyncBrokerRoles, workflow: str, steps: Sequence[StepToSend], failed: dict[bytes, bytes] | None = None
 ) -> None:
     """``delivery.send``: store these steps, each once whoever sends it (their ids are fixed)."""
     by_queue: dict[str, list[NewJob]] = {}
     for step in steps:
-        queue, job = step_job(workflow, step, failed)
+        queue, job = step_job(workflow, await awith_inputs(broker, workflow, step), failed)
         by_queue.setdefault(queue, []).append(job)
     for queue, jobs in by_queue.items():
         await broker.jobs.enqueue(queue, jobs, resend=True)

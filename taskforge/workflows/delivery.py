@@ -20,6 +20,7 @@ from ..broker.record import NewJob, encode_headers
 from ..broker.workflows import StepReport
 from ..serialization import dumps_call, loads, loads_call
 from .plan import fill
+from .record import StepField
 from .spec import StepSpec
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("taskforge.workflows")
 
 ENDED = ("succeeded", "dead", "cancelled")
+INPUT_SLICE = 1_000  # results read per HMGET: well under a millisecond of Redis each
 
 
 def step_id(workflow: str, index: int) -> str:
@@ -106,13 +108,28 @@ def failure_summary(workflow: str, step: StepToSend, record: dict[bytes, bytes])
     }
 
 
+def input_slices(listed: bytes | None) -> list[list[str]]:
+    """The record's fields holding a step's inputs (its ``input`` field lists them), in slices, in order."""
+    names = [StepField.RESULT.at(i.decode()) for i in (listed or b"").split(b",") if i]
+    return [names[k : k + INPUT_SLICE] for k in range(0, len(names), INPUT_SLICE)]
+
+
+def with_inputs(broker: BrokerRoles, workflow: str, step: StepToSend) -> StepToSend:
+    """The step with the results the script left in the record (``held``), read a slice per call."""
+    if not step.held:
+        return step
+    (listed,) = broker.ledger.workflow_fields(workflow, [StepField.INPUT.at(step.step)])
+    values = [v for names in input_slices(listed) for v in broker.ledger.workflow_fields(workflow, names)]
+    return step._replace(inputs=[v or b"" for v in values], held=0)
+
+
 def send(
     broker: BrokerRoles, workflow: str, steps: Sequence[StepToSend], failed: dict[bytes, bytes] | None = None
 ) -> None:
     """Store these steps, each once whoever sends it (their ids are fixed); ``failed``: as ``step_job``."""
     by_queue: dict[str, list[NewJob]] = {}
     for step in steps:
-        queue, job = step_job(workflow, step, failed)
+        queue, job = step_job(workflow, with_inputs(broker, workflow, step), failed)
         by_queue.setdefault(queue, []).append(job)
     for queue, jobs in by_queue.items():
         broker.jobs.enqueue(queue, jobs, resend=True)
@@ -163,7 +180,7 @@ def deliver(
     for report, reply in zip(counted, replies, strict=True):
         failed = failed_record(broker, report.workflow, reply)
         for step in reply.ready:
-            queue, job = step_job(report.workflow, step, failed)
+            queue, job = step_job(report.workflow, with_inputs(broker, report.workflow, step), failed)
             by_queue.setdefault(queue, []).append(job)
     for queue, jobs in by_queue.items():
         broker.jobs.enqueue(queue, jobs, resend=True)

@@ -1494,10 +1494,20 @@ end
 
 -- What the client needs to send step j: its index, its spec, then the result
 -- of every step listed in its input field, in that order.
-local function launch_entry(rk, j)
+-- A step with more inputs than INLINE_INPUTS (a chord's body of 100,000
+-- members) gets their count instead, {j, spec, n}: the client reads the
+-- results in slices of its own (delivery.py, `with_inputs`), so that no
+-- call holds Redis for all of them. They cannot change meanwhile: a result
+-- is written once, by its step's first report, before the step can go.
+local INLINE_INPUTS = 2000
+local function launch_entry(rk, j, inline)
   local f = redis.call('HMGET', rk, 'spec:' .. j, 'input:' .. j)
   local entry = {j, f[1] or ''}
   local inputs = split(f[2])
+  if #inputs > INLINE_INPUTS and not inline then
+    entry[3] = #inputs
+    return entry
+  end
   for i = 1, #inputs, CHUNK do
     local fields = {}
     for k = i, math.min(i + CHUNK - 1, #inputs) do
@@ -1522,7 +1532,7 @@ local function ending(rk, state)
   if state == 'dead' and k then
     -- Then the failed step's index, queue and error: an on_failure step built
     -- with .s() receives its summary (the client reads the rest in its record).
-    local entry = launch_entry(rk, k)
+    local entry = launch_entry(rk, k, true)  -- the failed step's summary follows its inputs
     local failed = redis.call('HMGET', rk, 'failed_step', 'error')
     entry[#entry + 1] = failed[1] or ''
     entry[#entry + 1] = failed[1] and redis.call('HGET', rk, 'queue:' .. failed[1]) or ''
