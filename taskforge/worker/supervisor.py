@@ -34,7 +34,7 @@ from ..periodic import Scheduler
 from .banner import banner
 from .foreign import differing_tasks
 from .hangup import HUP
-from .housekeeping import HEARTBEAT_EVERY, DamageLog, Housekeeping, Sweeper
+from .housekeeping import HEARTBEAT_EVERY, Activity, DamageLog, Housekeeping, Sweeper
 from .leases import Leases, renew_every
 from .options import WorkerOptions
 from .outage import Outage
@@ -65,11 +65,11 @@ class Supervisor:
         self.options = options
         self.stop_deadline = 0.0
         self.signals = 0  # SIGTERM/SIGINT received so far
-        self.seen_done = 0
         owner = owner_tag()
         self.pool = Pool(app_spec, options, metrics, owner)
         self.outcomes = PendingOutcomes(app, metrics)
         self.damage = DamageLog()
+        self.idle = Activity(lambda: self.pool.jobs_done, lambda: any(self.pool.running()) or bool(self.outcomes))
         self.sweeper = Sweeper(app.broker.cleanup, self.damage)
         self.leases = Leases(app.broker.claims, options.lease_ms, self.damage.report, metrics)
         self.clock = RedisClock(app.broker.client)  # what decides shared things: Redis's time, not this host's
@@ -136,11 +136,6 @@ class Supervisor:
         """Every claim this worker must keep alive: running jobs, jobs of a batch not started yet,
         and outcomes not yet recorded."""
         return [*self.pool.running(), *self.pool.unstarted(), *self.outcomes.held()]
-
-    def idle(self) -> bool:
-        """No job held and none finished since the last heartbeat: the housekeeping may slow down."""
-        done, self.seen_done = self.seen_done, self.pool.jobs_done
-        return done == self.seen_done and not any(self.pool.running()) and not self.outcomes
 
     def wake_children(self) -> None:
         """A stop began: wake this worker's idle children from their long block on the wake list.

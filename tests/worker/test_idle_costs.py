@@ -8,9 +8,11 @@ from typing import Any
 from taskforge.worker.child import Child
 from taskforge.worker.housekeeping import (
     HEARTBEAT_EVERY,
+    IDLE_AFTER,
     IDLE_HEARTBEAT_EVERY,
     IDLE_RECLAIM_EVERY,
     RECLAIM_EVERY,
+    Activity,
     DamageLog,
     Housekeeping,
 )
@@ -104,3 +106,31 @@ def test_idle_housekeeping_runs_at_the_slow_rates() -> None:
     assert idle["beat"] <= 60 / IDLE_HEARTBEAT_EVERY + 1
     assert busy["reclaim"] >= 60 / RECLAIM_EVERY - 1
     assert busy["beat"] >= 60 / HEARTBEAT_EVERY - 1
+
+
+def test_a_worker_finishing_jobs_is_busy_to_every_asker_each_tick() -> None:
+    """A job finishes every 0.8 s; the supervisor ticks every 0.25 s and its reclaim asks again
+    (for the sweeper): every reclaim runs each second and sees a busy worker; once the jobs stop,
+    the worker turns idle after IDLE_AFTER seconds and reclaims at the slow rate."""
+    clock = {"now": 0.0}
+    done = {"jobs": 0}
+    activity = Activity(lambda: done["jobs"], lambda: False, clock=lambda: clock["now"])
+    seen: list[tuple[float, bool]] = []
+
+    def reclaim() -> None:
+        seen.append((clock["now"], activity()))
+
+    keeping = Housekeeping(
+        lambda: None, reclaim, lambda: None, None, 1.0, DamageLog(), Outage("redis://x"), idle=activity
+    )
+    keeping.start(0.0)
+    while clock["now"] < 60:
+        if clock["now"] < 30:
+            done["jobs"] = int(clock["now"] / 0.8)
+        keeping.tick(clock["now"], stopping=False)
+        clock["now"] += 0.25
+    busy = [idle for at, idle in seen if at < 30]
+    assert len(busy) >= 30 / RECLAIM_EVERY - 1 and not any(busy), seen
+    later = [at for at, idle in seen if at >= 30 + IDLE_AFTER + RECLAIM_EVERY]
+    assert all(idle for at, idle in seen if at >= 30 + IDLE_AFTER + RECLAIM_EVERY), seen
+    assert len(later) <= (60 - 30 - IDLE_AFTER) / IDLE_RECLAIM_EVERY + 1, later
