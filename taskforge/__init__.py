@@ -24,6 +24,7 @@ if _typing.TYPE_CHECKING:
     from .context import CurrentJob, current_job
     from .handle import JobHandle
     from .job import JobInfo, JobState, Priority
+    from .queue_handle import QueueHandle
     from .search import JobPage
     from .task import Task
     from .workflows.canvas import Signature, chain, chord, group
@@ -41,6 +42,7 @@ _LAZY = {
     "JobPage": "search",
     "JobState": "job",
     "Priority": "job",
+    "QueueHandle": "queue_handle",
     "Task": "task",
     "Signature": "workflows.canvas",
     "chain": "workflows.canvas",
@@ -58,11 +60,12 @@ def __getattr__(name: str) -> _typing.Any:
         from .celery_names import module_error  # Celery's names (AsyncResult...) say what to use instead
 
         raise module_error(name) or AttributeError(f"module 'taskforge' has no attribute {name!r}")
-    from . import app, context, handle, job, search, task  # one import loads them all anyway
+    from . import app, context, handle, job, queue_handle, search, task  # one import loads them all anyway
     from .workflows import canvas
     from .workflows import handle as workflow_handle
 
     modules = {"app": app, "context": context, "handle": handle, "job": job, "search": search, "task": task}
+    modules["queue_handle"] = queue_handle
     modules.update({"workflows.canvas": canvas, "workflows.handle": workflow_handle})
     value = getattr(modules[module], name)
     globals()[name] = value
@@ -88,6 +91,7 @@ __all__ = [
     "LeaseLost",
     "Priority",
     "QueueFull",
+    "QueueHandle",
     "Retry",
     "SerializationError",
     "Signature",

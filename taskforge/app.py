@@ -14,11 +14,11 @@ from .broker.connection import connect, redact, resolve_url
 from .celery_names import reject_options
 from .errors import ConfigurationError
 from .finals import Finals
-from .handle import JobHandle
+from .handle import JobHandle, aknown_queues, known_queues
 from .hooks import Event, Hooks, Middleware
 from .job import BackoffPolicy, JobInfo, JobState, Priority
-from .pausing import Pausing
 from .periodic import Schedule
+from .queue_handle import QueueHandle
 from .search import JobPage, find_jobs, query
 from .sending import SendHook, check_hook
 from .task import Task, TaskOptions
@@ -41,7 +41,7 @@ def _seconds(name: str, value: timedelta | float) -> float:
     return checked_seconds(name, seconds, ", or a timedelta")
 
 
-class TaskForge(Pausing):
+class TaskForge:
     """A task application: owns its broker connection, its tasks and its settings.
 
     Nothing is global: two apps in one process never share state. The
@@ -83,9 +83,9 @@ class TaskForge(Pausing):
         listen_for_steps(self.finals)
         self.send_hooks: list[SendHook] = []  # producer hooks, around every enqueue (see taskforge.sending)
         self.schedules: list[Schedule] = []
-        # Called with the handle of each job delay(), apply_at(), apply_in() or send() stored.
+        # Called with the handle of each job delay(), apply_at(), apply_in() or send() stored
+        # (the testing kit's eager mode is one: taskforge.testing.set_eager).
         self.after_enqueue: list[Callable[[JobHandle[Any]], object]] = []
-        self._eager: Callable[[JobHandle[Any]], object] | None = None
         self._broker: Broker | None = None
         # One async broker (one pool) per live event loop, closed when its loop ends (aio_loops.py).
         self._async_brokers = LoopBrokers()
@@ -135,26 +135,6 @@ class TaskForge(Pausing):
         previous, self._broker = self._broker, broker
         self._async_brokers.clear()  # the next a-call follows the new broker (memory:// shares its server)
         return previous
-
-    @property
-    def eager(self) -> bool:
-        """Eager mode: every ``delay()`` drains the queues before it returns (for tests).
-
-        Switching it on installs the testing kit's after-enqueue callback;
-        see ``taskforge.testing`` for its caveats.
-        """
-        return self._eager is not None
-
-    @eager.setter
-    def eager(self, on: bool) -> None:
-        if on and self._eager is None:
-            from .inprocess import eager_callback  # the door to worker code: see docs/architecture.md
-
-            self._eager = eager_callback(self)
-            self.after_enqueue.append(self._eager)
-        elif not on and self._eager is not None:
-            self.after_enqueue.remove(self._eager)
-            self._eager = None
 
     @overload
     def task(self, func: Callable[P, R], /) -> Task[P, R]: ...
@@ -316,6 +296,37 @@ class TaskForge(Pausing):
         job there, and a worker must see it, if only to dead-letter it as unknown.
         """
         return list(dict.fromkeys([*(t.queue for t in self.tasks.values()), "default"]))
+
+    def queue(self, name: str) -> QueueHandle:
+        """A handle on one queue by name, to pause and resume it: ``app.queue("mail").pause()``.
+
+        The name is checked here (``ConfigurationError``); nothing is sent until a method is called.
+        """
+        return QueueHandle(self, name)
+
+    def pause(self, queue: str) -> None:
+        """Workers start no new job from ``queue`` until ``resume(queue)``: ``app.queue(queue).pause()``."""
+        self.queue(queue).pause()
+
+    def resume(self, queue: str) -> None:
+        """Lift ``pause(queue)``: ``app.queue(queue).resume()``."""
+        self.queue(queue).resume()
+
+    def paused(self) -> set[str]:
+        """The paused queues among this app's and every queue Redis knows (one round trip for all)."""
+        return self.broker.flow.paused(known_queues(self))
+
+    async def apause(self, queue: str) -> None:
+        """``pause()``, awaited: ``await app.queue(queue).apause()``."""
+        await self.queue(queue).apause()
+
+    async def aresume(self, queue: str) -> None:
+        """``resume()``, awaited: ``await app.queue(queue).aresume()``."""
+        await self.queue(queue).aresume()
+
+    async def apaused(self) -> set[str]:
+        """``paused()``, awaited."""
+        return await self.async_broker().flow.paused(await aknown_queues(self))
 
     def workflow(self, workflow_id: str) -> WorkflowHandle[Any]:
         """A handle for a workflow id received from elsewhere (``WorkflowHandle.id``)."""

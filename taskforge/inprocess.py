@@ -11,9 +11,9 @@ for); ``adrain()`` awaits them on the caller's loop and does every Redis
 call and every sync task in the loop's default executor, so the loop stays
 free for the caller's other coroutines.
 
-This module is the one door from the API to worker code: ``app.drain()`` and
-``app.eager = True`` import it when first used, and it loads the worker's
-runner only when a drain starts, so a producer that never drains never loads
+This module is the one door from the API to worker code: ``app.drain()``
+imports it when first used (the testing kit, with eager mode's switch, at
+once), and it loads the worker's runner only when a drain starts, so a producer that never drains never loads
 ``taskforge.worker`` (docs/architecture.md).
 """
 
@@ -132,14 +132,32 @@ def run_async(app: TaskForge, claim: Claim) -> None:
         raise failure[0]
 
 
-def eager_callback(app: TaskForge) -> Callable[[JobHandle[Any]], object]:
+class EagerDrain:
     """Eager mode's after-enqueue callback: drain ``app`` right after each job is stored.
 
     A job that enqueues another drains again from inside its own run, so
     work runs depth-first, in the caller's thread, as the testing kit says.
+    A class of its own so that ``is_eager`` finds it among the app's other
+    callbacks: the app keeps no state for a mode only tests use.
     """
 
-    def drain_now(handle: JobHandle[Any]) -> object:
-        return drain(app)
+    def __init__(self, app: TaskForge) -> None:
+        self.app = app
 
-    return drain_now
+    def __call__(self, handle: JobHandle[Any]) -> object:
+        return drain(self.app)
+
+
+def is_eager(app: TaskForge) -> bool:
+    """Whether ``app`` is in eager mode: its ``after_enqueue`` holds the eager callback."""
+    return any(isinstance(callback, EagerDrain) for callback in app.after_enqueue)
+
+
+def set_eager(app: TaskForge, on: bool) -> None:
+    """Switch eager mode on (every ``delay()`` drains before it returns) or off; twice on is once on."""
+    installed = [callback for callback in app.after_enqueue if isinstance(callback, EagerDrain)]
+    if on and not installed:
+        app.after_enqueue.append(EagerDrain(app))
+    elif not on:
+        for callback in installed:
+            app.after_enqueue.remove(callback)

@@ -15,10 +15,11 @@ The pytest plugin (entry point ``pytest11``) adds one fixture::
 ``taskforge_app()`` with no argument gives a new empty app on ``memory://``.
 The app's real broker is restored after the test.
 
-Eager mode (``app.eager = True``): every ``delay()`` drains the queue before
-it returns, so code under test sees results at once. It is an after-enqueue
-callback (``app.after_enqueue``) from ``taskforge.inprocess``, installed by
-switching ``eager`` on and removed by switching it off. Caveats: jobs run in the
+Eager mode (``taskforge_app(app, eager=True)``, or ``set_eager(app, True)``):
+every ``delay()`` drains the queue before it returns, so code under test sees
+results at once. It is an after-enqueue callback (``app.after_enqueue``) from
+``taskforge.inprocess``, installed by switching it on and removed by switching
+it off (``is_eager(app)`` tells which). Caveats: jobs run in the
 caller's process and thread, depth-first when tasks enqueue tasks; no
 timeouts are enforced; a failing job stays ``retrying`` until a later drain
 with ``advance`` (its exception is recorded, not raised); scheduled jobs do
@@ -33,12 +34,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .broker import Broker
-from .inprocess import drain
+from .inprocess import drain, is_eager, set_eager
 
 if TYPE_CHECKING:
     from .app import TaskForge
 
-__all__ = ["drain", "taskforge_app"]
+__all__ = ["drain", "is_eager", "set_eager", "taskforge_app"]
 
 
 @pytest.fixture
@@ -54,11 +55,11 @@ def taskforge_app() -> Iterator[Callable[..., TaskForge]]:
         memory = Broker(
             connect("memory://"), "memory://", int(target.retention * 1000), int(target.dead_retention * 1000)
         )
-        swapped.append((target, target.use_broker(memory), target.eager))
-        target.eager = eager
+        swapped.append((target, target.use_broker(memory), is_eager(target)))
+        set_eager(target, eager)
         return target
 
     yield make
     for target, broker, eager in reversed(swapped):
         target.use_broker(broker)
-        target.eager = eager
+        set_eager(target, eager)

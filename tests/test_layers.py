@@ -31,6 +31,7 @@ API_MODULES = [
     "taskforge.new_job",
     "taskforge.periodic",
     "taskforge.protocols",
+    "taskforge.queue_handle",
     "taskforge.sending",
     "taskforge.serialization",
     "taskforge.serialization.codec",

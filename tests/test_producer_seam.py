@@ -15,6 +15,7 @@ from taskforge.building import build_job
 from taskforge.finals import Finals
 from taskforge.protocols import Producer
 from taskforge.serialization import loads_call
+from taskforge.testing import is_eager, set_eager
 
 
 def memory_broker() -> Broker:
@@ -86,12 +87,12 @@ def test_eager_is_an_after_enqueue_callback_switched_on_and_off() -> None:
     def double(x: int) -> int:
         return 2 * x
 
-    assert app.eager is False and app.after_enqueue == []
-    app.eager = True
-    app.eager = True  # idempotent: one callback, one drain per delay()
-    assert app.eager is True and len(app.after_enqueue) == 1
+    assert is_eager(app) is False and app.after_enqueue == []
+    set_eager(app, True)
+    set_eager(app, True)  # idempotent: one callback, one drain per delay()
+    assert is_eager(app) is True and len(app.after_enqueue) == 1
     assert double.delay(21).status() is JobState.SUCCEEDED
-    app.eager = False
+    set_eager(app, False)
     assert app.after_enqueue == [] and double.delay(1).status() is JobState.PENDING
 
 
@@ -108,7 +109,7 @@ def test_the_fixture_swaps_through_use_broker_and_restores(taskforge_app: Any) -
     app = TaskForge("b", broker="memory://")
     original = app.broker
     assert taskforge_app(app, eager=True) is app
-    assert app.broker is not original and app.eager is True
+    assert app.broker is not original and is_eager(app) is True
 
 
 class Outbox:

@@ -17,6 +17,7 @@ import pytest
 from taskforge import BrokerUnavailable, JobNotFound, JobState, LeaseLost, TaskForge, current_job
 from taskforge.broker.keys import QueueKeys
 from taskforge.errors import CorruptJob
+from taskforge.testing import set_eager
 from tests.conftest import inspector
 from tests.test_durable_steps import claimed, running_as
 
@@ -272,13 +273,13 @@ def test_in_eager_mode_a_sleeping_job_waits_for_drain_advance(app: TaskForge) ->
         current_job().stream("awake")
         return 1
 
-    app.eager = True
+    set_eager(app, True)
     try:
         handle = later.delay()  # ran at once, up to its sleep
         assert handle.status() is JobState.SCHEDULED and handle.info().attempts == 0
         app.drain(advance=3600)
     finally:
-        app.eager = False
+        set_eager(app, False)
     assert handle.result(timeout=5) == 1 and list(handle.stream(timeout=5)) == ["awake"]
 
 

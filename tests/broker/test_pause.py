@@ -75,3 +75,32 @@ def test_a_bad_queue_name_is_refused_and_nothing_is_stored(app: TaskForge, name:
         app.pause(name)
     assert app.paused() == set()
     assert app.broker.jobs.queues() == []
+
+
+def test_a_queue_handle_pauses_resumes_and_says_whether_it_changed(app: TaskForge) -> None:
+    mail = app.queue("mail")
+    assert mail == app.queue("mail") and mail != app.queue("reports") and mail.name == "mail"
+    assert mail.paused() is False
+    assert mail.pause() is True and mail.pause() is False  # already paused
+    assert mail.paused() is True and app.paused() == {"mail"}
+    assert app.queue("reports").paused() is False
+    app.resume("mail")  # the app's methods and the handle's are one pause
+    assert mail.paused() is False and mail.resume() is False
+
+
+def test_a_queue_handles_async_twins_share_the_key(app: TaskForge) -> None:
+    mail = app.queue("mail")
+
+    async def main() -> list[bool]:
+        seen = [await mail.apause(), await mail.apaused(), mail.paused(), await mail.aresume(), await mail.apaused()]
+        await app.aclose()
+        return seen
+
+    assert asyncio.run(main()) == [True, True, True, True, False]
+
+
+@pytest.mark.parametrize("name", ["", "a{b", "two words"])
+def test_a_queue_handle_checks_its_name_before_anything_is_sent(app: TaskForge, name: str) -> None:
+    with pytest.raises(ConfigurationError, match="queue name"):
+        app.queue(name)
+    assert app.broker.jobs.queues() == []

@@ -1,0 +1,69 @@
+"""``QueueHandle``: one queue of an app, by name (``app.queue("mail")``): pause it, resume it, ask.
+
+A paused queue still takes new jobs; workers start none of its jobs (those
+already running finish, and the jobs a lane had claimed in its current batch
+before the pause still start). The pause lives in Redis (``broker/flow.py``),
+so it reaches every worker at its next claim, survives restarts, and is
+lifted only by ``resume``.
+
+A handle rather than more methods on the app: the app's own job is its
+settings, its tasks and the way in for producers; what is done to one queue
+belongs to that queue, as what is done to one job belongs to its
+``JobHandle`` (``app.job(id)``). ``app.pause(queue)`` and its siblings stay,
+as one-line delegations here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .broker.keys import validate_queue_name
+
+if TYPE_CHECKING:
+    from .app import TaskForge
+
+
+class QueueHandle:
+    """A queue of ``app`` by name; made by ``app.queue(name)``, which checks the name (nothing is sent)."""
+
+    __slots__ = ("app", "name")
+
+    def __init__(self, app: TaskForge, name: str) -> None:
+        self.app = app
+        self.name = validate_queue_name(name)
+
+    def __repr__(self) -> str:
+        return f"<QueueHandle {self.name} of {self.app.name}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, QueueHandle) and other.app is self.app and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash((id(self.app), self.name))
+
+    def pause(self) -> bool:
+        """Workers start no new job of this queue until ``resume()``; enqueueing still works.
+
+        True when the queue was running, False when it was already paused.
+        """
+        return self.app.broker.flow.pause(self.name)
+
+    def resume(self) -> bool:
+        """Lift ``pause()``: idle workers are woken and claim at once. True when the queue was paused."""
+        return self.app.broker.flow.resume(self.name)
+
+    def paused(self) -> bool:
+        """Whether the queue is paused now (one read of its pause key)."""
+        return self.name in self.app.broker.flow.paused([self.name])
+
+    async def apause(self) -> bool:
+        """``pause()``, awaited."""
+        return await self.app.async_broker().flow.pause(self.name)
+
+    async def aresume(self) -> bool:
+        """``resume()``, awaited."""
+        return await self.app.async_broker().flow.resume(self.name)
+
+    async def apaused(self) -> bool:
+        """``paused()``, awaited."""
+        return self.name in await self.app.async_broker().flow.paused([self.name])
