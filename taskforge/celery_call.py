@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from . import celery_names
+from .call_arguments import delay_ms, due_ms
 from .errors import ConfigurationError
-from .task_options import delay_ms, due_ms
 
 
 def celery_call(

@@ -1,0 +1,58 @@
+"""A single call's own arguments, checked before anything is stored: when it runs, and its job id.
+
+These belong to one call (``apply_at``, ``apply_in``, ``with_options(job_id=)``,
+Celery's ``countdown``/``eta``), not to a task's definition, so they live
+apart from the task options; the broker stores the result as ``due_ms`` or
+``delay_ms`` in the job record.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from .bounds import MAX_SECONDS, is_real_number
+from .errors import ConfigurationError
+
+MAX_JOB_ID = 200
+
+
+def due_ms(when: datetime) -> int:
+    """``apply_at``'s time as ms since the epoch, on the producer's clock; a naive datetime is UTC."""
+    if not isinstance(when, datetime):
+        raise ConfigurationError(f"apply_at() needs a datetime, got {type(when).__name__}: {when!r}")
+    if when.tzinfo is None:  # SPEC: a naive datetime means UTC
+        when = when.replace(tzinfo=timezone.utc)
+    try:
+        return int(when.timestamp() * 1000)
+    except (OverflowError, ValueError):
+        raise ConfigurationError(f"apply_at({when!r}): that time cannot be represented; use an earlier one") from None
+
+
+def delay_ms(delay: timedelta | float) -> int:
+    """``apply_in``'s delay as ms, resolved later on Redis's clock; a negative one means now."""
+    if isinstance(delay, timedelta):
+        seconds = delay.total_seconds()
+    elif is_real_number(delay):
+        seconds = float(delay)
+    else:
+        raise ConfigurationError(f"apply_in() needs a timedelta or seconds, got {delay!r}")
+    if seconds > MAX_SECONDS:
+        raise ConfigurationError(f"apply_in({delay!r}): more than {MAX_SECONDS:.0f} s (~100 years) away")
+    return max(0, int(seconds * 1000))
+
+
+def validate_job_id(job_id: object) -> str:
+    """A caller's job id: printable, 1 to MAX_JOB_ID characters, no whitespace (it becomes part of Redis keys)."""
+    if isinstance(job_id, str) and len(job_id) > MAX_JOB_ID:
+        raise ConfigurationError(f"job_id of {len(job_id)} characters: the limit is {MAX_JOB_ID}")
+    if (
+        not isinstance(job_id, str)
+        or not job_id
+        or len(job_id) > MAX_JOB_ID
+        or not job_id.isprintable()
+        or any(c.isspace() for c in job_id)
+    ):
+        raise ConfigurationError(
+            f"job_id={job_id!r}: use a printable string of 1 to {MAX_JOB_ID} characters without spaces"
+        )
+    return job_id
