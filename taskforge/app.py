@@ -13,6 +13,8 @@ from .broker.aio_loops import LoopBrokers
 from .broker.cleanup import RetentionCounts
 from .broker.connection import connect, redact, resolve_url
 from .celery_names import reject_options
+from .decorator_options import OPTION_NAMES, DecoratorOptions
+from .decorator_options import build as build_options
 from .errors import ConfigurationError
 from .finals import Finals
 from .handle import JobHandle, aknown_queues, known_queues
@@ -24,7 +26,6 @@ from .queue_handle import QueueHandle
 from .search import JobPage, find_jobs, query
 from .sending import SendHook, check_hook
 from .task import Task, TaskOptions
-from .task_options import OPTION_NAMES
 from .workflows.reports import install as listen_for_steps
 
 if TYPE_CHECKING:
@@ -175,14 +176,14 @@ class TaskForge:
 
         Every option is checked here, so a typo fails at import time rather
         than in a worker at 3 a.m.; Celery's options (``bind=True``...) raise
-        ``TypeError`` naming the taskforge way. (The options and their types
-        are the second overload's; ``TaskOptions.build`` checks their values.)
+        ``TypeError`` naming the taskforge way. (The options are declared in
+        ``decorator_options.py``, which checks their values; the second
+        overload repeats them for type checkers, and a test holds it to them.)
         """
-        name, backoff = given.pop("name", None), given.pop("backoff", 1.0)
         reject_options("@app.task", {k: v for k, v in given.items() if k not in OPTION_NAMES})
-        options = TaskOptions.build(**given)
-        if name is not None and (not isinstance(name, str) or not name.strip()):
-            raise ConfigurationError(f"task name {name!r}: use a non-empty string")
+        declared = DecoratorOptions(**given)
+        options = build_options(declared)
+        name, backoff = declared.name, declared.backoff
 
         def register(fn: Callable[P, R]) -> Task[P, R]:
             if not callable(fn):

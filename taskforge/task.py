@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import inspect
 from collections.abc import Callable, Iterable, Mapping
@@ -13,15 +12,15 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, ParamSpec, Ty
 
 from . import celery_names
 from .bounds import is_real_number
-from .broker.keys import validate_queue_name
 from .building import build_job
 from .call_arguments import delay_ms, due_ms, validate_job_id
 from .celery_call import celery_call
+from .decorator_options import PER_CALL, Keep, for_call
 from .errors import ConfigurationError, SerializationError
 from .handle import JobHandle, async_access
 from .job import BackoffPolicy, Priority, backoff_policy
 from .sending import Outgoing, announce, sending
-from .task_options import TaskOptions, check_key_parameter, parse_expires, parse_rate_limit, validate_call_key
+from .task_options import TaskOptions, check_key_parameter, parse_rate_limit, validate_call_key
 
 __all__ = ["Task", "TaskOptions", "is_real_number", "parse_rate_limit"]
 
@@ -32,12 +31,6 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-class _Keep(enum.Enum):
-    """The default of an option whose None has a meaning of its own."""
-
-    KEEP = 0
 
 
 class Task(Generic[P, R]):
@@ -176,7 +169,7 @@ class Task(Generic[P, R]):
         queue: str | None = None,
         priority: Priority | str | int | None = None,
         max_attempts: int | None = None,
-        timeout: float | None | Literal[_Keep.KEEP] = _Keep.KEEP,
+        timeout: float | None | Literal[Keep.KEEP] = Keep.KEEP,
         retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
         dont_retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
         expires: float | timedelta | datetime | None = None,
@@ -189,33 +182,19 @@ class Task(Generic[P, R]):
         task's own timeout is told apart by a default of its own. ``job_id``
         names the job the copy's next ``delay()`` stores: while a job with that
         id exists in the queue, nothing is stored and its handle comes back.
+        The options are those declared ``per_call`` in ``decorator_options.py``
+        (checked there), then the call's own ``job_id`` and ``key``.
         """
-        current = self.options
-        options = replace(
-            current,
-            queue=current.queue if queue is None else validate_queue_name(queue),
-            priority=current.priority if priority is None else Priority.parse(priority),
-            job_id=current.job_id if job_id is None else validate_job_id(job_id),
-            call_key=current.call_key if key is None else validate_call_key(key),
-        )
-        if retry_on is not None or dont_retry_on is not None:
-            filters = TaskOptions.build(retry_on=retry_on, dont_retry_on=dont_retry_on)
-            options = replace(
-                options, retry_on=filters.retry_on, dont_retry_on=filters.dont_retry_on, retry_set_per_call=True
-            )
-        if expires is not None:
-            options = replace(options, expires=parse_expires(expires))
-        keep_timeout = timeout is _Keep.KEEP
-        if max_attempts is not None or not keep_timeout:
-            checked = TaskOptions.build(
-                max_attempts=current.max_attempts if max_attempts is None else max_attempts,
-                timeout=current.timeout if timeout is _Keep.KEEP else timeout,
-            )
-            options = replace(options, max_attempts=checked.max_attempts, timeout=checked.timeout)
+        given = {name: value for name, value in locals().items() if name in PER_CALL}  # named once: the signature
+        options, explicit = for_call(self.options, given)
+        if job_id is not None:
+            options = replace(options, job_id=validate_job_id(job_id))
+        if key is not None:
+            options = replace(options, call_key=validate_call_key(key))
         clone: Task[P, R] = Task.__new__(Task)
         clone.__dict__.update(self.__dict__)
         clone.options = options
-        if max_attempts is not None or not keep_timeout:
+        if explicit:
             clone.registered = True  # explicit options win over the worker's definition
         return clone
 

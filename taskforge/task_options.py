@@ -1,10 +1,11 @@
-"""A task's options: what a job carries from its task's definition, each checked once.
+"""A task's options as a job keeps them (``TaskOptions``), and the parsers of the options given as text.
 
-Kept apart from ``task.py`` (calling a task) so both stay small; every
-``@app.task`` and ``with_options`` option is validated here, so a typo fails
-at import time rather than in a worker. The bounds numbers are checked
-against are in ``bounds.py``; a single call's own arguments (``apply_at``,
-``apply_in``, ``job_id``) in ``call_arguments.py``.
+Kept apart from ``task.py`` (calling a task) so both stay small. The options
+themselves (names, types, defaults, which check each gets) are declared once,
+in ``decorator_options.py``, which builds a ``TaskOptions`` at decoration and
+for ``with_options``, so a typo fails at import time rather than in a worker.
+The bounds numbers are checked against are in ``bounds.py``; a single call's
+own arguments (``apply_at``, ``apply_in``, ``job_id``) in ``call_arguments.py``.
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from .bounds import MAX_COUNT, MAX_SECONDS, checked_count, checked_seconds, is_real_number
-from .broker.keys import validate_queue_name
+from .bounds import MAX_COUNT, MAX_SECONDS, is_real_number
 from .errors import ConfigurationError
 from .job import Priority
 
@@ -48,7 +48,13 @@ def limits_text(rate_limit: tuple[int, float] | None, concurrency: int) -> str:
 
 @dataclass(frozen=True)
 class TaskOptions:
-    """What a job carries from its task's definition; validated once, at decoration."""
+    """What a job carries from its task's definition; built and checked by ``decorator_options.build``.
+
+    Its fields are the declared options a job keeps, as kept (a rate limit
+    parsed, ``unique`` folded into ``unique_for``), then what only
+    ``with_options`` sets: ``job_id``, ``call_key``, ``retry_set_per_call``
+    (``tests/test_option_list.py`` checks the two lists agree).
+    """
 
     queue: str = "default"
     priority: Priority = Priority.NORMAL
@@ -81,71 +87,6 @@ class TaskOptions:
         """The per-key limits as the enqueue script stores them ('' when none)."""
         return limits_text(self.key_rate_limit, self.key_concurrency)
 
-    @classmethod
-    def build(
-        cls,
-        queue: str = "default",
-        priority: Priority | str | int = Priority.NORMAL,
-        max_attempts: int = 3,
-        timeout: float | None = None,
-        unique: bool = False,
-        unique_for: float | None = None,
-        unique_key: Callable[..., Any] | None = None,
-        rate_limit: str | None = None,
-        concurrency: int | None = None,
-        retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
-        dont_retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
-        soft_timeout: float | None = None,
-        expires: float | timedelta | datetime | None = None,
-        key: str | Callable[..., Any] | None = None,
-        debounce: float | None = None,
-        debounce_max_wait: float | None = None,
-        key_concurrency: int | None = None,
-        key_rate_limit: str | None = None,
-    ) -> TaskOptions:
-        if retry_on is not None and dont_retry_on is not None:
-            raise ConfigurationError(
-                "retry_on= and dont_retry_on= together: give one (retry only these, or retry all but these)"
-            )
-        if soft_timeout is not None:
-            checked_seconds("soft_timeout", soft_timeout, ", or None")
-        if timeout is not None:
-            checked_seconds("timeout", timeout, ", or None")
-        if soft_timeout is not None and timeout is not None and soft_timeout >= timeout:
-            raise ConfigurationError(
-                f"soft_timeout={soft_timeout!r} is not below timeout={timeout!r}: the soft one warns the task "
-                "before the hard one kills it"
-            )
-        checked_count("max_attempts", max_attempts, hint=" (total runs)")
-        if unique_for is not None:
-            checked_seconds("unique_for", unique_for)
-        if unique_key is not None and not callable(unique_key):
-            raise ConfigurationError(f"unique_key={unique_key!r}: use a callable taking the task's arguments")
-        if concurrency is not None:
-            checked_count("concurrency", concurrency)
-        check_debounce(key, debounce, debounce_max_wait)
-        check_key_limits(key, key_concurrency, key_rate_limit)
-        is_unique = bool(unique) or unique_for is not None or unique_key is not None
-        return cls(
-            queue=validate_queue_name(queue),
-            priority=Priority.parse(priority),
-            max_attempts=max_attempts,
-            timeout=None if timeout is None else float(timeout),
-            unique_for=(float(unique_for) if unique_for else UNIQUE_DEFAULT_TTL) if is_unique else None,
-            unique_key=unique_key,
-            rate_limit=None if rate_limit is None else parse_rate_limit(rate_limit),
-            concurrency=concurrency or 0,
-            retry_on=None if retry_on is None else exception_classes("retry_on", retry_on),
-            dont_retry_on=() if dont_retry_on is None else exception_classes("dont_retry_on", dont_retry_on),
-            soft_timeout=None if soft_timeout is None else float(soft_timeout),
-            expires=None if expires is None else parse_expires(expires),
-            key=key,
-            debounce=None if debounce is None else float(debounce),
-            debounce_max_wait=None if debounce_max_wait is None else float(debounce_max_wait),
-            key_concurrency=key_concurrency or 0,
-            key_rate_limit=None if key_rate_limit is None else parse_rate_limit(key_rate_limit, "key_rate_limit"),
-        )
-
     def retry_fields(self) -> dict[str, str]:
         """The retry filters as the job record stores them, when with_options chose them for a call."""
         if not self.retry_set_per_call:
@@ -154,44 +95,6 @@ class TaskOptions:
             "retry_on": "*" if self.retry_on is None else class_names(self.retry_on),
             "dont_retry_on": class_names(self.dont_retry_on),
         }
-
-
-# The options @app.task hands to TaskOptions.build (its other two, name and backoff, are the Task's own).
-OPTION_NAMES = frozenset(
-    ("queue", "priority", "max_attempts", "timeout", "unique", "unique_for", "unique_key", "rate_limit")
-    + ("concurrency", "retry_on", "dont_retry_on", "soft_timeout", "expires", "key", "debounce", "debounce_max_wait")
-    + ("key_concurrency", "key_rate_limit")
-)
-
-
-def check_key_limits(key: object, concurrency: object, rate_limit: object) -> None:
-    """ConfigurationError at decoration for per-key limits that cannot work (``key_rate_limit`` is parsed in build)."""
-    if concurrency is not None:
-        checked_count("key_concurrency", concurrency)
-    if key is None and (concurrency is not None or rate_limit is not None):
-        name = "key_concurrency" if concurrency is not None else "key_rate_limit"
-        raise ConfigurationError(
-            f"{name}= without key=: a per-key limit needs the task's key (key='param' or a callable)"
-        )
-
-
-def check_debounce(key: object, debounce: object, max_wait: object) -> None:
-    """ConfigurationError at decoration for a ``key``, ``debounce`` or ``debounce_max_wait`` that cannot work."""
-    if key is not None and not callable(key) and not (isinstance(key, str) and key):
-        raise ConfigurationError(
-            f"key={key!r}: use the name of one of the task's parameters, or a callable of its arguments returning a str"
-        )
-    if debounce is not None:
-        checked_seconds("debounce", debounce)
-    if max_wait is None:
-        return
-    if debounce is None:
-        raise ConfigurationError("debounce_max_wait= without debounce=: it caps how long a debounce may delay a job")
-    checked_seconds("debounce_max_wait", max_wait)
-    if max_wait < debounce:  # type: ignore[operator]
-        raise ConfigurationError(
-            f"debounce_max_wait={max_wait!r} is below debounce={debounce!r}: the cap must leave room for one delay"
-        )
 
 
 def validate_call_key(key: object) -> str:

@@ -157,17 +157,3 @@ def test_two_producers_at_once_make_one_job_and_the_last_call_wins(redis_url: st
     assert last.info().args == (9, "last")
     client = redis.Redis.from_url(redis_url)
     assert client.zcard(QueueKeys("default").scheduled) == 1
-
-
-def test_app_task_hands_every_option_of_its_signature_to_the_task_options() -> None:
-    # @app.task takes **options at run time; its typed overload and TaskOptions.build must agree.
-    import inspect
-    import typing
-
-    from taskforge.task_options import OPTION_NAMES, TaskOptions
-
-    built = set(inspect.signature(TaskOptions.build).parameters) - {"cls"}
-    assert built == OPTION_NAMES
-    if hasattr(typing, "get_overloads"):  # Python 3.11+ keeps the overloads
-        overload = typing.get_overloads(TaskForge.task)[1]
-        assert set(inspect.signature(overload).parameters) - {"self"} == OPTION_NAMES | {"name", "backoff"}

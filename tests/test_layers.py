@@ -24,6 +24,7 @@ API_MODULES = [
     "taskforge.bounds",
     "taskforge.call_arguments",
     "taskforge.context",
+    "taskforge.decorator_options",
     "taskforge.errors",
     "taskforge.finals",
     "taskforge.handle",

@@ -1,6 +1,6 @@
 """Workflows run to the end in the calling process: ``app.drain()`` and eager mode, on memory:// and real Redis.
 
-Eager mode is the testing kit's after-enqueue callback (``app.eager = True``,
+Eager mode is the testing kit's after-enqueue callback (``set_eager(app, True)``,
 or ``taskforge_app(app, eager=True)``): a workflow's ``delay()`` stores it and
 sends its first steps, then the callback drains, and each step's report
 sends the next one, so the whole workflow has ended when ``delay()`` returns.
@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from taskforge import JobState, TaskFailed, TaskForge, WorkflowState, chain, group
+from taskforge.testing import is_eager, set_eager
 from taskforge.workflows import resume as resume_module
 from taskforge.workflows.canvas import Chain
 
@@ -90,7 +91,7 @@ def test_a_drained_dead_workflow_resumes_with_retry(drained_app: TaskForge) -> N
 
 def test_eager_fixture_finishes_the_workflow_inside_delay(taskforge_app: Callable[..., TaskForge]) -> None:
     app = taskforge_app(add.app, eager=True)
-    assert app.eager
+    assert is_eager(app)
     flow, expected = composite()
     h = flow.delay()
     assert h.status() is WorkflowState.SUCCEEDED
@@ -123,13 +124,13 @@ def test_eager_mode_runs_a_resumed_workflow_inside_aretry(taskforge_app: Callabl
 
 def test_eager_switched_on_by_hand_on_real_redis(redis_url: str) -> None:
     with bound(wfapp.app, redis_url) as app:
-        app.eager = True
+        set_eager(app, True)
         try:
             h = chain(add.s(2, 2), group(mul.s(2), mul.s(3)), total.s()).delay()
             assert h.status() is WorkflowState.SUCCEEDED
             assert h.result(timeout=0) == 20
         finally:
-            app.eager = False
+            set_eager(app, False)
         h = chain(add.s(2, 2), mul.s(2)).delay()
         assert h.status() is WorkflowState.RUNNING  # eager is off again: nothing ran
         app.drain()

@@ -16,7 +16,7 @@ from django.tasks.signals import task_enqueued
 from django.utils.module_loading import import_string
 
 from ...app import TaskForge
-from ...broker.keys import validate_queue_name
+from ...decorator_options import check_option
 from ...errors import ConfigurationError, JobNotFound
 from ...handle import JobHandle
 from ...job import JobInfo, Priority
@@ -171,7 +171,7 @@ class TaskforgeBackend(BaseTaskBackend):  # type: ignore[misc]
         return result
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
-        """``manage.py check``: queue names taskforge cannot serve.
+        """``manage.py check``: queue names taskforge cannot serve (checked as ``@app.task(queue=...)`` checks them).
 
         An empty ``QUEUES`` (any queue allowed) is Django's own setting and not
         flagged, as Django's tests require; ``manage.py taskforge_worker`` then
@@ -180,7 +180,7 @@ class TaskforgeBackend(BaseTaskBackend):  # type: ignore[misc]
         found: list[checks.CheckMessage] = []
         for name in sorted(self.queues):
             try:
-                validate_queue_name(name)
+                check_option("queue", name)
             except ConfigurationError as exc:
                 found.append(checks.Error(f"TASKS[{self.alias!r}]['QUEUES']: {exc}", id="taskforge.E001"))
         return found
