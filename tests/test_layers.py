@@ -43,6 +43,7 @@ API_MODULES = [
     "taskforge.task",
     "taskforge.task_options",
     "taskforge.testing",
+    "taskforge.workflow_seam",
     "taskforge.workflows",
     "taskforge.workflows.aio_delivery",
     "taskforge.workflows.aio_launch",
@@ -57,6 +58,9 @@ API_MODULES = [
     "taskforge.workflows.spec",
 ]
 WORKER = "taskforge.worker"
+WORKFLOWS = "taskforge.workflows"
+# What installs the workflows on the worker's seam (taskforge/workflow_seam.py), and who must load it.
+SEAM_INSTALLER = "taskforge.workflows.reports"
 # The one door from the API to the worker's runner, and who may open it (inside a function only, for app).
 DOOR = "taskforge.inprocess"
 DOOR_OPENERS = {"taskforge.app": "function", "taskforge.testing": "module"}
@@ -231,6 +235,41 @@ def test_the_import_reader_sees_lazy_and_relative_worker_imports() -> None:
     assert "taskforge.worker.runner" in names, "the reader missed the lazy import inside inprocess.drain()"
     assert {"taskforge.inprocess", "taskforge.inprocess.drain"} <= {n for n, _, _ in imports("taskforge.app")}
     assert WORKER + ".runner" in loaded_at_import("taskforge.worker.child")
+
+
+def every_import(module: str) -> list[tuple[str, int]]:
+    """(name, line) for every import statement of ``module``, ``if TYPE_CHECKING:`` blocks included."""
+    tree = ast.parse(source_path(module).read_text())
+    nodes = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+    return [(name, node.lineno) for node in nodes for name in imported(module, node)]
+
+
+@pytest.mark.parametrize("module", package_modules(WORKER))
+def test_the_worker_meets_workflows_only_through_the_seam(module: str) -> None:
+    """The worker runs a workflow's steps as plain jobs; what only workflows know (deliver a step's
+    report, send the next steps, repair what a crash left) it calls through the ``WorkflowSeam``
+    workflows install (``workflow_seam.py``), so workflow code changes without touching the
+    worker, and the worker never pulls workflows in. Not even for the type checker: names the
+    worker needs are the seam's."""
+    for name, line in every_import(module):
+        assert not name.startswith(WORKFLOWS), (
+            f"{source_path(module).relative_to(PACKAGE.parent)}:{line} imports {name}: "
+            "the worker reaches workflows through taskforge.workflow_seam only"
+        )
+
+
+def test_every_app_loads_what_installs_the_workflows_on_the_seam() -> None:
+    """A worker's supervisor and children load the user's app before anything else: importing
+    ``taskforge.app`` must install the seam, or a worker whose app never names workflows would
+    leave every step's report to nobody."""
+    assert SEAM_INSTALLER in loaded_at_import("taskforge.app")
+    assert "taskforge.workflow_seam" in {name for name, top, _ in imports(SEAM_INSTALLER) if top}
+    assert not any(name.startswith(WORKFLOWS) for name in loaded_at_import("taskforge.workflow_seam"))
+
+
+def test_the_seam_test_reads_type_checking_imports_too() -> None:
+    names = {name for name, _ in every_import("taskforge.worker.courier")}
+    assert "taskforge.broker.workflows.StepReport" in names, "missed the import under TYPE_CHECKING"
 
 
 PRODUCER = """

@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..broker.stats import FLUSH_EVERY_S
 from ..logs import configure_logging
-from ..workflows.reports import NAME
+from ..workflow_seam import NAME
 from . import soft
 from .aio_feed import AsyncFeeder
 from .aio_loop import AsyncSide, is_async_task
 from .aio_run import SOFT
 from .board import Board
-from .courier import Courier, CourierReports
+from .courier import Courier, CourierCarrier
 from .foreign import Elsewhere
 from .hangup import ignore_hup
 from .lane import EXIT_RECYCLE, IDLE_BLOCK, LANE_WAIT, Lane
@@ -137,7 +137,7 @@ class Child:
         context = AppContext.of(app)
         # Workflow steps' reports go out from a thread of their own, in batches (``courier.py``).
         self.courier = Courier(context.broker)
-        finals = app.finals.replaced(NAME, CourierReports(self.courier))
+        finals = app.finals.replaced(NAME, self.courier.workflows.listener(CourierCarrier(self.courier)))
         self.context = replace(
             context, finals=finals, elsewhere=Elsewhere(context.broker.claims, context.broker.client)
         )
