@@ -23,6 +23,8 @@ API_MODULES = [
     "taskforge.app",
     "taskforge.bounds",
     "taskforge.call_arguments",
+    "taskforge.celery_call",
+    "taskforge.celery_names",
     "taskforge.context",
     "taskforge.errors",
     "taskforge.finals",
@@ -30,16 +32,21 @@ API_MODULES = [
     "taskforge.hooks",
     "taskforge.import_names",
     "taskforge.job",
+    "taskforge.job_ids",
+    "taskforge.job_json",
     "taskforge.building",
     "taskforge.new_job",
+    "taskforge.pausing",
     "taskforge.periodic",
     "taskforge.protocols",
+    "taskforge.search",
     "taskforge.sending",
     "taskforge.serialization",
     "taskforge.serialization.codec",
     "taskforge.serialization.format",
     "taskforge.serialization.framing",
     "taskforge.serialization.messages",
+    "taskforge.streams",
     "taskforge.task",
     "taskforge.task_options",
     "taskforge.testing",
@@ -57,6 +64,22 @@ API_MODULES = [
     "taskforge.workflows.resume",
     "taskforge.workflows.spec",
 ]
+# The operator tools: what a person runs or reads (status documents, metrics, log lines, loading
+# ``module:app``, the development broker and demo, bulk actions and forgetting a queue, ``--since``),
+# and the CLI and the dashboard on top of them.
+OPERATOR_TOOLS = (
+    "taskforge.bulk",
+    "taskforge.cli",
+    "taskforge.dashboard",
+    "taskforge.demo_app",
+    "taskforge.devbroker",
+    "taskforge.forgetting",
+    "taskforge.loader",
+    "taskforge.logs",
+    "taskforge.metrics",
+    "taskforge.since",
+    "taskforge.status",
+)
 WORKER = "taskforge.worker"
 WORKFLOWS = "taskforge.workflows"
 # What installs the workflows on the worker's seam (taskforge/workflow_seam.py), and who must load it.
@@ -265,6 +288,32 @@ def test_every_app_loads_what_installs_the_workflows_on_the_seam() -> None:
     assert SEAM_INSTALLER in loaded_at_import("taskforge.app")
     assert "taskforge.workflow_seam" in {name for name, top, _ in imports(SEAM_INSTALLER) if top}
     assert not any(name.startswith(WORKFLOWS) for name in loaded_at_import("taskforge.workflow_seam"))
+
+
+def is_within(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == package or name.startswith(package + ".") for package in packages)
+
+
+@pytest.mark.parametrize("module", API_MODULES)
+def test_no_api_module_imports_an_operator_tool(module: str) -> None:
+    """Operator tools sit on top of the API: they read what the API and the broker hold and shape it
+    for a person (a status document, a metric, a table, a page). An API module that imported one
+    would make every producer load code it never uses (the dashboard's needs an extra), and would
+    tie what the API returns to how a tool displays it: what both need (a job as JSON, for
+    ``JobPage.to_dict()`` and ``job --json``) lives on the API's side, in ``job_json.py``."""
+    assert not is_within(module, OPERATOR_TOOLS), f"{module} is listed both as API and as an operator tool"
+    for name, line in every_import(module):
+        assert not is_within(name, OPERATOR_TOOLS), (
+            f"{source_path(module).relative_to(PACKAGE.parent)}:{line} imports {name}, an operator tool"
+        )
+
+
+def test_every_root_module_is_placed_in_a_layer() -> None:
+    """A new module of the package's root is put in a layer on purpose, so the rules above see it."""
+    placed = {*API_MODULES, *OPERATOR_TOOLS, *CORE, DOOR, "taskforge.broker", WORKER}
+    placed |= {"taskforge.__main__", "taskforge.contrib", "taskforge.printable"}  # entry point, extras, a helper
+    root = {module for module in package_modules("taskforge") if module.count(".") == 1}
+    assert not root - placed, f"place these in a layer of tests/test_layers.py: {sorted(root - placed)}"
 
 
 def test_the_seam_test_reads_type_checking_imports_too() -> None:
