@@ -15,8 +15,7 @@ from . import celery_names
 from .bounds import is_real_number
 from .broker.keys import validate_queue_name
 from .building import build_job
-from .call_arguments import delay_ms, due_ms, validate_job_id
-from .celery_call import celery_call
+from .call_arguments import celery_call, delay_ms, due_ms, validate_job_id
 from .errors import ConfigurationError, SerializationError
 from .handle import JobHandle, async_access
 from .job import BackoffPolicy, Priority, backoff_policy
