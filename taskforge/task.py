@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, ParamSpec, Ty
 from . import celery_names
 from .bounds import is_real_number
 from .building import build_job
-from .call_arguments import delay_ms, due_ms, validate_job_id
-from .celery_call import celery_call
+from .call_arguments import celery_call, delay_ms, due_ms, validate_job_id
 from .decorator_options import PER_CALL, Keep, for_call
 from .errors import ConfigurationError, SerializationError
 from .handle import JobHandle, async_access
