@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -235,6 +235,7 @@ class DecoratorOptions:
 DECLARED: dict[str, Option] = {f.name: f.metadata["option"] for f in fields(DecoratorOptions)}
 OPTION_NAMES = frozenset(DECLARED)  # what @app.task takes; anything else is refused, Celery's names with a hint
 PER_CALL = tuple(name for name, declared in DECLARED.items() if declared.per_call)
+WORKER_DEFINED = frozenset(name for name, declared in DECLARED.items() if declared.worker_defined)
 
 
 def check_option(option: str, value: object) -> Any:
@@ -253,8 +254,9 @@ def build(given: DecoratorOptions) -> TaskOptions:
     return TaskOptions(**{name: kept[name] for name, declared in DECLARED.items() if declared.stored})
 
 
-def for_call(options: TaskOptions, given: Mapping[str, object]) -> tuple[TaskOptions, bool]:
-    """``with_options``: ``options`` with the per-call options given, checked; and whether they must win.
+def for_call(given: Mapping[str, object]) -> tuple[dict[str, Any], bool]:
+    """``with_options``: the changes to a task's options that the per-call options given make, checked;
+    and whether they must win over the worker's definition of the task.
 
     An option left at its ``keep`` default keeps the task's own. The retry
     filters go as a pair: given one, the other takes its default (retry every
@@ -267,9 +269,10 @@ def for_call(options: TaskOptions, given: Mapping[str, object]) -> tuple[TaskOpt
     if retry_filters:
         chosen = {"retry_on": None, "dont_retry_on": None, **chosen}
         _check_pairs(chosen)
-    kept = {name: DECLARED[name].value(name, value) for name, value in chosen.items()}
-    options = replace(options, **kept, retry_set_per_call=options.retry_set_per_call or retry_filters)
-    return options, any(DECLARED[name].worker_defined for name in chosen)
+    changes = {name: DECLARED[name].value(name, value) for name, value in chosen.items()}
+    if retry_filters:
+        changes["retry_set_per_call"] = True
+    return changes, not WORKER_DEFINED.isdisjoint(chosen)
 
 
 def _check_pairs(given: Mapping[str, object]) -> None:

@@ -184,15 +184,16 @@ class Task(Generic[P, R]):
         The options are those declared ``per_call`` in ``decorator_options.py``
         (checked there), then the call's own ``job_id`` and ``key``.
         """
-        given = {name: value for name, value in locals().items() if name in PER_CALL}  # named once: the signature
-        options, explicit = for_call(self.options, given)
+        arguments = locals()  # the per-call options are named once here, in the signature
+        given = {name: arguments[name] for name in PER_CALL}
+        changes, explicit = for_call(given)
         if job_id is not None:
-            options = replace(options, job_id=validate_job_id(job_id))
+            changes["job_id"] = validate_job_id(job_id)
         if key is not None:
-            options = replace(options, call_key=validate_call_key(key))
+            changes["call_key"] = validate_call_key(key)
         clone: Task[P, R] = Task.__new__(Task)
         clone.__dict__.update(self.__dict__)
-        clone.options = options
+        clone.options = replace(self.options, **changes) if changes else self.options
         if explicit:
             clone.registered = True  # explicit options win over the worker's definition
         return clone
