@@ -11,6 +11,8 @@ SPEC's budget is 50 ms whatever the caller sends.
 - ``taskforge dead retry --all`` and a bulk retry by filter of G dead jobs
   (made dead cheaply: records rewritten by a pipeline, no worker);
 - ``taskforge purge`` of what the queue holds then;
+- with ``--chain N``, a chain of N steps (its send: the record staged in
+  pieces and committed);
 - with ``--run-chord``, a chord of G members run to its body in this
   process (``app.drain``): the last member's report and the body's send.
 
@@ -37,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lua_calls import start_server  # noqa: E402
 from soak import free_port  # noqa: E402
 
-from taskforge import TaskForge, chord, group  # noqa: E402
+from taskforge import TaskForge, chain, chord, group  # noqa: E402
 from taskforge.broker.keys import QueueKeys  # noqa: E402
 from taskforge.broker.scripts import SCRIPT_NAMES, script_source  # noqa: E402
 
@@ -146,6 +148,7 @@ def main() -> int:
     parser.add_argument(
         "--nice", type=int, default=0, help="the server's niceness (negative: ahead of a loaded machine's others)"
     )
+    parser.add_argument("--chain", type=int, default=0, help="also send a chain of this many steps")
     parser.add_argument(
         "--run-chord", action="store_true", help="also run a chord's members in this process (app.drain) to its body"
     )
@@ -171,6 +174,10 @@ def main() -> int:
         measure(client, f"group of {members:,}", lambda: group(noop.s(i) for i in range(members)).delay())
         client.flushdb()
         measure(client, f"chord of {members:,}", lambda: chord((noop.s(i) for i in range(members)), total.s()).delay())
+        if args.chain:
+            client.flushdb()
+            steps = args.chain
+            measure(client, f"chain of {steps:,}", lambda: chain(*(noop.si(i) for i in range(steps))).delay())
         if args.run_chord:
             client.flushdb()
             h = chord((noop.s(i) for i in range(members)), total.s()).delay()
