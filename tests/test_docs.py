@@ -190,6 +190,14 @@ def test_the_commands_and_the_tour_fit_the_first_screen() -> None:
     assert TOUR in first and "taskforge worker myapp:app" in first and "database 0" in first
 
 
+def test_ci_runs_exactly_the_readmes_test_command() -> None:
+    """The quickstart's second command is the suite as CI runs it: ``.ci/run`` has that very line."""
+    (line,) = [line for line in blocks(README, "bash")[0].splitlines() if "pytest" in line]
+    command = line.split("&&", 1)[1].split("#", 1)[0].strip()
+    assert command == "python -m pytest -q", command
+    assert command in (ROOT / ".ci" / "run").read_text().splitlines(), f".ci/run does not run {command!r}"
+
+
 def test_the_migration_page_says_what_is_built_and_that_retries_are_on_by_default() -> None:
     """A Celery user reads the migration table first: built options are not called "not yet",
     and the default that differs most from Celery's (every exception retried) is said there."""
