@@ -4,7 +4,7 @@ Starts a private ``redis-server`` on a free loopback port, sets
 ``slowlog-log-slower-than`` to a low threshold (5 ms by default), and for
 each operation resets the ``SLOWLOG``, runs it, and prints the longest call
 it logged with its command: every other client waits that long, so the
-SPEC's budget is 50 ms whatever the caller sends.
+budget is 50 ms whatever the caller sends (docs/reference/options.md).
 
 - ``delay_many`` of N jobs (1,000,000 by default) and ``adelay_many`` of N/10;
 - a group of G members (100,000) and a chord of G members;
@@ -44,7 +44,7 @@ from taskforge.broker.keys import QueueKeys  # noqa: E402
 from taskforge.broker.scripts import SCRIPT_NAMES, script_source  # noqa: E402
 
 QUEUE = "slowlog"
-BUDGET_MS = 50  # SPEC, "Operating for months": no single Redis call takes longer
+BUDGET_MS = 50  # docs/reference/options.md: no single Redis call takes longer
 
 
 def make_app(url: str) -> TaskForge:

@@ -1,6 +1,6 @@
 """``app.pause`` / ``resume`` / ``paused`` and their async twins: stop a queue's starts from anywhere.
 
-SPEC, "Fairness and flow control". A paused queue still takes new jobs;
+As docs/howto/scheduling.md says ("Pausing a queue"): a paused queue still takes new jobs;
 workers start none of its jobs (those already running finish, and the jobs
 a lane had claimed in its current batch before the pause still start). The
 pause lives in Redis (``broker/flow.py``), so it reaches every worker at its

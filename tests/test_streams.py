@@ -1,4 +1,4 @@
-"""Job streams (SPEC, "Durable steps and streams"): ``current_job().stream`` and ``JobHandle.stream`` / ``astream``.
+"""Job streams (docs/howto/durable-steps.md): ``current_job().stream`` and ``JobHandle.stream`` / ``astream``.
 
 Both backends, through ``app.drain()`` (the worker's own run path, here in a
 thread beside the reader) and the scripts directly; ``tests/worker/test_steps.py``

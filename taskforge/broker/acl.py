@@ -2,13 +2,13 @@
 
 A hand-kept list drifted: chains and groups needed ``SDIFF`` and
 ``SISMEMBER``, the wake list's trim ``LTRIM``, the enqueue's counter
-``DECRBY``, and the README's line had none of them (a denial inside a script
+``DECRBY``, and the documented line had none of them (a denial inside a script
 after its first writes was even hidden by the automatic re-send). So the
 commands run inside scripts are read from the ``.lua`` files (every
 ``redis.call``/``redis.pcall`` with a literal name, and the command handed to
 ``in_chunks``), and only the commands the Python client sends on its own
-connection are declared here, next to why each is sent. The README's line
-is this module's output (a test compares them), and the ACL-only CI run
+connection are declared here, next to why each is sent. The line in
+``docs/reference/acl.md`` is this module's output (a test compares them), and the ACL-only CI run
 proves the union complete.
 
 ``python -m taskforge.broker.acl`` prints the ``ACL SETUSER`` line.
@@ -124,7 +124,7 @@ def acl_rules() -> list[str]:
 
 
 def acl_line() -> str:
-    """The README's line: ``ACL SETUSER taskforge on >PASSWORD`` and the rules."""
+    """The documented line (``docs/reference/acl.md``): ``ACL SETUSER taskforge on >PASSWORD`` and the rules."""
     return " ".join([USER_PREFIX, *acl_rules()])
 
 

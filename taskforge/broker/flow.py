@@ -1,4 +1,4 @@
-"""Flow control: pause and resume of whole queues, and what is held back (SPEC, "Fairness and flow control").
+"""Flow control: pause and resume of whole queues, and what is held back (docs/howto/scheduling.md, "Pausing a queue").
 
 A pause is one key in the queue's slot (``QueueKeys.paused``), set and
 cleared by ``pause.lua``; every claim and peek reads it first, so it holds
