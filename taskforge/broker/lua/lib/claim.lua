@@ -140,6 +140,111 @@ local function reclaimed_rows(token)
   return out
 end
 
+-- One pull of a claim from the main pending set alone (the queue has no
+-- limited task or lane): up to `want` jobs in one ZPOPMIN, every redis.call
+-- costing a few microseconds.  Returns the rows (as `take` reads them), how
+-- many, and whether the set is empty now.
+local function pop_pending(want)
+  local rows = {}
+  local popped = redis.call('ZPOPMIN', PENDING, want)
+  for p = 1, #popped, 2 do
+    rows[#rows + 1] = {popped[p], job_key(popped[p]), nil, popped[p + 1], PENDING}
+  end
+  return rows, #rows, #popped < 2 * want
+end
+
+-- One pull of a claim from a queue with limited tasks or lanes: from
+-- whichever set holds the best job a limit allows; one job at a time where
+-- a task's limits must be asked, else as many as come before the next best
+-- set's head.  Keeps on `claim` when a job held back may start
+-- (blocked_wait) and how many lanes were looked at.  Returns the rows, how
+-- many (0: nothing to take; -1: every lane taken was held back or empty,
+-- so look again: the turns shrank), and whether the set is empty now.
+local function pop_limited(claim, want, now)
+  local key, group, wait, _, bound = best_ready(now, claim.groups, true)
+  claim.blocked_wait = wait
+  if not key then
+    return {}, 0, false
+  end
+  if key == TURNS then
+    local rows, lane_wait, seen, untouched = lane_jobs(want, bound, now, claim.served)
+    claim.lanes_seen = claim.lanes_seen + seen
+    if lane_wait >= 0 and (claim.blocked_wait < 0 or lane_wait < claim.blocked_wait) then
+      claim.blocked_wait = lane_wait
+    end
+    local empty = #rows == 0 and redis.call('EXISTS', TURNS) == 0
+    if #rows == 0 and not empty and untouched == 0 then
+      return rows, -1, empty
+    end
+    return rows, #rows, empty
+  end
+  local groups = claim.groups
+  if group or #groups > 0 then
+    want = 1
+  end
+  local popped, empty = pop_upto(key, want, group == nil and #groups == 0 and bound or nil)
+  local rows = {}
+  for p = 1, #popped, 2 do
+    rows[#rows + 1] = {popped[p], job_key(popped[p]), nil, tonumber(popped[p + 1]), key, group}
+  end
+  return rows, #rows, empty
+end
+
+-- The rows of one pull, sorted: a job to claim gets its next attempt, one
+-- not started by its `expires` time ends, an id with no job to run is
+-- dropped.  Counts the expired and the dropped on `claim`, and keeps there
+-- the highest turn of a keyed job taken from PENDING.  Returns the rows to
+-- claim and their fields.
+local function sift(claim, rows, now)
+  local taken, fields = {}, {}
+  for _, row in ipairs(rows) do
+    local id, jk = row[1], row[2]
+    local f = read_claim_fields(jk)
+    local state = f and f[1]
+    if f and f[6] and f[6] ~= '' and row[5] == PENDING then
+      local score = tonumber(row[4])
+      claim.top = math.max(claim.top, score - math.floor(score / BAND) * BAND)
+    end
+    if f and f[5] and state == 'pending' and is_expired(f[5], now) then
+      end_expired(id, jk, now)
+      claim.expired = claim.expired + 1
+    elseif f and state ~= 'succeeded' and state ~= 'dead' and state ~= 'cancelled'
+        and (state ~= 'running' or not redis.call('ZSCORE', RUNNING, id)) then
+      -- Pending, or a record with junk in its state or attempts, or one that
+      -- says running while no claim holds it (dropped, it would be in no set
+      -- for ever): claimed alike, and the client dead-letters a damaged one
+      -- with the reason (claim_row says which); a lease keeps it safe meanwhile.
+      row[3] = next_attempt(f[2])
+      taken[#taken + 1] = row
+      fields[#taken] = f
+    else
+      -- An id whose record expired or was deleted by hand: it can never run.
+      claim.dropped = claim.dropped + 1
+    end
+  end
+  return taken, fields
+end
+
+-- How long a claim that took nothing may wait before it asks again (ms;
+-- -1: until woken): until the next scheduled job is due, a limit that held
+-- a job back lets it start (`blocked_wait`), or a held head's time comes,
+-- whichever is first.
+local function idle_wait(now, blocked_wait)
+  local wait = -1
+  local nxt = redis.call('ZRANGE', SCHEDULED, 0, 0, 'WITHSCORES')
+  if #nxt > 0 then
+    wait = math.max(0, tonumber(nxt[2]) - now)
+  end
+  if blocked_wait >= 0 and (wait < 0 or blocked_wait < wait) then
+    wait = blocked_wait
+  end
+  local held = redis.call('ZRANGE', HELD, 0, 0, 'WITHSCORES')
+  if #held > 0 and (wait < 0 or tonumber(held[2]) - now < wait) then
+    wait = math.max(0, tonumber(held[2]) - now)
+  end
+  return wait
+end
+
 -- Claim up to `count` ready jobs for `token`, promoting due ones first.
 -- Returns {dropped, wait_ms, then a claim_row per claimed job} (the layout
 -- dequeue.lua documents). Shared by dequeue and by succeed,
@@ -164,129 +269,55 @@ local function claim_ready(token, lease, limit, count, now, opts)
   if not opts.unpaused and redis.call('EXISTS', PAUSED) == 1 then
     return {0, -1}  -- idle until resume, which wakes the waiters
   end
-  local groups = opts.limited and redis.call('HKEYS', LIMITS) or {}
-  local dropped = opts.promote and promote_due(now, limit) or 0
+  -- What the pulls share: the limited tasks, when a held-back job may start,
+  -- jobs expired and lanes looked at (both bound the loop), the limited
+  -- lanes served, the highest turn of a keyed job claimed from PENDING (its
+  -- sequence part), and the ids dropped.
+  local claim = {groups = opts.limited and redis.call('HKEYS', LIMITS) or {}, blocked_wait = -1, expired = 0,
+    lanes_seen = 0, served = {}, top = 0}
+  claim.dropped = opts.promote and promote_due(now, limit) or 0
   if opts.promote and opts.limited then
     release_held(now, limit)
   end
-  local out = {0, -1}
-  local ids = {}
-  local blocked_wait = -1
-  local expired, lanes_seen, served = 0, 0, {}
-  local top = 0  -- the highest turn of a keyed job claimed from PENDING (its sequence part)
+  local out, claimed = {0, -1}, 0
   local charged = false  -- the claim's first sound job is taken: the others wait unstarted
-  while #ids < count and expired < EXPIRE_LIMIT and lanes_seen < LANES_LIMIT do
-    -- Without limited tasks or limited keys the whole batch comes off the main
-    -- set in one ZPOPMIN (every redis.call costs a few microseconds); with
-    -- them, from whichever set holds the best job a limit allows: one job at
-    -- a time where a task's limits must be asked, else as many as come
-    -- before the next best set's head.
-    local rows = {}
-    local popped_n, want, empty = 0, count - #ids, false
+  while claimed < count and claim.expired < EXPIRE_LIMIT and claim.lanes_seen < LANES_LIMIT do
+    local rows, popped_n, empty
     if opts.limited then
-      local key, group, wait, _, bound = best_ready(now, groups, true)
-      blocked_wait = wait
-      if not key then
-        break
-      end
-      if key == TURNS then
-        local lane_wait, seen, untouched
-        rows, lane_wait, seen, untouched = lane_jobs(want, bound, now, served)
-        lanes_seen = lanes_seen + seen
-        if lane_wait >= 0 and (blocked_wait < 0 or lane_wait < blocked_wait) then
-          blocked_wait = lane_wait
-        end
-        popped_n = #rows
-        empty = #rows == 0 and redis.call('EXISTS', TURNS) == 0
-        if #rows == 0 and not empty and untouched == 0 then
-          -- Every lane taken was held back or empty: look again (the turns shrank).
-          popped_n = -1
-        end
-      else
-        if group or #groups > 0 then
-          want = 1
-        end
-        local popped
-        popped, empty = pop_upto(key, want, group == nil and #groups == 0 and bound or nil)
-        for p = 1, #popped, 2 do
-          rows[#rows + 1] = {popped[p], job_key(popped[p]), nil, tonumber(popped[p + 1]), key, group}
-        end
-        popped_n = #rows
-      end
+      rows, popped_n, empty = pop_limited(claim, count - claimed, now)
     else
-      local popped = redis.call('ZPOPMIN', PENDING, want)
-      for p = 1, #popped, 2 do
-        rows[#rows + 1] = {popped[p], job_key(popped[p]), nil, popped[p + 1], PENDING}
-      end
-      popped_n = #rows
-      empty = #popped < 2 * want
+      rows, popped_n, empty = pop_pending(count - claimed)
     end
     if popped_n == 0 then
       break
     end
-    local taken, fields = {}, {}
-    for _, row in ipairs(rows) do
-      local id, jk = row[1], row[2]
-      local f = read_claim_fields(jk)
-      local state = f and f[1]
-      if f and f[6] and f[6] ~= '' and row[5] == PENDING then
-        local score = tonumber(row[4])
-        top = math.max(top, score - math.floor(score / BAND) * BAND)
-      end
-      if f and f[5] and state == 'pending' and is_expired(f[5], now) then
-        end_expired(id, jk, now)
-        expired = expired + 1
-      elseif f and state ~= 'succeeded' and state ~= 'dead' and state ~= 'cancelled'
-          and (state ~= 'running' or not redis.call('ZSCORE', RUNNING, id)) then
-        -- Pending, or a record with junk in its state or attempts, or one that
-        -- says running while no claim holds it (dropped, it would be in no set
-        -- for ever): claimed alike, and the client dead-letters a damaged one
-        -- with the reason (claim_row says which); a lease keeps it safe meanwhile.
-        row[3] = next_attempt(f[2])
-        taken[#taken + 1] = row
-        fields[#taken] = f
-      else
-        -- An id whose record expired or was deleted by hand: it can never run.
-        dropped = dropped + 1
-      end
-    end
+    local taken, fields = sift(claim, rows, now)
     if #taken > 0 then
       charged = take(taken, token, now, lease, fields, charged)
       for i, row in ipairs(taken) do
         claim_row(out, row[1], fields[i], row[3])
-        ids[#ids + 1] = row[1]
       end
+      claimed = claimed + #taken
     end
     if empty and not opts.limited then
       break  -- the set is empty now
     end
   end
-  if top > 0 then
-    seq_past(top)
+  if claim.top > 0 then
+    seq_past(claim.top)
   end
-  if #ids == 0 and (expired >= EXPIRE_LIMIT or lanes_seen >= LANES_LIMIT) then
-    out[1] = dropped
-    out[2] = 0
+  if claimed == 0 and (claim.expired >= EXPIRE_LIMIT or claim.lanes_seen >= LANES_LIMIT) then
+    out[1], out[2] = claim.dropped, 0
     return out
   end
-  if #ids == 0 and not (opts.promote and opts.limited) then
+  if claimed == 0 and not (opts.promote and opts.limited) then
     out = claim_ready(token, lease, limit, count, now, {promote = true, limited = true, unpaused = true})
-    out[1] = out[1] + dropped
+    out[1] = out[1] + claim.dropped
     return out
   end
-  out[1] = dropped
-  if #ids == 0 then
-    local nxt = redis.call('ZRANGE', SCHEDULED, 0, 0, 'WITHSCORES')
-    if #nxt > 0 then
-      out[2] = math.max(0, tonumber(nxt[2]) - now)
-    end
-    if blocked_wait >= 0 and (out[2] < 0 or blocked_wait < out[2]) then
-      out[2] = blocked_wait
-    end
-    local held = redis.call('ZRANGE', HELD, 0, 0, 'WITHSCORES')
-    if #held > 0 and (out[2] < 0 or tonumber(held[2]) - now < out[2]) then
-      out[2] = math.max(0, tonumber(held[2]) - now)
-    end
+  out[1] = claim.dropped
+  if claimed == 0 then
+    out[2] = idle_wait(now, claim.blocked_wait)
   end
   return out
 end
