@@ -8,7 +8,15 @@ from importlib import resources
 import pytest
 
 from taskforge.broker import scripts
-from taskforge.broker.scripts import SCRIPT_NAMES, _lib_chunks, _needed, code_names, library, script_source
+from taskforge.broker.scripts import (
+    SCRIPT_NAMES,
+    _lib_chunks,
+    _needed,
+    code_names,
+    library,
+    library_files,
+    script_source,
+)
 from tests.conftest import admin_client
 
 LIB_NAMES = {name for name, _ in library()}
@@ -70,6 +78,12 @@ def test_a_library_file_opening_comment_goes_into_no_script() -> None:
 def test_comments_and_strings_are_not_uses() -> None:
     text = "local X = 'wake' .. \"PENDING\" -- wake\n--[[ BAND ]] local y = [==[ TURNS ]==] .. SEQ"
     assert code_names(text) & {"wake", "PENDING", "BAND", "TURNS", "SEQ"} == {"SEQ"}
+
+
+def test_the_readme_names_every_room_of_the_library() -> None:
+    readme = resources.files("taskforge.broker").joinpath("lua").joinpath("README.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^\| `(\w+\.lua)` \|", readme, re.M)
+    assert sorted(listed) == sorted(library_files()), "lua/README.md's table of rooms and lua/lib/ disagree"
 
 
 def test_small_scripts_leave_the_hot_path_helpers_out() -> None:
