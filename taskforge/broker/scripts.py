@@ -119,8 +119,8 @@ def _needed(chunks: Sequence[tuple[str, str]], body: str) -> str:
     else in library order, so the library's files can be split by concern
     and named freely. Lua has no mutual recursion between locals without a
     forward declaration, so the uses form no cycle; should a misread name
-    make one, the library order decides, and ``tests/broker/test_scripts.py``
-    fails on the use it leaves above its definition.
+    make one, the walk cuts it where it meets it, and
+    ``tests/broker/test_scripts.py`` fails on the use left above its definition.
     """
     defined = {name for name, _ in chunks}
     texts = dict(chunks)
