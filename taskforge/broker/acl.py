@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from importlib import resources
 
+from .scripts import library_files
+
 # Sent by the Python side on its own connections, outside any script, grouped by why. Found
 # by reading the client code; the ACL-only CI run (the broker, worker, workflow, steps,
 # streams, search and dashboard tests as this user alone) fails on any one missing.
@@ -84,21 +86,11 @@ _DYNAMIC_OK = {"command"}  # the parameter of in_chunks(command, key, values)
 
 
 def lua_sources() -> dict[str, str]:
-    """Every script and the library, by file name."""
+    """Every script and each file of the library, by file name (``enqueue.lua``, ``lib/claim.lua``)."""
     folder = resources.files("taskforge.broker").joinpath("lua")
     return {
-        entry.name: entry.read_text(encoding="utf-8")
-        for entry in folder.iterdir()
-        if entry.name.endswith(".lua")  # the linker reads lib files the same way
-    } | _lib_rooms(folder)
-
-
-def _lib_rooms(folder: object) -> dict[str, str]:
-    """Library files kept in a ``lib/`` folder, if the scripts are split into rooms."""
-    lib = getattr(folder, "joinpath")("lib")  # noqa: B009  (Traversable has no typed joinpath on 3.10)
-    if not lib.is_dir():
-        return {}
-    return {f"lib/{e.name}": e.read_text(encoding="utf-8") for e in lib.iterdir() if e.name.endswith(".lua")}
+        entry.name: entry.read_text(encoding="utf-8") for entry in folder.iterdir() if entry.name.endswith(".lua")
+    } | {f"lib/{name}": text for name, text in library_files().items()}
 
 
 def script_commands(sources: dict[str, str] | None = None) -> set[str]:

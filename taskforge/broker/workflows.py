@@ -2,8 +2,8 @@
 
 A workflow's state lives in Redis under its own hash tag (``WorkflowKeys``),
 so its scripts are single-slot wherever its steps' queues are. A step's final
-transition leaves a report in its own queue's outbox (``lua/_lib.lua``,
-``finish``); ``taskforge.workflows.delivery`` carries it to the workflow and
+transition leaves a report in its own queue's outbox (``finish`` in
+``lua/lib/finish.lua``); ``taskforge.workflows.delivery`` carries it to the workflow and
 sends what may go next. This module only speaks to Redis.
 """
 

@@ -76,7 +76,7 @@ def failed_at(workflow: str, reply: WorkflowReply) -> tuple[str, str] | None:
     """(queue, job id) of the failed step whose summary an on_failure step in ``reply`` may get.
 
     A dead workflow's ending answers its on_failure step, alone, followed by
-    the failed step's index, queue and error (``ending`` in ``_lib.lua``).
+    the failed step's index, queue and error (``ending`` in ``lua/lib/workflows.lua``).
     """
     if not (reply.settle and reply.state == "dead" and reply.ready) or len(reply.ready[0].inputs) < 3:
         return None

@@ -24,7 +24,7 @@ def test_the_commands_the_hand_kept_line_missed_are_granted() -> None:
 
 def test_every_script_is_read() -> None:
     sources = lua_sources()
-    assert "_lib.lua" in sources and "enqueue.lua" in sources
+    assert "lib/claim.lua" in sources and "enqueue.lua" in sources
     assert script_commands() >= {"hset", "zadd", "zpopmin", "sadd"}
 
 

@@ -1,7 +1,7 @@
 """A chord's body with thousands of inputs gets them read in slices, not in one long script call.
 
 The script that frees a step answers its inputs' results inline up to 2,000
-(``INLINE_INPUTS`` in ``_lib.lua``); past that it answers their count, and the
+(``INLINE_INPUTS`` in ``lua/lib/workflows.lua``); past that it answers their count, and the
 sender reads them from the workflow's record a slice per call
 (``delivery.with_inputs``, ``aio_delivery.awith_inputs``): a chord of 100,000
 members was one call of over 100 ms, every other client waiting.
