@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from . import celery_names
+from .bounds import checked_count, checked_seconds
 from .broker import Broker
 from .broker.aio_loops import LoopBrokers
 from .broker.cleanup import RetentionCounts
@@ -16,13 +17,14 @@ from .errors import ConfigurationError
 from .finals import Finals
 from .handle import JobHandle
 from .hooks import Event, Hooks, Middleware
+from .import_names import module_name, module_names
 from .job import BackoffPolicy, JobInfo, JobState, Priority
 from .pausing import Pausing
 from .periodic import Schedule
 from .search import JobPage, find_jobs, query
 from .sending import SendHook, check_hook
 from .task import Task, TaskOptions
-from .task_options import OPTION_NAMES, checked_count, checked_seconds, module_name, module_names
+from .task_options import OPTION_NAMES
 from .workflows.reports import install as listen_for_steps
 
 if TYPE_CHECKING:

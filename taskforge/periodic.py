@@ -22,9 +22,9 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from .bounds import is_real_number
 from .building import build_job
 from .errors import BrokerUnavailable, ConfigurationError, QueueFull
-from .task import is_real_number
 
 if TYPE_CHECKING:
     from croniter import croniter

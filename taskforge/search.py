@@ -41,6 +41,7 @@ from .broker.record import job_info
 from .errors import CorruptPayload
 from .handle import known_queues, known_state
 from .job import JobInfo, JobState
+from .job_json import job_to_json
 from .serialization import loads_call
 
 if TYPE_CHECKING:
@@ -66,8 +67,6 @@ class JobPage:
 
     def to_dict(self) -> dict[str, Any]:
         """``{"jobs": [JobInfo fields...], "cursor": ...}``, as ``taskforge jobs --json`` prints it."""
-        from .status import job_to_json
-
         return {"jobs": [job_to_json(info) for info in self.jobs], "cursor": self.cursor}
 
 

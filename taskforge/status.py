@@ -15,39 +15,27 @@ whatever the size of the queues:
   successes and failures per minute are ``Inspection.outcome_history`` (the
   dashboard's last hour), kept apart so this document's schema stays as is.
 
-JSON rendering of job values (``jsonable``), for ``job --json`` and
-``dead list --json``: None, bool, int, str and finite floats as they are;
-NaN and infinities as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``;
-list and tuple as arrays; set and frozenset as arrays sorted by their JSON
-text; dict as an object whose non-string keys are rendered by these rules and
-then, unless already a string, written as their JSON text (``1`` -> ``"1"``,
-``None`` -> ``"null"``, ``(1, 2)`` -> ``"[1, 2]"``); datetime, date and time
-as ISO 8601 strings (``isoformat()``, an aware datetime keeps its offset);
-timedelta as a number of seconds; UUID and Decimal as their strings; bytes as
-``{"$bytes": "<base64>"}``, the one tagged form, since bytes have no faithful
-JSON text.
+Jobs and workflows as JSON (``job_to_json``, ``workflow_to_json``) are
+``job_json.py``'s, shared with the API's ``JobPage.to_dict()``.
 """
 
 from __future__ import annotations
 
-import base64
-import decimal
-import json
-import math
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from .broker.connection import broker_errors, redact
 from .broker.workers import live_workers
 from .handle import job_info, known_queues
 from .job import JobInfo, Priority, ms_to_datetime
+from .job_json import job_to_json as job_to_json  # their home before job_json.py: code importing them here still runs
+from .job_json import jsonable as jsonable
+from .job_json import workflow_to_json as workflow_to_json
 
 if TYPE_CHECKING:
     from .app import TaskForge
-    from .workflows.handle import WorkflowInfo
 
 SAMPLE = 500
 SCHEMA_VERSION = 1
@@ -286,49 +274,6 @@ def dead_jobs(app: TaskForge, queues: Sequence[str] | None = None, limit: int = 
                 infos.append(job_info(job_id, name, fields))
     order = {job_id: i for i, (_, _, job_id) in enumerate(newest)}
     return sorted(infos, key=lambda info: order[info.id])
-
-
-def jsonable(value: Any) -> Any:
-    """``value`` as JSON-native data, by the rules in this module's docstring."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return value
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, (list, tuple)):
-        return [jsonable(item) for item in value]
-    if isinstance(value, (set, frozenset)):
-        return sorted((jsonable(item) for item in value), key=lambda item: json.dumps(item, sort_keys=True))
-    if isinstance(value, dict):
-        return {_json_key(key): jsonable(item) for key, item in value.items()}
-    if isinstance(value, bytes):
-        return {"$bytes": base64.b64encode(value).decode("ascii")}
-    if isinstance(value, (datetime, date, time)):
-        return value.isoformat()
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    if isinstance(value, (uuid.UUID, decimal.Decimal)):
-        return str(value)
-    return repr(value)
-
-
-def _json_key(key: Any) -> str:
-    rendered = jsonable(key)
-    return rendered if isinstance(rendered, str) else json.dumps(rendered, sort_keys=True)
-
-
-def job_to_json(info: JobInfo) -> dict[str, Any]:
-    """``JobInfo.to_dict()`` with args, kwargs and result made JSON-native (``job --json``)."""
-    data = info.to_dict()
-    for name in ("args", "kwargs", "result", "progress_meta", "steps"):
-        data[name] = jsonable(data[name])
-    return data
-
-
-def workflow_to_json(info: WorkflowInfo) -> dict[str, Any]:
-    """``WorkflowInfo.to_dict()`` with each step as ``job --json`` prints it (``workflow --json``)."""
-    return {**info.to_dict(), "steps": [job_to_json(step) for step in info.steps]}
 
 
 def server_report(app: TaskForge) -> tuple[list[str], list[str]]:

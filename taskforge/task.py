@@ -12,24 +12,15 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, ParamSpec, TypeVar
 
 from . import celery_names
+from .bounds import is_real_number
 from .broker.keys import validate_queue_name
 from .building import build_job
-from .celery_call import celery_call
+from .call_arguments import celery_call, delay_ms, due_ms, validate_job_id
 from .errors import ConfigurationError, SerializationError
 from .handle import JobHandle, async_access
 from .job import BackoffPolicy, Priority, backoff_policy
 from .sending import Outgoing, announce, sending
-from .task_options import (
-    TaskOptions,
-    check_key_parameter,
-    delay_ms,
-    due_ms,
-    is_real_number,
-    parse_expires,
-    parse_rate_limit,
-    validate_call_key,
-    validate_job_id,
-)
+from .task_options import TaskOptions, check_key_parameter, parse_expires, parse_rate_limit, validate_call_key
 
 __all__ = ["Task", "TaskOptions", "is_real_number", "parse_rate_limit"]
 

@@ -1,35 +1,27 @@
 """A task's options: what a job carries from its task's definition, each checked once.
 
 Kept apart from ``task.py`` (calling a task) so both stay small; every
-``@app.task`` and ``with_options`` option is validated here (and the app's
-``include=``), so a typo fails at import time rather than in a worker.
+``@app.task`` and ``with_options`` option is validated here, so a typo fails
+at import time rather than in a worker. The bounds numbers are checked
+against are in ``bounds.py``; a single call's own arguments (``apply_at``,
+``apply_in``, ``job_id``) in ``call_arguments.py``.
 """
 
 from __future__ import annotations
 
 import inspect
-import math
-import numbers
-import os
 import re
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
+from datetime import datetime, timedelta
 from typing import Any
 
+from .bounds import MAX_COUNT, MAX_SECONDS, checked_count, checked_seconds, is_real_number
 from .broker.keys import validate_queue_name
 from .errors import ConfigurationError
 from .job import Priority
 
 UNIQUE_DEFAULT_TTL = 24 * 3600.0
-MAX_DELAY_SECONDS = 100 * 365.25 * 86400
-# Every option becomes a number in a job record, a Lua script (doubles: exact
-# integers to 2**53) or a Redis TTL in ms: beyond these, a value is stored
-# rounded (max_attempts=2**63 read back as a float) or overflows at each send.
-MAX_SECONDS = MAX_DELAY_SECONDS  # ~100 years: any seconds option (timeout, retention...)
-MAX_COUNT = 2**31 - 1  # any count option (max_attempts, concurrency, a rate's N, max_size...)
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*(s|sec|second|m|min|minute|h|hour|d|day)s?\s*$", re.IGNORECASE)
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -52,31 +44,6 @@ def limits_text(rate_limit: tuple[int, float] | None, concurrency: int) -> str:
         return ""
     rate, period = rate_limit or (0, 1.0)
     return f"{rate}:{int(period * 1000)}:{concurrency}"
-
-
-def is_real_number(value: object) -> bool:
-    """A finite int, float or other ``numbers.Real``, and not a bool: what a seconds option accepts.
-
-    Takes ``object`` because the options are checked at run time, for callers
-    whose code no type checker has seen (a ``"30"`` from a config file).
-    """
-    return not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
-
-
-def checked_seconds(option: str, value: object, hint: str = "") -> float:
-    """A number of seconds above 0 and at most MAX_SECONDS, as a float; ConfigurationError naming ``option``."""
-    if not is_real_number(value) or not 0 < value <= MAX_SECONDS:  # type: ignore[operator]
-        raise ConfigurationError(
-            f"{option}={value!r}: use a number of seconds > 0 and at most {MAX_SECONDS:.0f} (~100 years){hint}"
-        )
-    return float(value)  # type: ignore[arg-type]
-
-
-def checked_count(option: str, value: object, low: int = 1, hint: str = "") -> int:
-    """A whole number from ``low`` to MAX_COUNT (not a bool); ConfigurationError naming ``option``."""
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_COUNT:
-        raise ConfigurationError(f"{option}={value!r}: use a whole number from {low} to {MAX_COUNT}{hint}")
-    return int(value)
 
 
 @dataclass(frozen=True)
@@ -264,50 +231,6 @@ def class_names(classes: tuple[type[BaseException], ...]) -> str:
     return ",".join(f"{cls.__module__}.{cls.__qualname__}" for cls in classes)
 
 
-MAX_JOB_ID = 200
-
-
-def due_ms(when: datetime) -> int:
-    """``apply_at``'s time as ms since the epoch, on the producer's clock; a naive datetime is UTC."""
-    if not isinstance(when, datetime):
-        raise ConfigurationError(f"apply_at() needs a datetime, got {type(when).__name__}: {when!r}")
-    if when.tzinfo is None:  # a naive datetime means UTC, as everywhere in the API
-        when = when.replace(tzinfo=timezone.utc)
-    try:
-        return int(when.timestamp() * 1000)
-    except (OverflowError, ValueError):
-        raise ConfigurationError(f"apply_at({when!r}): that time cannot be represented; use an earlier one") from None
-
-
-def delay_ms(delay: timedelta | float) -> int:
-    """``apply_in``'s delay as ms, resolved later on Redis's clock; a negative one means now."""
-    if isinstance(delay, timedelta):
-        seconds = delay.total_seconds()
-    elif is_real_number(delay):
-        seconds = float(delay)
-    else:
-        raise ConfigurationError(f"apply_in() needs a timedelta or seconds, got {delay!r}")
-    if seconds > MAX_DELAY_SECONDS:
-        raise ConfigurationError(f"apply_in({delay!r}): more than {MAX_DELAY_SECONDS:.0f} s (~100 years) away")
-    return max(0, int(seconds * 1000))
-
-
-def validate_job_id(job_id: object) -> str:
-    if isinstance(job_id, str) and len(job_id) > MAX_JOB_ID:
-        raise ConfigurationError(f"job_id of {len(job_id)} characters: the limit is {MAX_JOB_ID}")
-    if (
-        not isinstance(job_id, str)
-        or not job_id
-        or len(job_id) > MAX_JOB_ID
-        or not job_id.isprintable()
-        or any(c.isspace() for c in job_id)
-    ):
-        raise ConfigurationError(
-            f"job_id={job_id!r}: use a printable string of 1 to {MAX_JOB_ID} characters without spaces"
-        )
-    return job_id
-
-
 def parse_expires(value: object) -> float | datetime:
     """Seconds after the enqueue (a number or a timedelta), or an aware datetime."""
     if isinstance(value, datetime):
@@ -321,47 +244,3 @@ def parse_expires(value: object) -> float | datetime:
             "or an aware datetime"
         )
     return float(seconds)  # type: ignore[arg-type]
-
-
-def module_name(func: Callable[..., Any]) -> str:
-    """The module a function belongs to, as a worker importing it would name it.
-
-    Run as ``python myapp.py``, a module is ``__main__``; the worker imports it
-    as ``myapp``.  Naming it by its file, relative to ``sys.path``, makes the
-    task names of producer and worker identical.
-    """
-    module = getattr(func, "__module__", None) or "__main__"
-    if module != "__main__":
-        return module
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    if spec is not None and spec.name and spec.name != "__main__":
-        return str(spec.name)  # "pkg.__main__" for python -m pkg: what a worker must import
-    path = getattr(main, "__file__", None)
-    if not path:
-        return module
-    file = Path(path).resolve()
-    for entry in sys.path:
-        try:
-            rel = file.relative_to(Path(entry or os.getcwd()).resolve())
-        except ValueError:
-            continue
-        parts = rel.with_suffix("").parts
-        if all(part.isidentifier() for part in parts):
-            return ".".join(parts)
-    return file.stem
-
-
-def module_names(include: Sequence[str]) -> tuple[str, ...]:
-    """``TaskForge(include=...)`` as dotted module names, refused where it is given when it is not a list of them."""
-    names: list[object] = [include] if isinstance(include, str) else list(include) if _listlike(include) else [None]
-    for name in names:
-        if not isinstance(name, str) or not all(part.isidentifier() for part in name.split(".")):
-            raise ConfigurationError(
-                f"include={include!r}: use a list of dotted module names, e.g. include=['proj.tasks']"
-            )
-    return tuple(str(name) for name in names)
-
-
-def _listlike(value: object) -> bool:
-    return isinstance(value, (list, tuple))

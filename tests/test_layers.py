@@ -21,25 +21,34 @@ PACKAGE = Path(taskforge.__file__).parent
 API_MODULES = [
     "taskforge",
     "taskforge.app",
+    "taskforge.bounds",
+    "taskforge.call_arguments",
+    "taskforge.celery_names",
     "taskforge.context",
     "taskforge.errors",
     "taskforge.finals",
     "taskforge.handle",
     "taskforge.hooks",
+    "taskforge.import_names",
     "taskforge.job",
+    "taskforge.job_ids",
+    "taskforge.job_json",
     "taskforge.building",
-    "taskforge.new_job",
+    "taskforge.pausing",
     "taskforge.periodic",
     "taskforge.protocols",
+    "taskforge.search",
     "taskforge.sending",
     "taskforge.serialization",
     "taskforge.serialization.codec",
     "taskforge.serialization.format",
     "taskforge.serialization.framing",
     "taskforge.serialization.messages",
+    "taskforge.streams",
     "taskforge.task",
     "taskforge.task_options",
     "taskforge.testing",
+    "taskforge.workflow_seam",
     "taskforge.workflows",
     "taskforge.workflows.aio_delivery",
     "taskforge.workflows.aio_launch",
@@ -53,7 +62,26 @@ API_MODULES = [
     "taskforge.workflows.resume",
     "taskforge.workflows.spec",
 ]
+# The operator tools: what a person runs or reads (status documents, metrics, log lines, loading
+# ``module:app``, the development broker and demo, bulk actions and forgetting a queue, ``--since``),
+# and the CLI and the dashboard on top of them.
+OPERATOR_TOOLS = (
+    "taskforge.bulk",
+    "taskforge.cli",
+    "taskforge.dashboard",
+    "taskforge.demo_app",
+    "taskforge.devbroker",
+    "taskforge.forgetting",
+    "taskforge.loader",
+    "taskforge.logs",
+    "taskforge.metrics",
+    "taskforge.since",
+    "taskforge.status",
+)
 WORKER = "taskforge.worker"
+WORKFLOWS = "taskforge.workflows"
+# What installs the workflows on the worker's seam (taskforge/workflow_seam.py), and who must load it.
+SEAM_INSTALLER = "taskforge.workflows.reports"
 # The one door from the API to the worker's runner, and who may open it (inside a function only, for app).
 DOOR = "taskforge.inprocess"
 DOOR_OPENERS = {"taskforge.app": "function", "taskforge.testing": "module"}
@@ -228,6 +256,67 @@ def test_the_import_reader_sees_lazy_and_relative_worker_imports() -> None:
     assert "taskforge.worker.runner" in names, "the reader missed the lazy import inside inprocess.drain()"
     assert {"taskforge.inprocess", "taskforge.inprocess.drain"} <= {n for n, _, _ in imports("taskforge.app")}
     assert WORKER + ".runner" in loaded_at_import("taskforge.worker.child")
+
+
+def every_import(module: str) -> list[tuple[str, int]]:
+    """(name, line) for every import statement of ``module``, ``if TYPE_CHECKING:`` blocks included."""
+    tree = ast.parse(source_path(module).read_text())
+    nodes = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+    return [(name, node.lineno) for node in nodes for name in imported(module, node)]
+
+
+@pytest.mark.parametrize("module", package_modules(WORKER))
+def test_the_worker_meets_workflows_only_through_the_seam(module: str) -> None:
+    """The worker runs a workflow's steps as plain jobs; what only workflows know (deliver a step's
+    report, send the next steps, repair what a crash left) it calls through the ``WorkflowSeam``
+    workflows install (``workflow_seam.py``), so workflow code changes without touching the
+    worker, and the worker never pulls workflows in. Not even for the type checker: names the
+    worker needs are the seam's."""
+    for name, line in every_import(module):
+        assert not name.startswith(WORKFLOWS), (
+            f"{source_path(module).relative_to(PACKAGE.parent)}:{line} imports {name}: "
+            "the worker reaches workflows through taskforge.workflow_seam only"
+        )
+
+
+def test_every_app_loads_what_installs_the_workflows_on_the_seam() -> None:
+    """A worker's supervisor and children load the user's app before anything else: importing
+    ``taskforge.app`` must install the seam, or a worker whose app never names workflows would
+    leave every step's report to nobody."""
+    assert SEAM_INSTALLER in loaded_at_import("taskforge.app")
+    assert "taskforge.workflow_seam" in {name for name, top, _ in imports(SEAM_INSTALLER) if top}
+    assert not any(name.startswith(WORKFLOWS) for name in loaded_at_import("taskforge.workflow_seam"))
+
+
+def is_within(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == package or name.startswith(package + ".") for package in packages)
+
+
+@pytest.mark.parametrize("module", API_MODULES)
+def test_no_api_module_imports_an_operator_tool(module: str) -> None:
+    """Operator tools sit on top of the API: they read what the API and the broker hold and shape it
+    for a person (a status document, a metric, a table, a page). An API module that imported one
+    would make every producer load code it never uses (the dashboard's needs an extra), and would
+    tie what the API returns to how a tool displays it: what both need (a job as JSON, for
+    ``JobPage.to_dict()`` and ``job --json``) lives on the API's side, in ``job_json.py``."""
+    assert not is_within(module, OPERATOR_TOOLS), f"{module} is listed both as API and as an operator tool"
+    for name, line in every_import(module):
+        assert not is_within(name, OPERATOR_TOOLS), (
+            f"{source_path(module).relative_to(PACKAGE.parent)}:{line} imports {name}, an operator tool"
+        )
+
+
+def test_every_root_module_is_placed_in_a_layer() -> None:
+    """A new module of the package's root is put in a layer on purpose, so the rules above see it."""
+    placed = {*API_MODULES, *OPERATOR_TOOLS, *CORE, DOOR, "taskforge.broker", WORKER}
+    placed |= {"taskforge.__main__", "taskforge.contrib", "taskforge.printable"}  # entry point, extras, a helper
+    root = {module for module in package_modules("taskforge") if module.count(".") == 1}
+    assert not root - placed, f"place these in a layer of tests/test_layers.py: {sorted(root - placed)}"
+
+
+def test_the_seam_test_reads_type_checking_imports_too() -> None:
+    names = {name for name, _ in every_import("taskforge.worker.courier")}
+    assert "taskforge.broker.workflows.StepReport" in names, "missed the import under TYPE_CHECKING"
 
 
 PRODUCER = """

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from taskforge import ConfigurationError, TaskForge
-from taskforge.task_options import MAX_COUNT, MAX_SECONDS
+from taskforge.bounds import MAX_COUNT, MAX_SECONDS
 
 NUMBERS: list[Any] = [2**63, 1e308, -1, 0.0, math.nan, math.inf, -math.inf, True, "30", None.__class__, [3]]
 COUNT_OPTIONS = ["max_attempts", "concurrency", "key_concurrency"]

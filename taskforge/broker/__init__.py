@@ -1,11 +1,14 @@
 """The broker: taskforge's only speaker to Redis, as a few roles over one link.
 
-``Broker`` (one per app, ``app.broker``) holds five roles, each typed by a
-protocol of ``roles.py``: ``jobs`` (producing), ``claims`` (a worker's
-claims and outcomes), ``ledger`` (workflows), ``inspection`` (counts and
-listings) and ``cleanup`` (purges, dead-letter retries). ``AsyncBroker``
-(one per app and event loop, ``app.async_broker()``) holds the async twins
-of ``jobs`` and ``ledger`` (``aio_roles.py``). Callers are typed against the
+``Broker`` (one per app, ``app.broker``, built in ``compose.py``) holds
+eight roles, each typed by a protocol of ``roles.py``: ``jobs``
+(producing), ``claims`` (a worker's claims and outcomes), ``ledger``
+(workflows), ``inspection`` (counts and listings), ``cleanup`` (purges,
+dead-letter retries), ``flow`` (pausing queues, jobs held back by limits),
+``steps`` (a running job's durable steps) and ``index`` (the search
+indexes). ``AsyncBroker`` (one per app and event loop,
+``app.async_broker()``) holds the async twins of ``jobs``, ``ledger`` and
+``flow`` (``aio_roles.py``). Callers are typed against the
 narrowest role they use; see docs/architecture.md.
 
 ``AsyncBroker`` is loaded on first use: importing the package loads no

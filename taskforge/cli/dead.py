@@ -9,7 +9,8 @@ import click
 from ..app import TaskForge
 from ..broker.cleanup import RETRY_SLICE
 from ..job import JobState
-from ..status import dead_jobs, job_to_json, now_utc
+from ..job_json import job_to_json
+from ..status import dead_jobs, now_utc
 from ..workflows.resume import retry_dead
 from .common import USAGE, cli_errors, fail, open_app
 from .job import missing_is_usage

@@ -10,8 +10,8 @@ import click
 
 from ..errors import JobNotFound
 from ..job import JobInfo, JobState
+from ..job_json import job_to_json, jsonable
 from ..printable import printable
-from ..status import job_to_json, jsonable
 from .common import USAGE, cli_errors, fail, open_app
 
 JOB_HELP = """Show one job's record: state, attempts, times, arguments, result, error.

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import click
 
 from ..job import JobInfo, JobState
+from ..job_json import workflow_to_json
 from ..printable import printable
-from ..status import workflow_to_json
 from ..workflows.handle import WorkflowInfo, WorkflowState
 from .common import USAGE, cli_errors, fail, open_app
 from .job import STATE_COLOURS, missing_is_usage

@@ -31,6 +31,7 @@ from starlette.responses import JSONResponse
 
 from .. import status as tf_status
 from ..errors import ConfigurationError
+from ..job_json import job_to_json
 from . import data, scaling, tasks, values
 from .pages import app_of, handle_for
 
@@ -75,12 +76,12 @@ def dead(request: Request) -> JSONResponse:
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_DEAD:
         raise ConfigurationError(f"limit {raw!r}: use a whole number from 1 to {MAX_DEAD}")
     jobs = tf_status.dead_jobs(app_of(request), None, int(raw))
-    return JSONResponse([values.cut_json(tf_status.job_to_json(info)) for info in jobs])
+    return JSONResponse([values.cut_json(job_to_json(info)) for info in jobs])
 
 
 def job(request: Request) -> JSONResponse:
     handle = handle_for(app_of(request), request.path_params["job_id"], request.query_params.get("queue"))
-    return JSONResponse(values.cut_json(tf_status.job_to_json(handle.info())))
+    return JSONResponse(values.cut_json(job_to_json(handle.info())))
 
 
 def workflows(request: Request) -> JSONResponse:

@@ -23,6 +23,7 @@ from ..broker.server_health import DENIED
 from ..errors import ConfigurationError, CorruptPayload, TaskforgeError
 from ..handle import job_info
 from ..job import JobInfo, ms_to_datetime
+from ..job_json import job_to_json, workflow_to_json
 from ..workflows.handle import WorkflowHandle, WorkflowInfo
 from ..workflows.record import StepField, WorkflowField
 from ..workflows.spec import StepSpec
@@ -122,7 +123,7 @@ class JobPage:
             "pages": self.pages,
             "page_size": PAGE_SIZE,
             "total": self.total,
-            "jobs": [status.job_to_json(info) for info in self.jobs],
+            "jobs": [job_to_json(info) for info in self.jobs],
             "missing": list(self.missing),
         }
 
@@ -173,7 +174,7 @@ class WorkflowView:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``taskforge workflow --json`` document: ``WorkflowInfo`` fields, steps as ``job --json``."""
-        return status.workflow_to_json(self.info)
+        return workflow_to_json(self.info)
 
 
 def workflow_view(app: TaskForge, workflow_id: str) -> WorkflowView:

@@ -23,6 +23,7 @@ from .. import status as tf_status
 from ..errors import JobNotFound
 from ..handle import JobHandle
 from ..job import JobState
+from ..job_json import jsonable
 from ..workflows.resume import retry_dead
 from . import data, tasks, values
 from .security import CSRF_FIELD, csrf_problem, csrf_token, read_form, set_csrf_cookie
@@ -36,7 +37,7 @@ def make_templates() -> Jinja2Templates:
     )
     env.filters["utc"] = tf_status.as_utc  # the pages label times UTC: never print another zone's wall time
     env.filters["q"] = lambda value: quote(str(value), safe="")
-    env.filters["tojson_args"] = lambda value: json.dumps(tf_status.jsonable(value), indent=2, ensure_ascii=False)
+    env.filters["tojson_args"] = lambda value: json.dumps(jsonable(value), indent=2, ensure_ascii=False)
     env.globals["STATES"] = data.STATES
     env.globals["PREVIEW_CHARS"] = values.PREVIEW_CHARS
     env.globals["server_warnings"] = []  # render() passes the live ones; a template rendered alone shows none

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from .. import status as tf_status
 from ..job import JobInfo
+from ..job_json import jsonable
 
 PREVIEW_CHARS = 64 * 1024
 DATA_FIELDS = ("args", "kwargs", "result")  # JSON documents; the others are text
@@ -42,7 +42,7 @@ class Shown:
 def as_text(field: str, value: Any) -> str:
     """A value as the page prints it and the download sends it: JSON (indented) for data, itself for text."""
     if field in DATA_FIELDS:
-        return json.dumps(tf_status.jsonable(value), indent=2, ensure_ascii=False)
+        return json.dumps(jsonable(value), indent=2, ensure_ascii=False)
     return "" if value is None else str(value)
 
 

@@ -13,7 +13,9 @@ what it cannot start at once:
   sync task is given back for a lane to take, and it waits for a lane to
   start a job before claiming again.
 
-So nothing is held past a free slot (no prefetch), a job waits only for a
+So no async job is held past a free slot (the loop's claimer takes one job
+per claim whatever ``--prefetch`` says, and a lane's batch gives back the
+async jobs it has no slot for), a job waits only for a
 slot of its own kind, a sync task never runs on the loop and an async task
 never in a lane; the price is a give-back when the head of the queue is of
 a kind this child has no room for, which lets another worker take it.

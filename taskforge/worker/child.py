@@ -1,7 +1,12 @@
 """A worker child process: its lanes (``lane.py``) take jobs, run them, record them, tell the supervisor.
 
-A child claims a job only when it is free to run it (no prefetch), so a
-high-priority job that arrives is never stuck behind jobs reserved earlier.
+A lane claims only once it is free to run what it claims. With the default
+``--prefetch auto`` that is one job while the queue is shallow or runs are
+long, and up to 16 at once while the queue is deep and a batch's runs fit in
+about 5 ms (``batches.py``), so a high-priority job that arrives waits at
+most about that long behind jobs claimed earlier; the jobs of a batch not
+started yet go back to their queue once one of its runs outlasts 0.1 s.
+``--prefetch 1`` claims one job at a time; ``--prefetch N``, N at once.
 It reports every claim to its supervisor, which renews the lease from
 outside: a task holding the GIL for an hour cannot starve its own heartbeat.
 
@@ -32,13 +37,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..broker.stats import FLUSH_EVERY_S
 from ..logs import configure_logging
-from ..workflows.reports import NAME
+from ..workflow_seam import NAME
 from . import soft
 from .aio_feed import AsyncFeeder
 from .aio_loop import AsyncSide, is_async_task
 from .aio_run import SOFT
 from .board import Board
-from .courier import Courier, CourierReports
+from .courier import Courier, CourierCarrier
 from .foreign import Elsewhere
 from .hangup import ignore_hup
 from .lane import EXIT_RECYCLE, IDLE_BLOCK, LANE_WAIT, Lane
@@ -137,7 +142,7 @@ class Child:
         context = AppContext.of(app)
         # Workflow steps' reports go out from a thread of their own, in batches (``courier.py``).
         self.courier = Courier(context.broker)
-        finals = app.finals.replaced(NAME, CourierReports(self.courier))
+        finals = app.finals.replaced(NAME, self.courier.workflows.listener(CourierCarrier(self.courier)))
         self.context = replace(
             context, finals=finals, elsewhere=Elsewhere(context.broker.claims, context.broker.client)
         )
@@ -201,8 +206,9 @@ class Child:
     def hand_on(self) -> None:
         """A lane found work: there may be more, so one lane waiting locally tries a claim too.
 
-        Lanes join one by one, each only once it is free (no prefetch): the
-        one woken claims, and hands on again only if it found a job.
+        Lanes join one by one, each only once it is free (a busy lane never
+        claims ahead): the one woken claims, and hands on again only if it
+        found a job.
         """
         with self.idle:
             if self.resting:

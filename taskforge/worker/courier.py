@@ -1,12 +1,13 @@
 """A worker child's courier: the reports of its workflow steps, delivered by a thread of their own, in batches.
 
 Worker machinery on the final-transition seam (``finals.py``): a child puts
-a ``CourierReports`` in the place of the app's ``StepReports``
-(``workflows/reports.py``). A lane whose step ended delivers the report
-itself when it is free (the next step starts sooner: no thread to wake, and
-this lane may well claim it), and hands it to the courier when it already
-holds its next job; either way the outbox drop waits for the courier's next
-batch. What the courier has not delivered when the process dies is still in
+the workflows' listener carried by a ``CourierCarrier`` in the place of the
+app's own, and delivers through the ``WorkflowSeam`` workflows installed
+(``workflow_seam.py``), never naming workflow code. A lane whose step ended
+delivers the report itself when it is free (the next step starts sooner:
+no thread to wake, and this lane may well claim it), and hands it to the
+courier when it already holds its next job; either way the outbox drop
+waits for the courier's next batch. What the courier has not delivered when the process dies is still in
 the outbox: the reconciler (``reconcile.py``) delivers it.
 """
 
@@ -19,8 +20,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..workflows.delivery import deliver
-from ..workflows.reports import StepReports
+from ..workflow_seam import WorkflowSeam, installed
 
 if TYPE_CHECKING:
     from ..broker.roles import BrokerRoles
@@ -36,8 +36,8 @@ LINGER_S = 0.02
 BATCH = 64
 
 
-class CourierReports(StepReports):
-    """``StepReports`` through a child's courier: batched when the lane is busy, the drop always."""
+class CourierCarrier:
+    """How the workflows' listener carries a child's reports: batched when the lane is busy, the drop always."""
 
     def __init__(self, courier: Courier) -> None:
         self.courier = courier
@@ -47,7 +47,7 @@ class CourierReports(StepReports):
             self.courier.post(report, busy)
             return
         # The next step is stored before anything else; dropping the report can wait.
-        self.courier.drop(report, deliver(broker, [report], drop=False))
+        self.courier.drop(report, self.courier.workflows.deliver(broker, [report], drop=False))
 
 
 class Courier:
@@ -60,8 +60,9 @@ class Courier:
     outbox: the reconciler delivers it.
     """
 
-    def __init__(self, broker: BrokerRoles) -> None:
+    def __init__(self, broker: BrokerRoles, workflows: WorkflowSeam | None = None) -> None:
         self.broker = broker
+        self.workflows = workflows or installed()  # asked at start: a missing seam fails here, not mid-job
         self.waiting: deque[StepReport] = deque()
         self.busy = 0  # reports taken from ``waiting`` and not yet delivered
         self.linger = False  # the latest report's lane went straight on to another job
@@ -122,7 +123,7 @@ class Courier:
                 self.busy = len(batch) + len(drops)
             carried, listing, listed = [], listed, []
             try:
-                succeeded = deliver(self.broker, batch, drop=False, dropped=drops, listed=listing)
+                succeeded = self.workflows.deliver(self.broker, batch, drop=False, dropped=drops, listed=listing)
                 with self.cond:
                     more = bool(self.waiting)
                 if more:  # the next batch is already here: its first round trip does these

@@ -1,8 +1,10 @@
 """The supervisor's periodic Redis work: when each duty runs, and why none can stop the loop.
 
 Four duties share one clock: renew this worker's leases, reclaim expired
-claims, publish the heartbeat that ``taskforge status`` reads, and enqueue
-due periodic tasks. Their order after an outage matters (renew before
+claims (with it, the supervisor also rescues the claims of this host's dead
+workers, sweeps expired records' index entries and runs the workflows'
+reconciler), publish the heartbeat that ``taskforge status`` reads, and
+enqueue due periodic tasks. Their order after an outage matters (renew before
 reclaim, or this worker's own live jobs look expired), and a failing duty
 must leave the supervisor running its children: both rules live here, as
 does the supervisor's account of an outage (said once, then with backoff,

@@ -4,8 +4,9 @@ Recording is retried through Redis outages, so the outcome of a job that
 finished while Redis was away is written once Redis is back (or, if the
 lease ran out meanwhile and another worker took the job, fenced off).
 
-The runner needs five things from an app (its name, task registry, hooks
-and middleware, broker, size limit), spelled out as ``RunContext``: a
+The runner needs six things from an app (its name, task registry, hooks
+and middleware, broker, size limit, and the listeners of its final
+transitions), spelled out as ``RunContext``: a
 worker child builds an ``AppContext`` once, ``app.drain()`` passes the app
 itself, and neither side depends on everything else a ``TaskForge`` carries.
 """

@@ -8,6 +8,7 @@
   sent, an ended workflow's steps stopped (``aio_delivery.py``: awaited);
 * ``reports.py``: workflows on the app's final-transition seam
   (``taskforge/finals.py``): a step that ended tells its workflow at once;
+  and what it installs on the worker's seam (``taskforge/workflow_seam.py``);
 * ``spec.py``, ``record.py``: a step's spec, typed, and the workflow
   record's field names, declared once;
 * ``resume.py``: a dead workflow running again (``WorkflowHandle.retry()``,
@@ -16,5 +17,6 @@
 
 The worker's side (the courier that batches a busy child's reports, the
 reconciler that repairs what a crash left half done) is worker machinery,
-in ``taskforge/worker/`` (``courier.py``, ``reconcile.py``).
+in ``taskforge/worker/`` (``courier.py``, ``reconcile.py``); it never imports
+this package, and calls what ``reports.py`` installs on its seam.
 """

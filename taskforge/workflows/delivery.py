@@ -20,7 +20,7 @@ from ..broker.record import NewJob, encode_headers
 from ..broker.workflows import StepReport
 from ..serialization import dumps_call, loads, loads_call
 from .plan import fill
-from .record import StepField
+from .record import StepField, WorkflowField
 from .spec import StepSpec
 
 if TYPE_CHECKING:
@@ -228,3 +228,41 @@ def deliver_from_record(broker: BrokerRoles, queue: str, job_id: str, workflow: 
             return
         state, error = "dead", "WorkflowStepLost: the step's record expired before its outcome was delivered"
     deliver(broker, [report_of(queue, job_id, workflow, state, result, error)])
+
+
+DONE = {state.encode() for state in ENDED}
+
+
+def audit(broker: BrokerRoles, workflow: str) -> int:
+    """Take up what nobody will of one workflow running for a while (the reconciler's audit, a slice at a time).
+
+    The outbox covers a crash; it cannot cover a write Redis itself lost:
+    with asynchronous replication a failover may drop a step's report after
+    its outbox entry was dropped, or a step stored by the report's sender.
+    So a step in flight whose record says it ended is delivered again, one
+    not stored at all is sent again, and a workflow that ended but is still
+    listed as running is settled: the same idempotent work again. Returns
+    how many steps (or settlings) it took up.
+    """
+    flight = broker.ledger.workflow_flight(workflow)
+    if flight.state == "gone":
+        broker.ledger.settle_workflow(workflow, "gone")  # expired: off the running list
+        return 0
+    if flight.state != "running":  # ended, its settling lost: any step's report settles it
+        [failed] = broker.ledger.workflow_fields(workflow, [WorkflowField.FAILED_STEP.value])
+        index = int(failed) if failed else 0
+        [queue] = broker.ledger.workflow_fields(workflow, [StepField.QUEUE.at(index)])
+        deliver_from_record(broker, queue.decode() if queue else "", step_id(workflow, index), workflow)
+        broker.ledger.settle_workflow(workflow, flight.state)  # listed under its final state, whoever settled it
+        return 1
+    steps = [(StepSpec.decode(entry.spec).queue, step_id(workflow, entry.step)) for entry in flight.ready]
+    records = broker.ledger.step_records(steps)
+    unsent = [entry for entry, record in zip(flight.ready, records, strict=True) if not record]
+    if unsent:
+        send(broker, workflow, unsent)
+    ended = [(q, j) for (q, j), record in zip(steps, records, strict=True) if record.get(b"state") in DONE]
+    for step_queue, job_id in ended:
+        deliver_from_record(broker, step_queue, job_id, workflow)
+    if unsent or ended:
+        log.warning("workflow %s: took up %d steps nobody would have", workflow, len(unsent) + len(ended))
+    return len(unsent) + len(ended)

@@ -13,7 +13,7 @@ from decimal import Decimal
 import pytest
 
 from taskforge import JobInfo, TaskForge
-from taskforge.status import jsonable
+from taskforge.job_json import jsonable
 
 from . import helpers
 from .conftest import one_line_error
