@@ -1,0 +1,177 @@
+"""Producer-side code is written once: no new sync/async twin, and the known ones only go away.
+
+``tests/twin_finder.py`` finds every pair of a sync and an async function
+of the package more than half alike over 6 or more lines, once ``await``,
+``async`` and the ``a``/``aio_``/``Async`` prefixes are stripped: code a
+reader must keep in step by hand, which drifted apart three times before
+(``4c172bc``, ``c6b4e44``, ``002e192``). An operation is written once as a
+plan (``taskforge/broker/plan.py``) that the sync and the async driver both
+run, or generated from its async source; what is still written twice is
+listed below, and the test asserts the found set *equals* the list: a new
+twin fails it, and so does a twin removed without being struck from it, so
+the list only ever shrinks, and honestly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import taskforge
+from tests.twin_finder import GENERATED, twins
+
+PACKAGE = Path(taskforge.__file__).parent
+
+# The twins that remain, (async, sync), by family. 31 pairs.
+REMAINING = {
+    # The broker's job role and its async twin (broker/jobs.py, broker/aio.py): reads and slicing.
+    ("taskforge/broker/aio.py:AsyncJobs.read_stream", "taskforge/broker/jobs.py:Jobs.read_stream"),
+    ("taskforge/broker/aio.py:AsyncJobs.read", "taskforge/broker/jobs.py:Jobs.read"),
+    ("taskforge/broker/aio.py:AsyncJobs._enqueue_sliced", "taskforge/broker/jobs.py:Jobs._enqueue_sliced"),
+    # Connections: the version check on connect and the retry that sends a command once.
+    (
+        "taskforge/broker/aio_connection.py:version_check.on_connect",
+        "taskforge/broker/compat.py:version_check.on_connect",
+    ),
+    (
+        "taskforge/broker/aio_connection.py:OnceRetry.call_with_retry",
+        "taskforge/broker/connection.py:CountingRetry.call_with_retry",
+    ),
+    # Pause.
+    ("taskforge/broker/flow.py:AsyncFlow.paused", "taskforge/broker/flow.py:Flow.paused"),
+    # The workflow ledger (broker/workflows.py, broker/aio_workflows.py).
+    (
+        "taskforge/broker/aio_workflows.py:AsyncWorkflowStore.workflow_flight",
+        "taskforge/broker/workflows.py:WorkflowStore.workflow_flight",
+    ),
+    (
+        "taskforge/broker/aio_workflows.py:AsyncWorkflowStore.replan_steps",
+        "taskforge/broker/workflows.py:WorkflowStore.replan_steps",
+    ),
+    (
+        "taskforge/broker/aio_workflows.py:AsyncWorkflowStore.create_workflow",
+        "taskforge/broker/workflows.py:WorkflowStore.create_workflow",
+    ),
+    (
+        "taskforge/broker/aio_workflows.py:AsyncWorkflowStore.cancel_steps",
+        "taskforge/broker/workflows.py:WorkflowStore.cancel_steps",
+    ),
+    (
+        "taskforge/broker/aio_workflows.py:AsyncWorkflowStore.step_records",
+        "taskforge/broker/workflows.py:WorkflowStore.step_records",
+    ),
+    (
+        "taskforge/broker/aio_workflows.py:AsyncWorkflowStore.read_workflow",
+        "taskforge/broker/workflows.py:WorkflowStore.read_workflow",
+    ),
+    # Workflow delivery and launch (workflows/delivery.py, aio_delivery.py, launch.py, aio_launch.py).
+    ("taskforge/workflows/aio_delivery.py:asend", "taskforge/workflows/delivery.py:send"),
+    ("taskforge/workflows/aio_delivery.py:astop", "taskforge/workflows/delivery.py:stop"),
+    ("taskforge/workflows/aio_delivery.py:aact", "taskforge/workflows/delivery.py:act"),
+    ("taskforge/workflows/aio_launch.py:alaunch", "taskforge/workflows/launch.py:launch"),
+    # Workflow handles: result, retry, cancel.
+    ("taskforge/workflows/handle.py:WorkflowHandle.aresult", "taskforge/workflows/handle.py:WorkflowHandle.result"),
+    ("taskforge/workflows/handle.py:WorkflowHandle.aretry", "taskforge/workflows/handle.py:WorkflowHandle.retry"),
+    ("taskforge/workflows/handle.py:WorkflowHandle.acancel", "taskforge/workflows/handle.py:WorkflowHandle.cancel"),
+    # Resume.
+    ("taskforge/workflows/resume.py:aresume", "taskforge/workflows/resume.py:resume"),
+    ("taskforge/workflows/resume.py:asettle_first", "taskforge/workflows/resume.py:settle_first"),
+    # Job handles: cancel, abort, and finding a job's queue.
+    ("taskforge/handle.py:JobHandle.acancel", "taskforge/handle.py:JobHandle.cancel"),
+    ("taskforge/handle.py:JobHandle.aabort", "taskforge/handle.py:JobHandle.abort"),
+    ("taskforge/handle.py:afind_queue", "taskforge/handle.py:find_queue"),
+    # Streams.
+    ("taskforge/streams.py:afollow", "taskforge/streams.py:follow"),
+    ("taskforge/streams.py:afollow.read", "taskforge/streams.py:follow.read"),
+    # Enqueueing one job, a durable step, the in-process drain.
+    ("taskforge/task.py:Task._aenqueue_one", "taskforge/task.py:Task._enqueue_one"),
+    ("taskforge/context.py:CurrentJob.astep", "taskforge/context.py:CurrentJob.step"),
+    ("taskforge/inprocess.py:adrain", "taskforge/inprocess.py:drain"),
+    # Django: the backend's enqueue and the test runner.
+    (
+        "taskforge/contrib/django/backend.py:TaskforgeBackend.aenqueue",
+        "taskforge/contrib/django/backend.py:TaskforgeBackend.enqueue",
+    ),
+    ("taskforge/contrib/django/runner.py:_arun", "taskforge/contrib/django/runner.py:_run"),
+}
+
+
+def test_the_twins_of_the_package_are_exactly_the_listed_ones() -> None:
+    found = set(twins(PACKAGE))
+    new = sorted(found - REMAINING)
+    gone = sorted(REMAINING - found)
+    assert not new, f"new sync/async twins: write the operation once as a plan (broker/plan.py) instead: {new}"
+    assert not gone, f"twins no longer found: strike them from REMAINING in tests/test_twins.py: {gone}"
+    assert len(REMAINING) == 31
+
+
+LOOP = """
+    items = []
+    for name in names:
+        if name.startswith("_"):
+            continue
+        item = {}
+        item["name"] = name
+        item["size"] = len(name)
+        items.append(item)
+    return items
+"""
+
+
+def write(root: Path, name: str, text: str) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / name).write_text(text, encoding="utf-8")
+
+
+def test_a_pair_alike_but_for_await_and_prefixes_is_a_twin(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    write(pkg, "listing.py", f"def collect(names):{LOOP}")
+    awaited = LOOP.replace("items.append(item)", "await store.aappend(item)").replace("for name", "async for name")
+    write(pkg, "aio_listing.py", f"async def acollect(names):{awaited}")
+    write(pkg, "store.py", "def append(item):\n    return item\n")
+    assert set(twins(pkg)) == {("pkg/aio_listing.py:acollect", "pkg/listing.py:collect")}
+
+
+def test_methods_of_async_classes_pair_with_their_sync_classes_methods(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    write(pkg, "roles.py", f"class Flow:\n    def collect(self, names):{LOOP.replace(chr(10), chr(10) + '    ')}")
+    body = LOOP.replace("\n", "\n    ")
+    write(pkg, "aio_roles.py", f"class AsyncFlow:\n    async def collect(self, names):{body}")
+    assert set(twins(pkg)) == {("pkg/aio_roles.py:AsyncFlow.collect", "pkg/roles.py:Flow.collect")}
+
+
+def test_short_or_different_pairs_and_generated_files_are_not_twins(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    write(pkg, "short.py", "def get(k):\n    x = k\n    return x\nasync def aget(k):\n    x = k\n    return x\n")
+    other = "\n    total = 0\n" + "    total += 1\n" * 3 + "    print(total)\n    return [total]\n"
+    write(pkg, "differ.py", f"def collect(names):{LOOP}\nasync def acollect(names):{other}")
+    write(pkg, "generated.py", f"{GENERATED}\ndef drain(names):{LOOP}")
+    write(pkg, "aio_generated.py", f"async def adrain(names):{LOOP}")
+    assert twins(pkg) == {}
+
+
+@pytest.mark.parametrize(
+    ("edits", "still_twins"),
+    [
+        ({'item["size"] = len(name)': 'item["size"] = 0'}, True),
+        ({'item["name"]': 'item["label"]', 'item["size"]': 'item["length"]', "item = {}": "item = dict()"}, True),
+        (
+            {
+                'item["name"]': 'item["label"]',
+                'item["size"]': 'item["length"]',
+                "item = {}": "item = dict()",
+                "items.append(item)": "items.insert(0, item)",
+                "continue": "break",
+            },
+            False,
+        ),
+    ],
+)
+def test_a_pair_half_rewritten_is_no_longer_a_twin(tmp_path: Path, edits: dict[str, str], still_twins: bool) -> None:
+    pkg = tmp_path / "pkg"
+    edited = LOOP
+    for old, new in edits.items():
+        edited = edited.replace(old, new)
+    write(pkg, "mod.py", f"def collect(names):{LOOP}\nasync def acollect(names):{edited}")
+    assert bool(twins(pkg)) == still_twins
