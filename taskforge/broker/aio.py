@@ -26,7 +26,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.exceptions import NoScriptError
 
 from ..errors import BrokerUnavailable
-from . import batches, calls, junk, keys
+from . import batches, calls, job_plans, keys
 from .aio_connection import (
     AsyncClient,
     abandon_client,
@@ -34,13 +34,13 @@ from .aio_connection import (
     client_connections,
     drop_connection,
     sent_once,
-    wait_for_list,
 )
 from .aio_roles import AsyncFlowRole, AsyncJobsRole, AsyncLedgerRole
 from .aio_workflows import AsyncWorkflowStore
 from .calls import ScriptCall
 from .connection import SCRIPT_LOADS, broker_errors
 from .damage import expected_types, find_damage
+from .drivers import adrive
 from .durability import FAILOVER_RETRY_S, FailoverRetries, QueueNames, confirmed_enqueue
 from .flow import AsyncFlow
 from .jobs import queue_full
@@ -50,7 +50,7 @@ from .replies import AbortOutcome, CancelOutcome, EnqueueRefused
 from .scaled import is_scaled
 from .scripts import REPLICA_WAIT_MS, SCRIPT_NAMES, denials, script_source
 from .slots import queue_calls, slot_moved
-from .stream_reads import STREAM_BATCH, StreamRead, block_ms, damaged, entries, state_text
+from .stream_reads import StreamRead
 
 T = TypeVar("T")
 log = logging.getLogger("taskforge.broker")
@@ -221,6 +221,7 @@ class AsyncJobs:
     """``Jobs``, awaited: the producer's role on one event loop (``AsyncBroker.jobs``)."""
 
     def __init__(self, link: AsyncLink) -> None:
+        self.link = link
         self.client = link.client
         self.url = link.url
         self.memory = link.memory
@@ -301,58 +302,31 @@ class AsyncJobs:
             except BrokerUnavailable as exc:
                 await asyncio.sleep(retries.pause_after(exc))
 
-    # -- following a job -----------------------------------------------------
+    # -- following a job: the plans of ``job_plans.py``, driven on this loop ------
 
     async def read(self, queue: str, job_id: str) -> dict[bytes, bytes] | None:
         """The raw job hash, or None when there is no such job."""
-        with broker_errors(self.url):
-            try:
-                fields = await self.client.hgetall(QueueKeys(queue).job(job_id))
-            except redis.ResponseError:  # not a hash: written by something else
-                return None
-        return cast("dict[bytes, bytes]", fields) or None
+        return await adrive(self.link, job_plans.read(queue, job_id))
 
     async def queues(self) -> list[str]:
-        async with self.guard():
-            try:
-                raw = await self.client.smembers(keys.QUEUES)
-            except redis.ResponseError as exc:
-                if not junk.wrong_type(exc, keys.QUEUES):
-                    raise
-                raw = set()
-            return junk.queue_names(raw)
+        return await adrive(self.link, job_plans.queues())
 
     async def cancel(self, queue: str, job_id: str) -> CancelOutcome:
-        async with self.guard(queue):
-            return await self.run(calls.cancel(QueueKeys(queue), job_id=job_id, retention_ms=self.retention_ms))
+        return await adrive(self.link, job_plans.cancel(queue, job_id, self.retention_ms))
 
     async def abort(self, queue: str, job_id: str) -> AbortOutcome:
-        async with self.guard(queue):
-            return await self.run(calls.abort(QueueKeys(queue), job_id=job_id, retention_ms=self.retention_ms))
+        return await adrive(self.link, job_plans.abort(queue, job_id, self.retention_ms))
 
     async def await_state(self, queue: str, job_id: str) -> str | None:
-        async with self.guard(queue):
-            return await self.run(calls.await_state(QueueKeys(queue), job_id=job_id))
+        return await adrive(self.link, job_plans.await_state(queue, job_id))
 
     async def wait_done(self, queue: str, job_id: str, timeout: float) -> bool:
         """Wait until the job's done list exists; non-destructive, so many may wait."""
-        async with self.guard(queue):
-            return await wait_for_list(self.client, QueueKeys(queue).done(job_id), timeout, self.memory)
+        return await adrive(self.link, job_plans.wait_done(queue, job_id, timeout))
 
     async def read_stream(self, queue: str, job_id: str, after: str, block: float) -> StreamRead:
         """``Jobs.read_stream``, awaited: the loop runs other coroutines while the XREAD blocks."""
-        keys_ = QueueKeys(queue)
-        async with self.guard(queue):
-            try:
-                reply = await self.client.xread(
-                    {keys_.stream(job_id): after}, count=STREAM_BATCH, block=block_ms(block)
-                )
-                items = entries(reply)
-                if items:
-                    return StreamRead(items)
-                return StreamRead([], state_text(await self.client.hget(keys_.job(job_id), "state")))
-            except redis.ResponseError as exc:
-                raise damaged(job_id, exc) from None
+        return await adrive(self.link, job_plans.read_stream(queue, job_id, after, block))
 
 
 class AsyncBroker:

@@ -12,17 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-import redis
-
 from ..errors import QueueFull
-from . import batches, calls, junk, keys
+from . import batches, calls, job_plans
 from .calls import ScriptCall
-from .compat import wait_for_list
-from .connection import broker_errors, sent_once
+from .connection import sent_once
+from .drivers import drive
 from .keys import QueueKeys
 from .record import NewJob
 from .replies import AbortOutcome, CancelOutcome, EnqueueRefused
-from .stream_reads import STREAM_BATCH, StreamRead, block_ms, damaged, entries, state_text
+from .stream_reads import StreamRead
 
 if TYPE_CHECKING:
     from .link import Link
@@ -41,6 +39,7 @@ class Jobs:
     """Producing: one app's jobs in and out of its queues. Methods take the queue name."""
 
     def __init__(self, link: Link) -> None:
+        self.link = link
         self.client = link.client
         self.url = link.url
         self.scripts = link.scripts
@@ -133,50 +132,28 @@ class Jobs:
 
     def read(self, queue: str, job_id: str) -> dict[bytes, bytes] | None:
         """The raw job hash, or None when there is no such job."""
-        with broker_errors(self.url):
-            try:
-                fields = cast("dict[bytes, bytes]", self.client.hgetall(QueueKeys(queue).job(job_id)))
-            except redis.ResponseError:  # not a hash: written by something else
-                return None
-        return fields or None
+        return drive(self.link, job_plans.read(queue, job_id))
 
     def queues(self) -> list[str]:
         """Every queue name ever enqueued to through any app on this Redis."""
-        with self.guard():
-            return junk.queue_names(
-                junk.read(lambda: cast("set[bytes]", self.client.smembers(keys.QUEUES)), keys.QUEUES, set())
-            )
+        return drive(self.link, job_plans.queues())
 
     def cancel(self, queue: str, job_id: str) -> CancelOutcome:
         """1 cancelled, 0 too late (running or finished), -1 no such job."""
-        with self.guard(queue):
-            return self.scripts.run(calls.cancel(QueueKeys(queue), job_id=job_id, retention_ms=self.retention_ms))
+        return drive(self.link, job_plans.cancel(queue, job_id, self.retention_ms))
 
     def abort(self, queue: str, job_id: str) -> AbortOutcome:
         """1 cancelled now, 2 running (its worker will stop it), 0 finished, -1 no such job."""
-        with self.guard(queue):
-            return self.scripts.run(calls.abort(QueueKeys(queue), job_id=job_id, retention_ms=self.retention_ms))
+        return drive(self.link, job_plans.abort(queue, job_id, self.retention_ms))
 
     def await_state(self, queue: str, job_id: str) -> str | None:
-        with self.guard(queue):
-            return self.scripts.run(calls.await_state(QueueKeys(queue), job_id=job_id))
+        return drive(self.link, job_plans.await_state(queue, job_id))
 
     def wait_done(self, queue: str, job_id: str, timeout: float) -> bool:
         """Block until the job's done list exists; non-destructive so many may wait."""
-        key = QueueKeys(queue).done(job_id)
-        with self.guard(queue):
-            return wait_for_list(self.client, key, timeout)
+        return drive(self.link, job_plans.wait_done(queue, job_id, timeout))
 
     def read_stream(self, queue: str, job_id: str, after: str, block: float) -> StreamRead:
         """The job's stream items after entry ``after``, waiting up to ``block`` s for one (0: not at all);
         when none came, the job's state then."""
-        keys_ = QueueKeys(queue)
-        with self.guard(queue):
-            try:
-                reply = self.client.xread({keys_.stream(job_id): after}, count=STREAM_BATCH, block=block_ms(block))
-                items = entries(reply)
-                if items:
-                    return StreamRead(items)
-                return StreamRead([], state_text(self.client.hget(keys_.job(job_id), "state")))
-            except redis.ResponseError as exc:
-                raise damaged(job_id, exc) from None
+        return drive(self.link, job_plans.read_stream(queue, job_id, after, block))

@@ -1,0 +1,103 @@
+"""A producer's operation written once, as a plan: a generator that yields requests and receives replies.
+
+redis-py and redis.asyncio take the same commands under the same names and
+differ only in whether a reply must be awaited. So an operation (cancel a
+job, read its stream, pause a queue, write a workflow's ledger) is written
+here once, as a generator of the requests below, and run by one of exactly
+two drivers (``drivers.py``): ``drive`` on the sync client, ``adrive`` on
+the async one. A plan never touches a client itself; it says what to send,
+reads what came back, and decides what comes next, so the sync and the
+async operation cannot drift apart.
+
+What the drivers own: sending, awaiting, and turning Redis errors into
+taskforge errors (each request names the queues whose fixed keys are
+checked for damage when the server answers with an error: ``guard``). The
+translated error is thrown into the plan at its ``yield``, so a plan retries
+through a failover itself (``through_failover``), with a ``Sleep`` the
+driver performs its own way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import redis
+
+from ..errors import BrokerUnavailable
+from .calls import ScriptCall
+from .durability import FailoverRetries
+
+T = TypeVar("T")
+
+# ``()``: ``Link.guard()`` (errors translated, the queue index checked for damage); a tuple of queue
+# names: those queues' fixed keys checked too; ``None``: errors translated only (``broker_errors``).
+Guard = tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class Script(Generic[T]):
+    """Run one Lua script call (``calls.py``); the reply is the call's decoded reply."""
+
+    call: ScriptCall[T]
+    guard: Guard = ()
+
+
+@dataclass(frozen=True)
+class Command:
+    """One Redis command: ``send(client)``, written once since both clients name their commands alike.
+
+    ``on_error``: what a server's error reply (``redis.ResponseError``, a key
+    of the wrong type, say) reads as, decided inside the guard, before any
+    translation: it returns the reply to give the plan, or raises (a
+    ``ResponseError`` it raises again is translated as any other).
+    """
+
+    send: Callable[[Any], Any]
+    guard: Guard = ()
+    on_error: Callable[[redis.ResponseError], Any] | None = None
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """Commands queued by ``fill(pipe)`` on one non-transactional pipeline: the reply is the list of replies."""
+
+    fill: Callable[[Any], object]
+    guard: Guard = ()
+
+
+@dataclass(frozen=True)
+class WaitList:
+    """A blocking read: whether list ``key`` exists within ``timeout`` s, left as it was (``compat.wait_for_list``)."""
+
+    key: str
+    timeout: float
+    guard: Guard = ()
+
+
+@dataclass(frozen=True)
+class Sleep:
+    """Wait ``seconds``: ``time.sleep`` on the sync driver, ``asyncio.sleep`` on the async one."""
+
+    seconds: float
+
+
+Request = Script[Any] | Command | Pipeline | WaitList | Sleep
+Plan = Generator[Request, Any, T]
+
+
+def one(request: Request) -> Plan[Any]:
+    """The plan of a single request: its reply."""
+    return (yield request)
+
+
+def through_failover(attempt: Callable[[], Plan[T]], failover_retry_s: float, tries: int = 1) -> Plan[T]:
+    """``attempt()``'s plan, run again while the broker is unavailable: for up to ``failover_retry_s``,
+    and at least ``tries`` times in all (``durability.FailoverRetries`` counts and paces them)."""
+    retries = FailoverRetries(failover_retry_s, tries)
+    while True:
+        try:
+            return (yield from attempt())
+        except BrokerUnavailable as exc:
+            yield Sleep(retries.pause_after(exc))
