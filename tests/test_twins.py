@@ -25,7 +25,7 @@ PACKAGE = Path(taskforge.__file__).parent
 # The two drivers of every plan, sync and async, written side by side on purpose: the one allowed twin.
 DRIVERS = "taskforge/broker/drivers.py:"
 
-# The twins that remain, (async, sync), by family. 29 pairs.
+# The twins that remain, (async, sync), by family. 28 pairs.
 REMAINING = {
     # The broker's job role and its async twin (broker/jobs.py, broker/aio.py): the sliced enqueue.
     ("taskforge/broker/aio.py:AsyncJobs._enqueue_sliced", "taskforge/broker/jobs.py:Jobs._enqueue_sliced"),
@@ -38,8 +38,6 @@ REMAINING = {
         "taskforge/broker/aio_connection.py:OnceRetry.call_with_retry",
         "taskforge/broker/connection.py:CountingRetry.call_with_retry",
     ),
-    # Pause.
-    ("taskforge/broker/flow.py:AsyncFlow.paused", "taskforge/broker/flow.py:Flow.paused"),
     # The workflow ledger (broker/workflows.py, broker/aio_workflows.py).
     (
         "taskforge/broker/aio_workflows.py:AsyncWorkflowStore.workflow_flight",
@@ -103,7 +101,7 @@ def test_the_twins_of_the_package_are_exactly_the_listed_ones() -> None:
     gone = sorted(REMAINING - found)
     assert not new, f"new sync/async twins: write the operation once as a plan (broker/plan.py) instead: {new}"
     assert not gone, f"twins no longer found: strike them from REMAINING in tests/test_twins.py: {gone}"
-    assert len(REMAINING) == 29
+    assert len(REMAINING) == 28
 
 
 LOOP = """
