@@ -25,7 +25,7 @@ PACKAGE = Path(taskforge.__file__).parent
 # The two drivers of every plan, sync and async, written side by side on purpose: the one allowed twin.
 DRIVERS = "taskforge/broker/drivers.py:"
 
-# The twins that remain, (async, sync), by family. 28 pairs.
+# The twins that remain, (async, sync), by family. 22 pairs.
 REMAINING = {
     # The broker's job role and its async twin (broker/jobs.py, broker/aio.py): the sliced enqueue.
     ("taskforge/broker/aio.py:AsyncJobs._enqueue_sliced", "taskforge/broker/jobs.py:Jobs._enqueue_sliced"),
@@ -37,31 +37,6 @@ REMAINING = {
     (
         "taskforge/broker/aio_connection.py:OnceRetry.call_with_retry",
         "taskforge/broker/connection.py:CountingRetry.call_with_retry",
-    ),
-    # The workflow ledger (broker/workflows.py, broker/aio_workflows.py).
-    (
-        "taskforge/broker/aio_workflows.py:AsyncWorkflowStore.workflow_flight",
-        "taskforge/broker/workflows.py:WorkflowStore.workflow_flight",
-    ),
-    (
-        "taskforge/broker/aio_workflows.py:AsyncWorkflowStore.replan_steps",
-        "taskforge/broker/workflows.py:WorkflowStore.replan_steps",
-    ),
-    (
-        "taskforge/broker/aio_workflows.py:AsyncWorkflowStore.create_workflow",
-        "taskforge/broker/workflows.py:WorkflowStore.create_workflow",
-    ),
-    (
-        "taskforge/broker/aio_workflows.py:AsyncWorkflowStore.cancel_steps",
-        "taskforge/broker/workflows.py:WorkflowStore.cancel_steps",
-    ),
-    (
-        "taskforge/broker/aio_workflows.py:AsyncWorkflowStore.step_records",
-        "taskforge/broker/workflows.py:WorkflowStore.step_records",
-    ),
-    (
-        "taskforge/broker/aio_workflows.py:AsyncWorkflowStore.read_workflow",
-        "taskforge/broker/workflows.py:WorkflowStore.read_workflow",
     ),
     # Workflow delivery and launch (workflows/delivery.py, aio_delivery.py, launch.py, aio_launch.py).
     ("taskforge/workflows/aio_delivery.py:asend", "taskforge/workflows/delivery.py:send"),
@@ -101,7 +76,7 @@ def test_the_twins_of_the_package_are_exactly_the_listed_ones() -> None:
     gone = sorted(REMAINING - found)
     assert not new, f"new sync/async twins: write the operation once as a plan (broker/plan.py) instead: {new}"
     assert not gone, f"twins no longer found: strike them from REMAINING in tests/test_twins.py: {gone}"
-    assert len(REMAINING) == 28
+    assert len(REMAINING) == 22
 
 
 LOOP = """

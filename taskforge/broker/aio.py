@@ -36,7 +36,6 @@ from .aio_connection import (
     sent_once,
 )
 from .aio_roles import AsyncFlowRole, AsyncJobsRole, AsyncLedgerRole
-from .aio_workflows import AsyncWorkflowStore
 from .calls import ScriptCall
 from .connection import SCRIPT_LOADS, broker_errors
 from .damage import expected_types, find_damage
@@ -51,6 +50,7 @@ from .scaled import is_scaled
 from .scripts import REPLICA_WAIT_MS, SCRIPT_NAMES, denials, script_source
 from .slots import queue_calls, slot_moved
 from .stream_reads import StreamRead
+from .workflows import AsyncWorkflowStore
 
 T = TypeVar("T")
 log = logging.getLogger("taskforge.broker")

@@ -89,7 +89,7 @@ class AsyncWorkflowRole(Protocol):
 
 
 class AsyncLedgerRole(AsyncWorkflowRole, Protocol):
-    """The async ledger (``aio_workflows.AsyncWorkflowStore``): one step's report at a time, and its drop."""
+    """The async ledger (``workflows.AsyncWorkflowStore``): one step's report at a time, and its drop."""
 
     async def report_step(self, workflow: str, step: int, state: str, result: bytes, error: str) -> WorkflowReply: ...
 

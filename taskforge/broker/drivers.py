@@ -56,7 +56,7 @@ def _run(link: Link, request: Request) -> Any:
         return None
     with _guard(link, request.guard):
         if isinstance(request, Script):
-            return link.scripts.run(request.call)
+            return link.scripts.write(request.call) if request.wait else link.scripts.run(request.call)
         if isinstance(request, Command):
             try:
                 return request.send(link.client)
@@ -67,7 +67,7 @@ def _run(link: Link, request: Request) -> Any:
         if isinstance(request, Pipeline):
             pipe = link.client.pipeline(transaction=False)
             request.fill(pipe)
-            return pipe.execute()
+            return pipe.execute(raise_on_error=request.raise_on_error)
         return compat.wait_for_list(link.client, request.key, request.timeout)
 
 
@@ -97,7 +97,7 @@ async def _arun(link: AsyncLink, request: Request) -> Any:
         return None
     async with _aguard(link, request.guard):
         if isinstance(request, Script):
-            return await link.run(request.call)
+            return await (link.write(request.call) if request.wait else link.run(request.call))
         if isinstance(request, Command):
             try:
                 return await request.send(link.client)
@@ -108,7 +108,7 @@ async def _arun(link: AsyncLink, request: Request) -> Any:
         if isinstance(request, Pipeline):
             pipe = link.client.pipeline(transaction=False)
             request.fill(pipe)
-            return await pipe.execute()
+            return await pipe.execute(raise_on_error=request.raise_on_error)
         return await aio_connection.wait_for_list(link.client, request.key, request.timeout, link.memory)
 
 

@@ -29,15 +29,9 @@ def read(queue: str, job_id: str) -> Plan[dict[bytes, bytes] | None]:
     return fields or None
 
 
-def _no_queues(exc: redis.ResponseError) -> set[bytes]:
-    if not junk.wrong_type(exc, keys.QUEUES):
-        raise exc
-    return set()
-
-
 def queues() -> Plan[list[str]]:
     """Every queue name ever enqueued to through any app on this Redis (junk set aside)."""
-    raw = yield Command(lambda client: client.smembers(keys.QUEUES), on_error=_no_queues)
+    raw = yield Command(lambda client: client.smembers(keys.QUEUES), on_error=junk.or_default(keys.QUEUES, set()))
     return junk.queue_names(raw)
 
 

@@ -38,10 +38,16 @@ Guard = tuple[str, ...] | None
 
 @dataclass(frozen=True)
 class Script(Generic[T]):
-    """Run one Lua script call (``calls.py``); the reply is the call's decoded reply."""
+    """Run one Lua script call (``calls.py``); the reply is the call's decoded reply.
+
+    ``wait``: a write that must reach a replica under durability="replicated"
+    (``Scripts.write``): the reply is (decoded reply, replicas that
+    confirmed it, or None when not replicated).
+    """
 
     call: ScriptCall[T]
     guard: Guard = ()
+    wait: bool = False
 
 
 @dataclass(frozen=True)
@@ -61,10 +67,12 @@ class Command:
 
 @dataclass(frozen=True)
 class Pipeline:
-    """Commands queued by ``fill(pipe)`` on one non-transactional pipeline: the reply is the list of replies."""
+    """Commands queued by ``fill(pipe)`` on one non-transactional pipeline: the reply is the list of replies
+    (with ``raise_on_error=False``, a command's error reply is its place in the list)."""
 
     fill: Callable[[Any], object]
     guard: Guard = ()
+    raise_on_error: bool = True
 
 
 @dataclass(frozen=True)

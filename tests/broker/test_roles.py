@@ -34,8 +34,8 @@ from taskforge.broker import (
 )
 from taskforge.broker.aio import AsyncBroker, AsyncJobs
 from taskforge.broker.aio_roles import AsyncLedgerRole
-from taskforge.broker.aio_workflows import AsyncWorkflowStore
 from taskforge.broker.connection import connect
+from taskforge.broker.workflows import AsyncWorkflowStore
 
 TWINS = [(JobsRole, AsyncJobsRole), (WorkflowRole, AsyncWorkflowRole)]
 ROLE_LIMIT = 25  # public methods (properties count) a class of the package may expose
