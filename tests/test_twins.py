@@ -25,10 +25,8 @@ PACKAGE = Path(taskforge.__file__).parent
 # The two drivers of every plan, sync and async, written side by side on purpose: the one allowed twin.
 DRIVERS = "taskforge/broker/drivers.py:"
 
-# The twins that remain, (async, sync), by family. 22 pairs.
+# The twins that remain, (async, sync), by family. 21 pairs.
 REMAINING = {
-    # The broker's job role and its async twin (broker/jobs.py, broker/aio.py): the sliced enqueue.
-    ("taskforge/broker/aio.py:AsyncJobs._enqueue_sliced", "taskforge/broker/jobs.py:Jobs._enqueue_sliced"),
     # Connections: the version check on connect and the retry that sends a command once.
     (
         "taskforge/broker/aio_connection.py:version_check.on_connect",
@@ -76,7 +74,7 @@ def test_the_twins_of_the_package_are_exactly_the_listed_ones() -> None:
     gone = sorted(REMAINING - found)
     assert not new, f"new sync/async twins: write the operation once as a plan (broker/plan.py) instead: {new}"
     assert not gone, f"twins no longer found: strike them from REMAINING in tests/test_twins.py: {gone}"
-    assert len(REMAINING) == 22
+    assert len(REMAINING) == 21
 
 
 LOOP = """

@@ -15,7 +15,6 @@ it, and is closed when that loop ends.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -25,27 +24,23 @@ import redis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.exceptions import NoScriptError
 
-from ..errors import BrokerUnavailable
-from . import batches, calls, job_plans, keys
+from . import job_plans, keys
 from .aio_connection import (
     AsyncClient,
     abandon_client,
     aconnect,
     client_connections,
     drop_connection,
-    sent_once,
 )
 from .aio_roles import AsyncFlowRole, AsyncJobsRole, AsyncLedgerRole
 from .calls import ScriptCall
 from .connection import SCRIPT_LOADS, broker_errors
 from .damage import expected_types, find_damage
 from .drivers import adrive
-from .durability import FAILOVER_RETRY_S, FailoverRetries, QueueNames, confirmed_enqueue
+from .durability import FAILOVER_RETRY_S, QueueNames
 from .flow import AsyncFlow
-from .jobs import queue_full
-from .keys import QueueKeys
 from .record import NewJob
-from .replies import AbortOutcome, CancelOutcome, EnqueueRefused
+from .replies import AbortOutcome, CancelOutcome
 from .scaled import is_scaled
 from .scripts import REPLICA_WAIT_MS, SCRIPT_NAMES, denials, script_source
 from .slots import queue_calls, slot_moved
@@ -227,80 +222,11 @@ class AsyncJobs:
         self.memory = link.memory
         self.cluster = link.cluster
         self.retention_ms = link.retention_ms
-        self.failover_retry_s = link.failover_retry_s
-        self.run = link.run
-        self.write = link.write
-        self.guard = link.guard
-        self._known_queues = QueueNames()
+        self.sender = job_plans.Sender(link.url, link.cluster, link.replicated, link.failover_retry_s, QueueNames())
 
     async def enqueue(self, queue: str, jobs: Sequence[NewJob], max_size: int = 0, resend: bool = False) -> list[str]:
         """``Jobs.enqueue``, awaited: the same tries (a plain first one sent once, then checked re-sends)."""
-        parts = batches.split(jobs)
-        if parts is not None:
-            return await self._enqueue_sliced(batches.Batch(queue, parts, max_size))
-        q = QueueKeys(queue)
-        sent = [self.cluster or resend]  # a cluster client re-sends by itself: there every try checks
-
-        async def attempt() -> list[str] | EnqueueRefused:
-            call = calls.enqueue(q, max_size=max_size, resend=sent[-1], jobs=jobs)  # built per try: retries are rare
-            sent.append(True)
-            with sent_once():
-                return await self._enqueue_once(call)
-
-        reply: list[str] | EnqueueRefused = await self._through_failover(attempt, tries=3)
-        if isinstance(reply, EnqueueRefused):
-            raise queue_full(queue, reply.size, max_size, len(jobs))
-        return reply
-
-    async def _enqueue_sliced(self, batch: batches.Batch) -> list[str]:
-        """``Jobs._enqueue_sliced``, awaited: staged, then committed, a slice per call."""
-        queue = batch.q.name
-        for group in batch.staging():
-            for call in group:
-                await self._through_failover(self._guarded(queue, call), tries=3)
-        commit = batch.commit()
-        while True:
-            with sent_once():
-                reply = await self._through_failover(lambda: self._enqueue_once(commit), tries=3)
-            if reply.kind in ("FULL", "GONE"):
-                async with self.guard(queue):
-                    while (await self.run(batch.drop())).kind == "DROPPING":
-                        pass
-                if reply.kind == "GONE":
-                    raise batch.expired()
-                raise queue_full(queue, reply.size, batch.max_size, batch.total)
-            if batch.take(reply):
-                break
-        key, fields = batch.missing()
-        async with self.guard(queue):
-            found = await self.client.hmget(key, fields) if fields else []
-            await self.client.unlink(key)
-        return batch.ids(found)
-
-    def _guarded(self, queue: str, call: ScriptCall[None]) -> Callable[[], Awaitable[None]]:
-        async def run() -> None:
-            async with self.guard(queue):
-                await self.run(call)
-
-        return run
-
-    async def _enqueue_once(self, call: ScriptCall[T]) -> T:
-        queue = call.queue.name
-        async with self.guard(queue):
-            if self._known_queues.due(queue):
-                await self.client.sadd(keys.QUEUES, queue)
-                self._known_queues.added(queue)
-            reply, acked = await self.write(call)
-        return confirmed_enqueue(reply, acked, self.url)
-
-    async def _through_failover(self, call: Callable[[], Awaitable[T]], tries: int = 1) -> T:
-        """``Durability.through_failover`` on the loop: retried while unavailable, sleeping without blocking."""
-        retries = FailoverRetries(self.failover_retry_s, tries)
-        while True:
-            try:
-                return await call()
-            except BrokerUnavailable as exc:
-                await asyncio.sleep(retries.pause_after(exc))
+        return await adrive(self.link, job_plans.enqueue(self.sender, queue, jobs, max_size, resend))
 
     # -- following a job: the plans of ``job_plans.py``, driven on this loop ------
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
 
-from . import aio_connection, compat
+from . import aio_connection, compat, connection
 from .connection import broker_errors
-from .plan import Command, Guard, Pipeline, Plan, Request, Script, Sleep
+from .plan import Command, Guard, Pipeline, Plan, Request, Script, Scripts, Sleep
 
 if TYPE_CHECKING:
     from .aio import AsyncLink
@@ -56,14 +56,18 @@ def _run(link: Link, request: Request) -> Any:
         return None
     with _guard(link, request.guard):
         if isinstance(request, Script):
-            return link.scripts.write(request.call) if request.wait else link.scripts.run(request.call)
+            with connection.sent_once() if request.once else nullcontext():
+                return link.scripts.write(request.call) if request.wait else link.scripts.run(request.call)
         if isinstance(request, Command):
             try:
-                return request.send(link.client)
+                with connection.sent_once() if request.once else nullcontext():
+                    return request.send(link.client)
             except redis.ResponseError as exc:
                 if request.on_error is None:
                     raise
                 return request.on_error(exc)
+        if isinstance(request, Scripts):
+            return link.scripts.run_each(request.calls)
         if isinstance(request, Pipeline):
             pipe = link.client.pipeline(transaction=False)
             request.fill(pipe)
@@ -97,14 +101,18 @@ async def _arun(link: AsyncLink, request: Request) -> Any:
         return None
     async with _aguard(link, request.guard):
         if isinstance(request, Script):
-            return await (link.write(request.call) if request.wait else link.run(request.call))
+            with aio_connection.sent_once() if request.once else nullcontext():
+                return await (link.write(request.call) if request.wait else link.run(request.call))
         if isinstance(request, Command):
             try:
-                return await request.send(link.client)
+                with aio_connection.sent_once() if request.once else nullcontext():
+                    return await request.send(link.client)
             except redis.ResponseError as exc:
                 if request.on_error is None:
                     raise
                 return request.on_error(exc)
+        if isinstance(request, Scripts):
+            return [await link.run(call) for call in request.calls]
         if isinstance(request, Pipeline):
             pipe = link.client.pipeline(transaction=False)
             request.fill(pipe)

@@ -1,21 +1,41 @@
 """The producer's job operations, planned once: ``Jobs`` drives them on redis-py, ``AsyncJobs`` on redis.asyncio.
 
 Each function returns a plan (``plan.py``): what to send, and how to read
-what comes back. Enqueueing is not here: its packed command on its own
-connection is the hot path, and stays hand-written in ``Jobs.enqueue``.
+what comes back. The enqueue plan is ``AsyncJobs.enqueue`` and the sync
+side's sliced enqueue; a sync enqueue of one call (``.delay()``) keeps its
+hand-written path in ``Jobs.enqueue``, the hot path, which sends the same
+tries in the same order without a generator in between.
 """
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, NoReturn, TypeVar
 
 import redis
 
-from . import calls, junk, keys
+from ..errors import QueueFull
+from . import batches, calls, junk, keys
+from .calls import ScriptCall
+from .durability import QueueNames, confirmed_enqueue
 from .keys import QueueKeys
-from .plan import Command, Plan, Script, WaitList
-from .replies import AbortOutcome, CancelOutcome
+from .plan import Command, Plan, Script, Scripts, WaitList, one, through_failover
+from .record import NewJob
+from .replies import AbortOutcome, CancelOutcome, EnqueueRefused
 from .stream_reads import STREAM_BATCH, StreamRead, block_ms, damaged, entries, state_text
+
+T = TypeVar("T")
+
+
+def queue_full(queue: str, size: int, max_size: int, count: int) -> QueueFull:
+    """The error of an enqueue refused for ``max_size`` (sync and async alike)."""
+    return QueueFull(
+        f"queue {queue!r} holds {size} unfinished jobs and max_size is {max_size}; "
+        f"the {'job was' if count == 1 else f'{count} jobs were'} not stored. "
+        "Wait for workers to catch up or raise max_size."
+    )
 
 
 def _none(exc: redis.ResponseError) -> None:
@@ -73,3 +93,86 @@ def read_stream(queue: str, job_id: str, after: str, block: float) -> Plan[Strea
         return StreamRead(items)
     state = yield Command(lambda client: client.hget(keys_.job(job_id), "state"), (queue,), broken)
     return StreamRead([], state_text(state))
+
+
+# -- storing jobs -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sender:
+    """What an enqueue plan needs of its broker: where it sends, how it retries, which names it listed."""
+
+    url: str
+    cluster: bool  # a cluster client re-sends by itself: there every try checks for stored ids
+    replicated: bool  # durability="replicated": every commit step waits for a replica, one per round trip
+    failover_retry_s: float
+    known: QueueNames  # when each queue's name is due to be listed again in the queue index
+
+
+def enqueue(sender: Sender, queue: str, jobs: Sequence[NewJob], max_size: int, resend: bool) -> Plan[list[str]]:
+    """Store ``jobs`` in ``queue``, all or none (``Jobs.enqueue``); raises QueueFull.
+
+    The first try may be plain (no "is this id stored already?" check), and
+    is then sent once only; every later one, after an error, is a re-send
+    that checks. Three tries at least, as redis-py's own retry gave.
+    """
+    parts = batches.split(jobs)
+    if parts is not None:  # too big for one call within the time budget
+        return (yield from enqueue_sliced(sender, batches.Batch(queue, parts, max_size)))
+    q = QueueKeys(queue)
+    checked = [sender.cluster or resend]
+
+    def attempt() -> Plan[list[str] | EnqueueRefused]:
+        call = calls.enqueue(q, max_size=max_size, resend=checked[-1], jobs=jobs)
+        checked.append(True)
+        return enqueue_once(sender, call)
+
+    reply = yield from through_failover(attempt, sender.failover_retry_s, tries=3)
+    if isinstance(reply, EnqueueRefused):
+        raise queue_full(queue, reply.size, max_size, len(jobs))
+    return reply
+
+
+def enqueue_once(sender: Sender, call: ScriptCall[T]) -> Plan[T]:
+    """One try of an enqueue script, sent once: the queue listed first when due, then the call and,
+    under durability="replicated", its ``WAIT`` (an unconfirmed write raises, to be retried)."""
+    queue = call.queue.name
+    if sender.known.due(queue):
+        yield Command(lambda client: client.sadd(keys.QUEUES, queue), guard=(queue,), once=True)
+        sender.known.added(queue)
+    reply, acked = yield Script(call, guard=(queue,), wait=True, once=True)
+    return confirmed_enqueue(reply, acked, sender.url)  # type: ignore[no-any-return]
+
+
+def enqueue_sliced(sender: Sender, batch: batches.Batch) -> Plan[list[str]]:
+    """``enqueue`` of a big batch: staged slice by slice, then committed slice by slice (``batches.py``)."""
+    queue = batch.q.name
+    for group in batch.staging():
+        yield from through_failover(partial(one, Scripts(group, guard=(queue,))), sender.failover_retry_s, tries=3)
+    commit = batch.commit()
+    while True:
+        reply = yield from through_failover(partial(enqueue_once, sender, commit), sender.failover_retry_s, tries=3)
+        if reply.kind in ("FULL", "GONE"):
+            while (yield Script(batch.drop(), guard=(queue,))).kind == "DROPPING":
+                pass  # refused or broken before its commit: dropped now rather than left to expire
+            if reply.kind == "GONE":
+                raise batch.expired()
+            raise queue_full(queue, reply.size, batch.max_size, batch.total)
+        if batch.take(reply):
+            break
+        if reply.kind == "SLICE" and not sender.replicated:
+            yield from _commit_rest(sender, batch)  # committed: the other steps go several per round trip
+            break
+    key, fields = batch.missing()
+    found = (yield Command(lambda client: client.hmget(key, fields), guard=(queue,))) if fields else []
+    yield Command(lambda client: client.unlink(key), guard=(queue,))
+    return batch.ids(found)
+
+
+def _commit_rest(sender: Sender, batch: batches.Batch) -> Plan[None]:
+    """The commit steps after the first, ``STAGE_GROUP`` per round trip (each still its own call)."""
+    steps = Scripts([batch.commit()] * batches.STAGE_GROUP, guard=(batch.q.name,))
+    while True:
+        replies = yield from through_failover(partial(one, steps), sender.failover_retry_s, tries=3)
+        if any([batch.take(reply) for reply in replies]):
+            return

@@ -10,13 +10,12 @@ role's awaited twin: the same methods over the same calls
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
-from ..errors import QueueFull
 from . import batches, calls, job_plans
-from .calls import ScriptCall
 from .connection import sent_once
 from .drivers import drive
+from .job_plans import queue_full as queue_full  # the error of a refused enqueue, sync and async
 from .keys import QueueKeys
 from .record import NewJob
 from .replies import AbortOutcome, CancelOutcome, EnqueueRefused
@@ -24,15 +23,6 @@ from .stream_reads import StreamRead
 
 if TYPE_CHECKING:
     from .link import Link
-
-
-def queue_full(queue: str, size: int, max_size: int, count: int) -> QueueFull:
-    """The error of an enqueue refused for ``max_size`` (sync and async alike)."""
-    return QueueFull(
-        f"queue {queue!r} holds {size} unfinished jobs and max_size is {max_size}; "
-        f"the {'job was' if count == 1 else f'{count} jobs were'} not stored. "
-        "Wait for workers to catch up or raise max_size."
-    )
 
 
 class Jobs:
@@ -48,6 +38,10 @@ class Jobs:
         self.retention_ms = link.retention_ms
         self.hints = link.hints
         self.durability = link.durability
+        durability = link.durability
+        self.sender = job_plans.Sender(
+            link.url, link.cluster, link.scripts.replicated, durability.failover_retry_s, durability.known_queues
+        )
 
     def enqueue(self, queue: str, jobs: Sequence[NewJob], max_size: int = 0, resend: bool = False) -> list[str]:
         """Store ``jobs`` in ``queue``, all or none; raises QueueFull.
@@ -82,53 +76,8 @@ class Jobs:
         raise queue_full(queue, reply.size, max_size, len(jobs))
 
     def _enqueue_sliced(self, batch: batches.Batch) -> list[str]:
-        """``enqueue`` of a big batch: staged slice by slice, then committed slice by slice (``batches.py``)."""
-        queue = batch.q.name
-        for group in batch.staging():
-
-            def stage(group: list[ScriptCall[None]] = group) -> None:
-                with self.guard(queue):
-                    self.scripts.run_each(group)
-
-            self.durability.through_failover(stage, tries=3)
-        commit = cast("ScriptCall[Any]", batch.commit())  # enqueue_once reads its reply as it is
-        while True:
-            with sent_once():
-                reply: batches.CommitReply = self.durability.through_failover(
-                    lambda: self.durability.enqueue_once(commit), tries=3
-                )
-            if reply.kind in ("FULL", "GONE"):
-                self._drop(batch)
-                if reply.kind == "GONE":
-                    raise batch.expired()
-                raise queue_full(queue, reply.size, batch.max_size, batch.total)
-            if batch.take(reply):
-                break
-            if reply.kind == "SLICE" and not self.scripts.replicated:
-                self._commit_rest(batch)  # committed: the other steps go several per round trip
-                break
-        key, fields = batch.missing()
-        with self.guard(queue):
-            found = self.client.hmget(key, fields) if fields else []
-            self.client.unlink(key)
-        return batch.ids(found)
-
-    def _drop(self, batch: batches.Batch) -> None:
-        """A batch refused or broken before its commit, dropped now rather than left to expire."""
-        with self.guard(batch.q.name):
-            while self.scripts.run(batch.drop()).kind == "DROPPING":
-                pass
-
-    def _commit_rest(self, batch: batches.Batch) -> None:
-        """The commit steps after the first, ``STAGE_GROUP`` per pipeline (each still its own call)."""
-
-        def steps() -> bool:
-            with self.guard(batch.q.name):
-                replies = self.scripts.run_each([batch.commit()] * batches.STAGE_GROUP)
-            return any([batch.take(reply) for reply in replies])
-
-        while not self.durability.through_failover(steps, tries=3):
-            pass
+        """``enqueue`` of a big batch: staged slice by slice, then committed slice by slice (``job_plans``)."""
+        return drive(self.link, job_plans.enqueue_sliced(self.sender, batch))
 
     def read(self, queue: str, job_id: str) -> dict[bytes, bytes] | None:
         """The raw job hash, or None when there is no such job."""

@@ -19,7 +19,7 @@ driver performs its own way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -48,6 +48,16 @@ class Script(Generic[T]):
     call: ScriptCall[T]
     guard: Guard = ()
     wait: bool = False
+    once: bool = False  # sent at most once: a lost connection is raised, for the plan to re-send (``sent_once``)
+
+
+@dataclass(frozen=True)
+class Scripts:
+    """Several calls of one script, each its own call, in as few round trips as the client allows
+    (``Scripts.run_each`` on redis-py); the reply is their decoded replies in call order."""
+
+    calls: Sequence[ScriptCall[Any]]
+    guard: Guard = ()
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,7 @@ class Command:
     send: Callable[[Any], Any]
     guard: Guard = ()
     on_error: Callable[[redis.ResponseError], Any] | None = None
+    once: bool = False  # as ``Script.once``
 
 
 @dataclass(frozen=True)
@@ -91,7 +102,7 @@ class Sleep:
     seconds: float
 
 
-Request = Script[Any] | Command | Pipeline | WaitList | Sleep
+Request = Script[Any] | Scripts | Command | Pipeline | WaitList | Sleep
 Plan = Generator[Request, Any, T]
 
 
