@@ -25,7 +25,7 @@ PACKAGE = Path(taskforge.__file__).parent
 # The two drivers of every plan, sync and async, written side by side on purpose: the one allowed twin.
 DRIVERS = "taskforge/broker/drivers.py:"
 
-# The twins that remain, (async, sync), by family. 21 pairs.
+# The twins that remain, (async, sync), by family. 18 pairs.
 REMAINING = {
     # Connections: the version check on connect and the retry that sends a command once.
     (
@@ -36,10 +36,7 @@ REMAINING = {
         "taskforge/broker/aio_connection.py:OnceRetry.call_with_retry",
         "taskforge/broker/connection.py:CountingRetry.call_with_retry",
     ),
-    # Workflow delivery and launch (workflows/delivery.py, aio_delivery.py, launch.py, aio_launch.py).
-    ("taskforge/workflows/aio_delivery.py:asend", "taskforge/workflows/delivery.py:send"),
-    ("taskforge/workflows/aio_delivery.py:astop", "taskforge/workflows/delivery.py:stop"),
-    ("taskforge/workflows/aio_delivery.py:aact", "taskforge/workflows/delivery.py:act"),
+    # Workflow launch (workflows/launch.py, aio_launch.py).
     ("taskforge/workflows/aio_launch.py:alaunch", "taskforge/workflows/launch.py:launch"),
     # Workflow handles: result, retry, cancel.
     ("taskforge/workflows/handle.py:WorkflowHandle.aresult", "taskforge/workflows/handle.py:WorkflowHandle.result"),
@@ -74,7 +71,7 @@ def test_the_twins_of_the_package_are_exactly_the_listed_ones() -> None:
     gone = sorted(REMAINING - found)
     assert not new, f"new sync/async twins: write the operation once as a plan (broker/plan.py) instead: {new}"
     assert not gone, f"twins no longer found: strike them from REMAINING in tests/test_twins.py: {gone}"
-    assert len(REMAINING) == 21
+    assert len(REMAINING) == 18
 
 
 LOOP = """

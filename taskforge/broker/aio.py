@@ -39,6 +39,7 @@ from .damage import expected_types, find_damage
 from .drivers import adrive
 from .durability import FAILOVER_RETRY_S, QueueNames
 from .flow import AsyncFlow
+from .plan import Plan, Settings
 from .record import NewJob
 from .replies import AbortOutcome, CancelOutcome
 from .scaled import is_scaled
@@ -113,6 +114,7 @@ class AsyncLink:
         self.memory = url.startswith("memory:")
         self.cluster = isinstance(client, AsyncRedisCluster)
         self.failover_retry_s = FAILOVER_RETRY_S if is_scaled(url) else 0.0
+        self.settings = Settings(url, retention_ms, self.cluster, self.replicated, self.failover_retry_s, QueueNames())
         self._scripts = {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
         self._masters: dict[str, Any] = {}  # cluster node name -> a plain client of it, for WAIT
 
@@ -222,11 +224,11 @@ class AsyncJobs:
         self.memory = link.memory
         self.cluster = link.cluster
         self.retention_ms = link.retention_ms
-        self.sender = job_plans.Sender(link.url, link.cluster, link.replicated, link.failover_retry_s, QueueNames())
+        self.settings = link.settings
 
     async def enqueue(self, queue: str, jobs: Sequence[NewJob], max_size: int = 0, resend: bool = False) -> list[str]:
         """``Jobs.enqueue``, awaited: the same tries (a plain first one sent once, then checked re-sends)."""
-        return await adrive(self.link, job_plans.enqueue(self.sender, queue, jobs, max_size, resend))
+        return await adrive(self.link, job_plans.enqueue(self.settings, queue, jobs, max_size, resend))
 
     # -- following a job: the plans of ``job_plans.py``, driven on this loop ------
 
@@ -268,6 +270,11 @@ class AsyncBroker:
         self.jobs: AsyncJobsRole = AsyncJobs(link)
         self.ledger: AsyncLedgerRole = AsyncWorkflowStore(link)
         self.flow: AsyncFlowRole = AsyncFlow(link)
+        self.settings = link.settings
+
+    async def drive(self, plan: Plan[T]) -> T:
+        """Run a plan that spans roles (``workflows/delivery.py``'s) on this loop (``drivers.adrive``)."""
+        return await adrive(self.link, plan)
 
     @classmethod
     def open(cls, url: str, memory: Any, retention_ms: int, dead_retention_ms: int, durability: str) -> AsyncBroker:

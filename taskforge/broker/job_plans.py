@@ -10,7 +10,6 @@ tries in the same order without a generator in between.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, NoReturn, TypeVar
 
@@ -19,9 +18,9 @@ import redis
 from ..errors import QueueFull
 from . import batches, calls, junk, keys
 from .calls import ScriptCall
-from .durability import QueueNames, confirmed_enqueue
+from .durability import confirmed_enqueue
 from .keys import QueueKeys
-from .plan import Command, Plan, Script, Scripts, WaitList, one, through_failover
+from .plan import Command, Plan, Script, Scripts, Settings, WaitList, one, through_failover
 from .record import NewJob
 from .replies import AbortOutcome, CancelOutcome, EnqueueRefused
 from .stream_reads import STREAM_BATCH, StreamRead, block_ms, damaged, entries, state_text
@@ -98,24 +97,15 @@ def read_stream(queue: str, job_id: str, after: str, block: float) -> Plan[Strea
 # -- storing jobs -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Sender:
-    """What an enqueue plan needs of its broker: where it sends, how it retries, which names it listed."""
-
-    url: str
-    cluster: bool  # a cluster client re-sends by itself: there every try checks for stored ids
-    replicated: bool  # durability="replicated": every commit step waits for a replica, one per round trip
-    failover_retry_s: float
-    known: QueueNames  # when each queue's name is due to be listed again in the queue index
-
-
-def enqueue(sender: Sender, queue: str, jobs: Sequence[NewJob], max_size: int, resend: bool) -> Plan[list[str]]:
+def enqueue(sender: Settings, queue: str, jobs: Sequence[NewJob], max_size: int, resend: bool) -> Plan[list[str]]:
     """Store ``jobs`` in ``queue``, all or none (``Jobs.enqueue``); raises QueueFull.
 
     The first try may be plain (no "is this id stored already?" check), and
     is then sent once only; every later one, after an error, is a re-send
     that checks. Three tries at least, as redis-py's own retry gave.
     """
+    if any(job.limits or job.key_limits for job in jobs):
+        sender.learned_limits(queue)
     parts = batches.split(jobs)
     if parts is not None:  # too big for one call within the time budget
         return (yield from enqueue_sliced(sender, batches.Batch(queue, parts, max_size)))
@@ -133,7 +123,7 @@ def enqueue(sender: Sender, queue: str, jobs: Sequence[NewJob], max_size: int, r
     return reply
 
 
-def enqueue_once(sender: Sender, call: ScriptCall[T]) -> Plan[T]:
+def enqueue_once(sender: Settings, call: ScriptCall[T]) -> Plan[T]:
     """One try of an enqueue script, sent once: the queue listed first when due, then the call and,
     under durability="replicated", its ``WAIT`` (an unconfirmed write raises, to be retried)."""
     queue = call.queue.name
@@ -144,7 +134,7 @@ def enqueue_once(sender: Sender, call: ScriptCall[T]) -> Plan[T]:
     return confirmed_enqueue(reply, acked, sender.url)  # type: ignore[no-any-return]
 
 
-def enqueue_sliced(sender: Sender, batch: batches.Batch) -> Plan[list[str]]:
+def enqueue_sliced(sender: Settings, batch: batches.Batch) -> Plan[list[str]]:
     """``enqueue`` of a big batch: staged slice by slice, then committed slice by slice (``batches.py``)."""
     queue = batch.q.name
     for group in batch.staging():
@@ -169,7 +159,7 @@ def enqueue_sliced(sender: Sender, batch: batches.Batch) -> Plan[list[str]]:
     return batch.ids(found)
 
 
-def _commit_rest(sender: Sender, batch: batches.Batch) -> Plan[None]:
+def _commit_rest(sender: Settings, batch: batches.Batch) -> Plan[None]:
     """The commit steps after the first, ``STAGE_GROUP`` per round trip (each still its own call)."""
     steps = Scripts([batch.commit()] * batches.STAGE_GROUP, guard=(batch.q.name,))
     while True:

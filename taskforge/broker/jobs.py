@@ -38,10 +38,7 @@ class Jobs:
         self.retention_ms = link.retention_ms
         self.hints = link.hints
         self.durability = link.durability
-        durability = link.durability
-        self.sender = job_plans.Sender(
-            link.url, link.cluster, link.scripts.replicated, durability.failover_retry_s, durability.known_queues
-        )
+        self.settings = link.settings
 
     def enqueue(self, queue: str, jobs: Sequence[NewJob], max_size: int = 0, resend: bool = False) -> list[str]:
         """Store ``jobs`` in ``queue``, all or none; raises QueueFull.
@@ -77,7 +74,7 @@ class Jobs:
 
     def _enqueue_sliced(self, batch: batches.Batch) -> list[str]:
         """``enqueue`` of a big batch: staged slice by slice, then committed slice by slice (``job_plans``)."""
-        return drive(self.link, job_plans.enqueue_sliced(self.sender, batch))
+        return drive(self.link, job_plans.enqueue_sliced(self.settings, batch))
 
     def read(self, queue: str, job_id: str) -> dict[bytes, bytes] | None:
         """The raw job hash, or None when there is no such job."""

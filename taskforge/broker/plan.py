@@ -27,7 +27,7 @@ import redis
 
 from ..errors import BrokerUnavailable
 from .calls import ScriptCall
-from .durability import FailoverRetries
+from .durability import FailoverRetries, QueueNames
 
 T = TypeVar("T")
 
@@ -100,6 +100,25 @@ class Sleep:
     """Wait ``seconds``: ``time.sleep`` on the sync driver, ``asyncio.sleep`` on the async one."""
 
     seconds: float
+
+
+def _nothing(queue: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What plans need of the broker they run on, alike for its sync link and its async one."""
+
+    url: str
+    retention_ms: int
+    cluster: bool  # a cluster client re-sends by itself: there every enqueue try checks for stored ids
+    replicated: bool  # durability="replicated": writes that matter wait for a replica, one per round trip
+    failover_retry_s: float
+    known: QueueNames  # when each queue's name is due to be listed again in the queue index
+    # An enqueue stored limited or keyed jobs in this queue: this client's claims look at its lanes from now on
+    # (``hints.ClaimHints.knows_limits``; an async broker claims nothing).
+    learned_limits: Callable[[str], None] = _nothing
 
 
 Request = Script[Any] | Scripts | Command | Pipeline | WaitList | Sleep
