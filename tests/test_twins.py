@@ -25,7 +25,7 @@ PACKAGE = Path(taskforge.__file__).parent
 # The two drivers of every plan, sync and async, written side by side on purpose: the one allowed twin.
 DRIVERS = "taskforge/broker/drivers.py:"
 
-# The twins that remain, (async, sync), by family. 12 pairs.
+# The twins that remain, (async, sync), by family. 9 pairs.
 REMAINING = {
     # Connections: the version check on connect and the retry that sends a command once.
     (
@@ -36,10 +36,6 @@ REMAINING = {
         "taskforge/broker/aio_connection.py:OnceRetry.call_with_retry",
         "taskforge/broker/connection.py:CountingRetry.call_with_retry",
     ),
-    # Job handles: cancel, abort, and finding a job's queue.
-    ("taskforge/handle.py:JobHandle.acancel", "taskforge/handle.py:JobHandle.cancel"),
-    ("taskforge/handle.py:JobHandle.aabort", "taskforge/handle.py:JobHandle.abort"),
-    ("taskforge/handle.py:afind_queue", "taskforge/handle.py:find_queue"),
     # Streams.
     ("taskforge/streams.py:afollow", "taskforge/streams.py:follow"),
     ("taskforge/streams.py:afollow.read", "taskforge/streams.py:follow.read"),
@@ -62,7 +58,7 @@ def test_the_twins_of_the_package_are_exactly_the_listed_ones() -> None:
     gone = sorted(REMAINING - found)
     assert not new, f"new sync/async twins: write the operation once as a plan (broker/plan.py) instead: {new}"
     assert not gone, f"twins no longer found: strike them from REMAINING in tests/test_twins.py: {gone}"
-    assert len(REMAINING) == 12
+    assert len(REMAINING) == 9
 
 
 LOOP = """
