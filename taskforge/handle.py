@@ -19,7 +19,7 @@ from .job import JobInfo, JobState
 from .serialization import loads
 
 if TYPE_CHECKING:
-    from .broker.aio_roles import AsyncBrokerRoles, AsyncJobsRole
+    from .broker.aio_roles import AsyncBrokerRoles
     from .protocols import BrokerAccess
 
 R = TypeVar("R")
@@ -232,13 +232,13 @@ class JobHandle(Generic[R]):
         the next item (``TimeoutError``); None waits as long as the job runs.
         Any number of readers, in any process, each see every item once.
         """
-        return streams.follow(self.app.broker.jobs, self.queue, self.id, timeout)
+        return streams.follow(self.app.broker, self.queue, self.id, timeout)
 
     def astream(self, timeout: float | None = None) -> AsyncIterator[Any]:
         """``stream()`` for ``async for``: the loop runs other coroutines while it waits."""
 
-        async def access() -> tuple[AsyncJobsRole, str]:
-            return async_access(self.app).async_broker().jobs, await self._aqueue()
+        async def access() -> tuple[AsyncBrokerRoles, str]:
+            return async_access(self.app).async_broker(), await self._aqueue()
 
         return streams.afollow(access, self.id, timeout)
 
