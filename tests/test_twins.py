@@ -25,7 +25,7 @@ PACKAGE = Path(taskforge.__file__).parent
 # The two drivers of every plan, sync and async, written side by side on purpose: the one allowed twin.
 DRIVERS = "taskforge/broker/drivers.py:"
 
-# The twins that remain, (async, sync), by family. 7 pairs.
+# The twins that remain, (async, sync), by family. 6 pairs.
 REMAINING = {
     # Connections: the version check on connect and the retry that sends a command once.
     (
@@ -36,8 +36,7 @@ REMAINING = {
         "taskforge/broker/aio_connection.py:OnceRetry.call_with_retry",
         "taskforge/broker/connection.py:CountingRetry.call_with_retry",
     ),
-    # Enqueueing one job, a durable step, the in-process drain.
-    ("taskforge/task.py:Task._aenqueue_one", "taskforge/task.py:Task._enqueue_one"),
+    # A running job's durable step (worker side), the in-process drain.
     ("taskforge/context.py:CurrentJob.astep", "taskforge/context.py:CurrentJob.step"),
     ("taskforge/inprocess.py:adrain", "taskforge/inprocess.py:drain"),
     # Django: the backend's enqueue and the test runner.
@@ -55,7 +54,7 @@ def test_the_twins_of_the_package_are_exactly_the_listed_ones() -> None:
     gone = sorted(REMAINING - found)
     assert not new, f"new sync/async twins: write the operation once as a plan (broker/plan.py) instead: {new}"
     assert not gone, f"twins no longer found: strike them from REMAINING in tests/test_twins.py: {gone}"
-    assert len(REMAINING) == 7
+    assert len(REMAINING) == 6
 
 
 LOOP = """
