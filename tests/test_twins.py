@@ -14,7 +14,9 @@ the list only ever shrinks, and honestly.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,7 +27,7 @@ PACKAGE = Path(taskforge.__file__).parent
 # The two drivers of every plan, sync and async, written side by side on purpose: the one allowed twin.
 DRIVERS = "taskforge/broker/drivers.py:"
 
-# The twins that remain, (async, sync), by family. 6 pairs.
+# The twins that remain, (async, sync), by family. 4 pairs.
 REMAINING = {
     # Connections: the version check on connect and the retry that sends a command once.
     (
@@ -39,12 +41,6 @@ REMAINING = {
     # A running job's durable step (worker side), the in-process drain.
     ("taskforge/context.py:CurrentJob.astep", "taskforge/context.py:CurrentJob.step"),
     ("taskforge/inprocess.py:adrain", "taskforge/inprocess.py:drain"),
-    # Django: the backend's enqueue and the test runner.
-    (
-        "taskforge/contrib/django/backend.py:TaskforgeBackend.aenqueue",
-        "taskforge/contrib/django/backend.py:TaskforgeBackend.enqueue",
-    ),
-    ("taskforge/contrib/django/runner.py:_arun", "taskforge/contrib/django/runner.py:_run"),
 }
 
 
@@ -54,7 +50,42 @@ def test_the_twins_of_the_package_are_exactly_the_listed_ones() -> None:
     gone = sorted(REMAINING - found)
     assert not new, f"new sync/async twins: write the operation once as a plan (broker/plan.py) instead: {new}"
     assert not gone, f"twins no longer found: strike them from REMAINING in tests/test_twins.py: {gone}"
-    assert len(REMAINING) == 6
+    assert len(REMAINING) == 4
+
+
+def make_sync() -> Any:
+    """``scripts/make_sync.py`` as a module (it is no part of the package)."""
+    pytest.importorskip("unasync")  # in the test extra; CI runs the script's check too
+    spec = importlib.util.spec_from_file_location("make_sync", PACKAGE.parent / "scripts" / "make_sync.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_generated_sync_modules_are_what_their_async_source_makes() -> None:
+    """``scripts/make_sync.py --check``: every sync module generated from its async source is up to date."""
+    script = make_sync()
+    assert script.GENERATED == GENERATED
+    assert script.pairs(), "no module is generated from an _async source"
+    assert script.main(["--check"]) == 0
+
+
+def test_the_check_fails_on_a_stale_generated_module_until_the_script_writes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = make_sync()
+    monkeypatch.setattr(script, "ROOT", tmp_path)
+    monkeypatch.setattr(script, "PACKAGE", tmp_path / "pkg")
+    write(tmp_path / "pkg" / "_async", "ops.py", "async def _arun(signal):\n    return await signal.asend_robust()\n")
+    write(tmp_path / "pkg" / "_sync", "ops.py", f"{GENERATED}\ndef _run(signal):\n    return None\n")
+    assert script.main(["--check"]) == 1
+    assert script.main([]) == 0 and script.main(["--check"]) == 0
+    assert (
+        (tmp_path / "pkg" / "_sync" / "ops.py")
+        .read_text()
+        .endswith("def _run(signal):\n    return signal.send_robust()\n")
+    )
 
 
 LOOP = """

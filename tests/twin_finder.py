@@ -27,8 +27,8 @@ from pathlib import Path
 
 MIN_LINES = 6
 MIN_RATIO = 0.5
-# The first line of a module written by the unasync step (``scripts/unasync.py``).
-GENERATED = "# Generated from its async source by scripts/unasync.py: do not edit."
+# The first line of a module written by the unasync step (``scripts/make_sync.py``).
+GENERATED = "# Generated from its async source by scripts/make_sync.py: do not edit."
 
 AnyDef = ast.FunctionDef | ast.AsyncFunctionDef
 
