@@ -54,6 +54,7 @@ API_MODULES = [
     "taskforge.workflows.aio_launch",
     "taskforge.workflows.canvas",
     "taskforge.workflows.delivery",
+    "taskforge.workflows.following",
     "taskforge.workflows.handle",
     "taskforge.workflows.launch",
     "taskforge.workflows.plan",
