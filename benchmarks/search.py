@@ -19,7 +19,7 @@
    (pending, attempts 0, the dead set empty; a second run changes nothing).
 
 The hot path's cost of the index is ``drain_cpu.py --base <tree before>``
-and ``run.py --quick`` (see the README's Performance section).
+and ``run.py --quick`` (see docs/performance.md).
 
     python benchmarks/search.py [--jobs 1000000] [--keys 10000] [--queries 20] [--bulk 100000]
 """

@@ -28,7 +28,7 @@ def due_ms(when: datetime) -> int:
     """``apply_at``'s time as ms since the epoch, on the producer's clock; a naive datetime is UTC."""
     if not isinstance(when, datetime):
         raise ConfigurationError(f"apply_at() needs a datetime, got {type(when).__name__}: {when!r}")
-    if when.tzinfo is None:  # SPEC: a naive datetime means UTC
+    if when.tzinfo is None:  # a naive datetime means UTC, as everywhere in the API
         when = when.replace(tzinfo=timezone.utc)
     try:
         return int(when.timestamp() * 1000)

@@ -5,7 +5,7 @@ A Celery port meets these first: ``from taskforge import AsyncResult``,
 ``add.apply_async(expires=...)``. A bare ``AttributeError`` or "unexpected
 keyword argument" would send the reader to the docs; these errors name the
 taskforge way in the message itself. Kept in one table per place so the
-README's migration section and the errors cannot drift apart unnoticed
+migration page (``docs/tutorials/coming-from.md``) and the errors cannot drift apart unnoticed
 (``tests/test_celery_landing.py`` walks them).
 """
 

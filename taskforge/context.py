@@ -82,8 +82,8 @@ class CurrentJob:
         later run of the job (a retry, a run after a crash) gets it back without calling ``fn``.
 
         Code between steps runs again in every run, so it must take the same
-        path each time (SPEC, "Durable steps and streams"; the README has an
-        example of what goes wrong otherwise). ``fn`` raising stores nothing
+        path each time (``docs/howto/durable-steps.md`` has an example of
+        what goes wrong otherwise). ``fn`` raising stores nothing
         and the run fails as usual. A name repeated within one run raises
         ``ValueError`` before ``fn`` is called; a result msgpack cannot carry
         raises ``SerializationError`` naming the step; a run that lost its

@@ -278,7 +278,7 @@ class TaskFailed(TaskforgeError):
         super().__init__(f"{what} ended {state}: {detail}")
 
 
-class Retry(Exception):  # noqa: N818 - the SPEC's name, raised by user code
+class Retry(Exception):  # noqa: N818 - the documented name (Celery's too), raised by user code
     """Raised by a task to be run again after ``after`` seconds.
 
     Counts as an attempt, so a task that always asks for a retry still ends

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar, cast
 
 from . import celery_names, streams
+from .broker import job_plans
 from .broker.keys import QueueKeys
+from .broker.plan import Plan
 from .broker.record import Field
 from .broker.record import job_info as job_info
 from .errors import ConfigurationError, CorruptPayload, JobNotFound, TaskFailed
@@ -17,7 +19,7 @@ from .job import JobInfo, JobState
 from .serialization import loads
 
 if TYPE_CHECKING:
-    from .broker.aio_roles import AsyncBrokerRoles, AsyncJobsRole
+    from .broker.aio_roles import AsyncBrokerRoles
     from .protocols import BrokerAccess
 
 R = TypeVar("R")
@@ -27,6 +29,7 @@ R = TypeVar("R")
 WAIT_SLICE = 2.0
 FINAL = (JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED)
 STATES = {state.value for state in JobState}
+GONE = "it never existed, or it finished longer ago than the app's retention"
 
 
 class AsyncAccess(Protocol):
@@ -56,28 +59,33 @@ async def aknown_queues(app: AsyncAccess) -> list[str]:
 
 def find_queue(app: BrokerAccess, job_id: str) -> str:
     """Which queue holds ``job_id``: the app's own queues first, then every known queue."""
-    queues = known_queues(app)
-    for queue in queues:
-        if app.broker.jobs.read(queue, job_id) is not None:
-            return queue
-    raise _no_queue_holds(job_id, queues)
+    return app.broker.drive(locating(app.queues(), job_id))
 
 
 async def afind_queue(app: AsyncAccess, job_id: str) -> str:
     """``find_queue()``, awaited."""
-    broker = app.async_broker()
-    queues = await aknown_queues(app)
+    return await app.async_broker().drive(locating(app.queues(), job_id))
+
+
+def locating(own: list[str], job_id: str) -> Plan[str]:
+    """``find_queue``: the queues ``own`` first, then every queue Redis knows, each asked for the job."""
+    queues = list(dict.fromkeys([*own, *(yield from job_plans.queues())]))
     for queue in queues:
-        if await broker.jobs.read(queue, job_id) is not None:
+        if (yield from job_plans.read(queue, job_id)) is not None:
             return queue
     raise _no_queue_holds(job_id, queues)
 
 
+def stopping(stop: Callable[[str, str, int], Plan[int]], queue: str, job_id: str, retention_ms: int) -> Plan[int]:
+    """A cancel or an abort (``stop``: ``job_plans.cancel`` or ``abort``); JobNotFound for no such job."""
+    outcome = yield from stop(queue, job_id, retention_ms)
+    if outcome < 0:
+        raise JobNotFound(f"no job {job_id} in queue {queue!r}: {GONE}")
+    return outcome
+
+
 def _no_queue_holds(job_id: str, queues: list[str]) -> JobNotFound:
-    return JobNotFound(
-        f"no job {job_id} in any queue ({', '.join(queues)}): it never existed, or it "
-        "finished longer ago than the app's retention"
-    )
+    return JobNotFound(f"no job {job_id} in any queue ({', '.join(queues)}): {GONE}")
 
 
 def state_of(fields: dict[bytes, bytes]) -> JobState:
@@ -157,10 +165,7 @@ class JobHandle(Generic[R]):
         return fields
 
     def _missing(self) -> str:
-        return (
-            f"no job {self.id} in queue {self._queue!r}: it never existed, or it finished "
-            "longer ago than the app's retention"
-        )
+        return f"no job {self.id} in queue {self._queue!r}: {GONE}"
 
     def status(self) -> JobState:
         return state_of(self._fields())
@@ -172,12 +177,7 @@ class JobHandle(Generic[R]):
 
     def cancel(self) -> bool:
         """True if the job was pending, scheduled or retrying and will now never run."""
-        outcome = self.app.broker.jobs.cancel(self.queue, self.id)
-        if outcome < 0:
-            raise JobNotFound(self._missing())
-        if outcome == 1:
-            self.app.finals.ended(self.app.broker, FinalTransition(self.queue, self.id, "cancelled"))
-        return outcome == 1
+        return self._stop(job_plans.cancel) == 1
 
     def retry(self) -> bool:
         """Put a dead job back in line to run again, its attempts counted afresh, as ``taskforge dead retry``.
@@ -198,12 +198,15 @@ class JobHandle(Generic[R]):
         about a second) and ends ``cancelled``. Returns False when the job had
         already finished.
         """
-        outcome = self.app.broker.jobs.abort(self.queue, self.id)
-        if outcome < 0:
-            raise JobNotFound(self._missing())
-        if outcome == 1:  # cancelled before it started (a running one ends when its supervisor stops it)
-            self.app.finals.ended(self.app.broker, FinalTransition(self.queue, self.id, "cancelled"))
-        return outcome > 0
+        return self._stop(job_plans.abort) > 0
+
+    def _stop(self, stop: Callable[[str, str, int], Plan[int]]) -> int:
+        """A cancel's or an abort's outcome; 1 (cancelled now, not a running job aborted) is a final transition."""
+        broker = self.app.broker
+        outcome = broker.drive(stopping(stop, self.queue, self.id, broker.settings.retention_ms))
+        if outcome == 1:
+            self.app.finals.ended(broker, FinalTransition(self.queue, self.id, "cancelled"))
+        return outcome
 
     def result(self, timeout: float | None = None) -> R:
         """Wait for the job to finish and return its value.
@@ -229,13 +232,13 @@ class JobHandle(Generic[R]):
         the next item (``TimeoutError``); None waits as long as the job runs.
         Any number of readers, in any process, each see every item once.
         """
-        return streams.follow(self.app.broker.jobs, self.queue, self.id, timeout)
+        return streams.follow(self.app.broker, self.queue, self.id, timeout)
 
     def astream(self, timeout: float | None = None) -> AsyncIterator[Any]:
         """``stream()`` for ``async for``: the loop runs other coroutines while it waits."""
 
-        async def access() -> tuple[AsyncJobsRole, str]:
-            return async_access(self.app).async_broker().jobs, await self._aqueue()
+        async def access() -> tuple[AsyncBrokerRoles, str]:
+            return async_access(self.app).async_broker(), await self._aqueue()
 
         return streams.afollow(access, self.id, timeout)
 
@@ -296,14 +299,7 @@ class JobHandle(Generic[R]):
 
     async def acancel(self) -> bool:
         """``cancel()``, awaited."""
-        queue = await self._aqueue()
-        broker = async_access(self.app).async_broker()
-        outcome = await broker.jobs.cancel(queue, self.id)
-        if outcome < 0:
-            raise JobNotFound(self._missing())
-        if outcome == 1:
-            await self.app.finals.aended(broker, FinalTransition(queue, self.id, "cancelled"))
-        return outcome == 1
+        return await self._astop(job_plans.cancel) == 1
 
     async def aretry(self) -> bool:
         """``retry()``, awaited: the rare operator's call runs on a worker thread, off the loop."""
@@ -311,14 +307,14 @@ class JobHandle(Generic[R]):
 
     async def aabort(self) -> bool:
         """``abort()``, awaited."""
-        queue = await self._aqueue()
-        broker = async_access(self.app).async_broker()
-        outcome = await broker.jobs.abort(queue, self.id)
-        if outcome < 0:
-            raise JobNotFound(self._missing())
-        if outcome == 1:
+        return await self._astop(job_plans.abort) > 0
+
+    async def _astop(self, stop: Callable[[str, str, int], Plan[int]]) -> int:
+        """``_stop()``, awaited: the listeners of the final transition are awaited too."""
+        queue, broker = await self._aqueue(), async_access(self.app).async_broker()
+        if (outcome := await broker.drive(stopping(stop, queue, self.id, broker.settings.retention_ms))) == 1:
             await self.app.finals.aended(broker, FinalTransition(queue, self.id, "cancelled"))
-        return outcome > 0
+        return outcome
 
     async def aresult(self, timeout: float | None = None) -> R:
         """``result()``, awaited: a blocking pop on the job's done list, in slices, never a polling loop.

@@ -1,7 +1,7 @@
 """New job ids that sort by when they were made (RFC 9562's UUID version 7, as 32 hex digits).
 
 Two jobs at the same place in line (a new key's first job takes the turn at
-the front, as do other keys' jobs: ``lua/_lib.lua``) are taken in the order
+the front, as do other keys' jobs: ``lua/lib/turns.lua``) are taken in the order
 of their ids, so ids made in time order take such ties first come, first
 served, and the claim reads their records in the order they were written
 (random ids made a drain over 100,000 keys read 100,000 records in random

@@ -15,18 +15,19 @@ last item it yielded, so an outage costs it time, never an item.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from .broker import job_plans
+from .broker.plan import Plan, Sleep
 from .errors import BrokerUnavailable, CorruptPayload, JobNotFound
 from .job import JobState
 from .serialization import loads
 
 if TYPE_CHECKING:
-    from .broker.aio_roles import AsyncJobsRole
-    from .broker.roles import JobsRole
+    from .broker.aio_roles import AsyncBrokerRoles
+    from .broker.roles import BrokerRoles
     from .broker.stream_reads import StreamRead
 
 # A reader blocks on Redis this long at a time, then looks at the job's state:
@@ -45,6 +46,7 @@ class _Reader:
         self.since = time.monotonic()
         self.down_since: float | None = None  # when reads began to fail (Redis unreachable)
         self.backoff = 0.0
+        self.finished = False  # the job has ended: what is left is read without waiting
 
     def block(self) -> float:
         """How long the next read may wait: a slice, or what is left of ``timeout``."""
@@ -53,7 +55,7 @@ class _Reader:
         return max(0.001, min(STREAM_SLICE, self.since + self.timeout - time.monotonic()))
 
     def take(self, read: StreamRead) -> Iterator[Any]:
-        """The items of ``read`` decoded, moving past each as it is yielded."""
+        """The items of ``read`` decoded, moving past each as it is yielded; ``timeout`` counts from the last."""
         for entry, raw in read.items:
             try:
                 value = loads(raw)
@@ -61,6 +63,7 @@ class _Reader:
                 raise CorruptPayload(f"item {entry} of the stream of job {self.job_id}: {exc}") from None
             self.after = entry
             yield value
+        self.since = time.monotonic()
 
     def unreachable(self, exc: BrokerUnavailable) -> float:
         """After a failed read: how long to wait before the next try; raises once Redis was away too long."""
@@ -72,8 +75,27 @@ class _Reader:
         self.backoff = min(1.0, self.backoff * 2 or 0.05)
         return self.backoff
 
-    def answered(self) -> None:
-        self.down_since, self.backoff = None, 0.0
+    def next_read(self, queue: str) -> Plan[StreamRead | None]:
+        """The next read that brought items, waiting a slice at a time; None once the job has finished
+        and a last read (without waiting) brought nothing more."""
+        while not self.finished:
+            found = yield from self.read(queue, self.block())
+            if found.items:
+                return found
+            self.finished = self.ended(found)
+        found = yield from self.read(queue, 0)
+        return found if found.items else None
+
+    def read(self, queue: str, block: float) -> Plan[StreamRead]:
+        """One read of the stream after ``after``, tried again from the same place while Redis is away."""
+        while True:
+            try:
+                found = yield from job_plans.read_stream(queue, self.job_id, self.after, block)
+            except BrokerUnavailable as exc:
+                yield Sleep(self.unreachable(exc))
+                continue
+            self.down_since, self.backoff = None, 0.0
+            return found
 
     def ended(self, read: StreamRead) -> bool:
         """After an empty read: whether the job has finished; raises once ``timeout`` has passed without an item."""
@@ -89,60 +111,23 @@ class _Reader:
         return False
 
 
-def follow(jobs: JobsRole, queue: str, job_id: str, timeout: float | None) -> Iterator[Any]:
+def follow(broker: BrokerRoles, queue: str, job_id: str, timeout: float | None) -> Iterator[Any]:
     """``JobHandle.stream``'s generator."""
     reader = _Reader(job_id, timeout)
-
-    def read(block: float) -> StreamRead:
-        while True:
-            try:
-                found = jobs.read_stream(queue, job_id, reader.after, block)
-            except BrokerUnavailable as exc:
-                time.sleep(reader.unreachable(exc))
-                continue
-            reader.answered()
-            return found
-
-    while True:
-        found = read(reader.block())
-        if found.items:
-            yield from reader.take(found)
-            reader.since = time.monotonic()
-        elif reader.ended(found):
-            while (found := read(0)).items:
-                yield from reader.take(found)
-            return
+    while (found := broker.drive(reader.next_read(queue))) is not None:
+        yield from reader.take(found)
 
 
 async def afollow(
-    access: Callable[[], Awaitable[tuple[AsyncJobsRole, str]]], job_id: str, timeout: float | None
+    access: Callable[[], Awaitable[tuple[AsyncBrokerRoles, str]]], job_id: str, timeout: float | None
 ) -> AsyncIterator[Any]:
     """``JobHandle.astream``'s generator: the loop runs other coroutines while a read waits.
 
-    ``access`` gives this loop's jobs role and the job's queue, looked up on
+    ``access`` gives this loop's broker and the job's queue, looked up on
     the loop once the first item is asked for.
     """
-    jobs, queue = await access()
+    broker, queue = await access()
     reader = _Reader(job_id, timeout)
-
-    async def read(block: float) -> StreamRead:
-        while True:
-            try:
-                found = await jobs.read_stream(queue, job_id, reader.after, block)
-            except BrokerUnavailable as exc:
-                await asyncio.sleep(reader.unreachable(exc))
-                continue
-            reader.answered()
-            return found
-
-    while True:
-        found = await read(reader.block())
-        if found.items:
-            for value in reader.take(found):
-                yield value
-            reader.since = time.monotonic()
-        elif reader.ended(found):
-            while (found := await read(0)).items:
-                for value in reader.take(found):
-                    yield value
-            return
+    while (found := await broker.drive(reader.next_read(queue))) is not None:
+        for value in reader.take(found):
+            yield value

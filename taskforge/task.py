@@ -218,7 +218,7 @@ class Task(Generic[P, R]):
 
     def _store_later(self, job: NewJob) -> None:
         [job_id] = self._store([job], resend=self.options.job_id is not None)
-        announce(self.app.after_enqueue, JobHandle(self.app, job_id, self.queue))
+        self._stored(job_id)
 
     def delay_many(self, calls: Iterable[tuple[Any, ...] | Mapping[str, Any]]) -> list[JobHandle[R]]:
         """Queue many runs in one round trip; a tuple is args, a dict is kwargs.
@@ -281,10 +281,15 @@ class Task(Generic[P, R]):
 
     def _enqueue_one(self, args: tuple[Any, ...], kwargs: dict[str, Any], **timing: Any) -> JobHandle[R]:
         job = build_job(self, args, kwargs, **timing)
-        chosen = self.options.job_id is not None  # an id already stored is left alone, and comes back
-        [job_id] = self._store([job], resend=chosen)
+        # resend: an id chosen by the caller and already stored is left alone, and comes back.
+        [job_id] = self._store([job], resend=self.options.job_id is not None)
+        return self._stored(job_id)
+
+    def _stored(self, job_id: str) -> JobHandle[R]:
+        """The handle of a job just stored, after the app's after_enqueue callbacks heard of it
+        (eager mode drains here, when the testing kit installed it)."""
         handle: JobHandle[R] = JobHandle(self.app, job_id, self.queue)
-        announce(self.app.after_enqueue, handle)  # eager mode drains here, when the testing kit installed it
+        announce(self.app.after_enqueue, handle)
         return handle
 
     # -- the same, awaited: the same job, stored over redis.asyncio -----------
@@ -311,11 +316,8 @@ class Task(Generic[P, R]):
 
     async def _aenqueue_one(self, args: tuple[Any, ...], kwargs: dict[str, Any], **timing: Any) -> JobHandle[R]:
         job = build_job(self, args, kwargs, **timing)  # checked and serialized before any await
-        chosen = self.options.job_id is not None
-        [job_id] = await self._astore([job], resend=chosen)
-        handle: JobHandle[R] = JobHandle(self.app, job_id, self.queue)
-        announce(self.app.after_enqueue, handle)
-        return handle
+        [job_id] = await self._astore([job], resend=self.options.job_id is not None)
+        return self._stored(job_id)
 
     if not TYPE_CHECKING:  # hidden from type checkers: a typo stays a static error
 

@@ -1,4 +1,4 @@
-"""The application API of SPEC.md: decorating, configuring and queueing tasks, and handles."""
+"""The application API (docs/reference/api.md): decorating, configuring and queueing tasks, and handles."""
 
 from __future__ import annotations
 
@@ -458,7 +458,7 @@ def test_result_after_retry_dead_waits_again(app: TaskForge) -> None:
 
 # -- the package -------------------------------------------------------------------
 
-SPEC_NAMES = {
+PUBLIC_NAMES = {
     "TaskForge",
     "Priority",
     "Retry",
@@ -483,7 +483,7 @@ def test_all_is_sorted_complete_and_real() -> None:
     assert len(names) == len(set(names))
     missing = [name for name in names if not hasattr(taskforge, name)]
     assert not missing, f"__all__ lists names taskforge does not have: {missing}"
-    assert SPEC_NAMES <= set(names), f"SPEC names missing from __all__: {SPEC_NAMES - set(names)}"
+    assert PUBLIC_NAMES <= set(names), f"public names missing from __all__: {PUBLIC_NAMES - set(names)}"
     public = {n for n in vars(taskforge) if not n.startswith("_")}
     modules = {n for n in public if type(getattr(taskforge, n)).__name__ == "module"}
     assert public - modules <= set(names), f"public but not in __all__: {public - modules - set(names)}"

@@ -1,4 +1,4 @@
-"""The Celery landing pad on jobs (SPEC, "Coming from Celery"), through ``app.drain()``.
+"""The Celery landing pad on jobs (docs/tutorials/coming-from.md), through ``app.drain()``.
 
 ``apply_async`` and ``get`` as Celery spells them, ``TaskFailed.error_type``,
 ``Retry(exc=)``, progress ``meta``, a task raising ``SystemExit`` recorded as

@@ -1,4 +1,4 @@
-"""Durable steps (SPEC, "Durable steps and streams"): a finished step is kept with its job and never runs again.
+"""Durable steps (docs/howto/durable-steps.md): a finished step is kept with its job and never runs again.
 
 Both backends, through ``app.drain()`` (the worker's own run path) and the
 scripts directly; the worker test (``tests/worker/test_steps.py``) kills a

@@ -1,4 +1,4 @@
-"""Fair turns between keys, and per-key limits, in the claim itself (SPEC, "Fairness and flow control").
+"""Fair turns between keys, and per-key limits, in the claim itself (docs/howto/keys.md).
 
 Each test runs on the embedded broker and on real Redis (the ``app``
 fixture), against the claim script directly: what a worker's lane gets.

@@ -1,4 +1,4 @@
-"""``app.find_jobs`` and the bulk actions (SPEC, "Finding jobs and acting on many"), on both backends.
+"""``app.find_jobs`` and the bulk actions (docs/howto/operating.md, "Finding jobs..."), on both backends.
 
 Jobs are put in each state through the broker's own scripts (``app.drain()``
 runs them as a worker would); ``tests/cli/test_jobs.py`` drives the same

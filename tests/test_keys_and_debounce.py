@@ -1,4 +1,4 @@
-"""A job's key and debounced tasks (SPEC, "Fairness and flow control"), on memory:// and real Redis."""
+"""A job's key and debounced tasks (docs/howto/keys.md), on memory:// and real Redis."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What finished jobs leave behind, and for how long (SPEC, "Operating for months"), on both backends.
+"""What finished jobs leave behind, and for how long (docs/keyspace.md), on both backends.
 
 A finished record expires after ``retention``; its search index entries go
 with it, swept by expiry in short slices however many expire at once, and

@@ -1,4 +1,4 @@
-"""Job streams (SPEC, "Durable steps and streams"): ``current_job().stream`` and ``JobHandle.stream`` / ``astream``.
+"""Job streams (docs/howto/durable-steps.md): ``current_job().stream`` and ``JobHandle.stream`` / ``astream``.
 
 Both backends, through ``app.drain()`` (the worker's own run path, here in a
 thread beside the reader) and the scripts directly; ``tests/worker/test_steps.py``
@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from taskforge import BrokerUnavailable, JobNotFound, JobState, LeaseLost, TaskForge, current_job
+from taskforge.broker import job_plans
 from taskforge.broker.keys import QueueKeys
 from taskforge.errors import CorruptJob
 from taskforge.testing import set_eager
@@ -210,8 +211,7 @@ def test_a_reader_rides_out_redis_going_away_without_missing_or_repeating(
 
     handle = counted.delay(450)
     app.drain()
-    jobs = app.broker.jobs
-    real = jobs.read_stream
+    real = job_plans.read_stream  # the plan every stream read runs, sync or awaited
     calls = {"n": 0}
 
     def flaky_read(*args: Any) -> Any:
@@ -220,7 +220,7 @@ def test_a_reader_rides_out_redis_going_away_without_missing_or_repeating(
             raise BrokerUnavailable("cannot reach the broker (test)")
         return real(*args)
 
-    monkeypatch.setattr(jobs, "read_stream", flaky_read)
+    monkeypatch.setattr(job_plans, "read_stream", flaky_read)
     assert list(handle.stream(timeout=10)) == list(range(450))
     assert calls["n"] >= 6
 
@@ -234,7 +234,7 @@ def test_a_reader_gives_up_once_redis_stays_away(app: TaskForge, monkeypatch: py
     def down(*args: Any) -> Any:
         raise BrokerUnavailable("cannot reach the broker (test)")
 
-    monkeypatch.setattr(app.broker.jobs, "read_stream", down)
+    monkeypatch.setattr(job_plans, "read_stream", down)
     with pytest.raises(BrokerUnavailable):
         list(handle.stream(timeout=0.5))
 

@@ -2,13 +2,13 @@
 
 A hand-kept list drifted: chains and groups needed ``SDIFF`` and
 ``SISMEMBER``, the wake list's trim ``LTRIM``, the enqueue's counter
-``DECRBY``, and the README's line had none of them (a denial inside a script
+``DECRBY``, and the documented line had none of them (a denial inside a script
 after its first writes was even hidden by the automatic re-send). So the
 commands run inside scripts are read from the ``.lua`` files (every
 ``redis.call``/``redis.pcall`` with a literal name, and the command handed to
 ``in_chunks``), and only the commands the Python client sends on its own
-connection are declared here, next to why each is sent. The README's line
-is this module's output (a test compares them), and the ACL-only CI run
+connection are declared here, next to why each is sent. The line in
+``docs/reference/acl.md`` is this module's output (a test compares them), and the ACL-only CI run
 proves the union complete.
 
 ``python -m taskforge.broker.acl`` prints the ``ACL SETUSER`` line.
@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import re
 from importlib import resources
+
+from .scripts import library_files
 
 # Sent by the Python side on its own connections, outside any script, grouped by why. Found
 # by reading the client code; the ACL-only CI run (the broker, worker, workflow, steps,
@@ -84,21 +86,11 @@ _DYNAMIC_OK = {"command"}  # the parameter of in_chunks(command, key, values)
 
 
 def lua_sources() -> dict[str, str]:
-    """Every script and the library, by file name."""
+    """Every script and each file of the library, by file name (``enqueue.lua``, ``lib/claim.lua``)."""
     folder = resources.files("taskforge.broker").joinpath("lua")
     return {
-        entry.name: entry.read_text(encoding="utf-8")
-        for entry in folder.iterdir()
-        if entry.name.endswith(".lua")  # the linker reads lib files the same way
-    } | _lib_rooms(folder)
-
-
-def _lib_rooms(folder: object) -> dict[str, str]:
-    """Library files kept in a ``lib/`` folder, if the scripts are split into rooms."""
-    lib = getattr(folder, "joinpath")("lib")  # noqa: B009  (Traversable has no typed joinpath on 3.10)
-    if not lib.is_dir():
-        return {}
-    return {f"lib/{e.name}": e.read_text(encoding="utf-8") for e in lib.iterdir() if e.name.endswith(".lua")}
+        entry.name: entry.read_text(encoding="utf-8") for entry in folder.iterdir() if entry.name.endswith(".lua")
+    } | {f"lib/{name}": text for name, text in library_files().items()}
 
 
 def script_commands(sources: dict[str, str] | None = None) -> set[str]:
@@ -124,7 +116,7 @@ def acl_rules() -> list[str]:
 
 
 def acl_line() -> str:
-    """The README's line: ``ACL SETUSER taskforge on >PASSWORD`` and the rules."""
+    """The documented line (``docs/reference/acl.md``): ``ACL SETUSER taskforge on >PASSWORD`` and the rules."""
     return " ".join([USER_PREFIX, *acl_rules()])
 
 

@@ -15,7 +15,6 @@ it, and is closed when that loop ends.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -25,32 +24,29 @@ import redis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.exceptions import NoScriptError
 
-from ..errors import BrokerUnavailable
-from . import batches, calls, junk, keys
+from . import job_plans, keys
 from .aio_connection import (
     AsyncClient,
     abandon_client,
     aconnect,
     client_connections,
     drop_connection,
-    sent_once,
-    wait_for_list,
 )
 from .aio_roles import AsyncFlowRole, AsyncJobsRole, AsyncLedgerRole
-from .aio_workflows import AsyncWorkflowStore
 from .calls import ScriptCall
 from .connection import SCRIPT_LOADS, broker_errors
 from .damage import expected_types, find_damage
-from .durability import FAILOVER_RETRY_S, FailoverRetries, QueueNames, confirmed_enqueue
+from .drivers import adrive
+from .durability import FAILOVER_RETRY_S, QueueNames
 from .flow import AsyncFlow
-from .jobs import queue_full
-from .keys import QueueKeys
+from .plan import Plan, Settings
 from .record import NewJob
-from .replies import AbortOutcome, CancelOutcome, EnqueueRefused
+from .replies import AbortOutcome, CancelOutcome
 from .scaled import is_scaled
 from .scripts import REPLICA_WAIT_MS, SCRIPT_NAMES, denials, script_source
 from .slots import queue_calls, slot_moved
-from .stream_reads import STREAM_BATCH, StreamRead, block_ms, damaged, entries, state_text
+from .stream_reads import StreamRead
+from .workflows import AsyncWorkflowStore
 
 T = TypeVar("T")
 log = logging.getLogger("taskforge.broker")
@@ -118,6 +114,7 @@ class AsyncLink:
         self.memory = url.startswith("memory:")
         self.cluster = isinstance(client, AsyncRedisCluster)
         self.failover_retry_s = FAILOVER_RETRY_S if is_scaled(url) else 0.0
+        self.settings = Settings(url, retention_ms, self.cluster, self.replicated, self.failover_retry_s, QueueNames())
         self._scripts = {name: client.register_script(script_source(name)) for name in SCRIPT_NAMES}
         self._masters: dict[str, Any] = {}  # cluster node name -> a plain client of it, for WAIT
 
@@ -221,138 +218,43 @@ class AsyncJobs:
     """``Jobs``, awaited: the producer's role on one event loop (``AsyncBroker.jobs``)."""
 
     def __init__(self, link: AsyncLink) -> None:
+        self.link = link
         self.client = link.client
         self.url = link.url
         self.memory = link.memory
         self.cluster = link.cluster
         self.retention_ms = link.retention_ms
-        self.failover_retry_s = link.failover_retry_s
-        self.run = link.run
-        self.write = link.write
-        self.guard = link.guard
-        self._known_queues = QueueNames()
+        self.settings = link.settings
 
     async def enqueue(self, queue: str, jobs: Sequence[NewJob], max_size: int = 0, resend: bool = False) -> list[str]:
         """``Jobs.enqueue``, awaited: the same tries (a plain first one sent once, then checked re-sends)."""
-        parts = batches.split(jobs)
-        if parts is not None:
-            return await self._enqueue_sliced(batches.Batch(queue, parts, max_size))
-        q = QueueKeys(queue)
-        sent = [self.cluster or resend]  # a cluster client re-sends by itself: there every try checks
+        return await adrive(self.link, job_plans.enqueue(self.settings, queue, jobs, max_size, resend))
 
-        async def attempt() -> list[str] | EnqueueRefused:
-            call = calls.enqueue(q, max_size=max_size, resend=sent[-1], jobs=jobs)  # built per try: retries are rare
-            sent.append(True)
-            with sent_once():
-                return await self._enqueue_once(call)
-
-        reply: list[str] | EnqueueRefused = await self._through_failover(attempt, tries=3)
-        if isinstance(reply, EnqueueRefused):
-            raise queue_full(queue, reply.size, max_size, len(jobs))
-        return reply
-
-    async def _enqueue_sliced(self, batch: batches.Batch) -> list[str]:
-        """``Jobs._enqueue_sliced``, awaited: staged, then committed, a slice per call."""
-        queue = batch.q.name
-        for group in batch.staging():
-            for call in group:
-                await self._through_failover(self._guarded(queue, call), tries=3)
-        commit = batch.commit()
-        while True:
-            with sent_once():
-                reply = await self._through_failover(lambda: self._enqueue_once(commit), tries=3)
-            if reply.kind in ("FULL", "GONE"):
-                async with self.guard(queue):
-                    while (await self.run(batch.drop())).kind == "DROPPING":
-                        pass
-                if reply.kind == "GONE":
-                    raise batch.expired()
-                raise queue_full(queue, reply.size, batch.max_size, batch.total)
-            if batch.take(reply):
-                break
-        key, fields = batch.missing()
-        async with self.guard(queue):
-            found = await self.client.hmget(key, fields) if fields else []
-            await self.client.unlink(key)
-        return batch.ids(found)
-
-    def _guarded(self, queue: str, call: ScriptCall[None]) -> Callable[[], Awaitable[None]]:
-        async def run() -> None:
-            async with self.guard(queue):
-                await self.run(call)
-
-        return run
-
-    async def _enqueue_once(self, call: ScriptCall[T]) -> T:
-        queue = call.queue.name
-        async with self.guard(queue):
-            if self._known_queues.due(queue):
-                await self.client.sadd(keys.QUEUES, queue)
-                self._known_queues.added(queue)
-            reply, acked = await self.write(call)
-        return confirmed_enqueue(reply, acked, self.url)
-
-    async def _through_failover(self, call: Callable[[], Awaitable[T]], tries: int = 1) -> T:
-        """``Durability.through_failover`` on the loop: retried while unavailable, sleeping without blocking."""
-        retries = FailoverRetries(self.failover_retry_s, tries)
-        while True:
-            try:
-                return await call()
-            except BrokerUnavailable as exc:
-                await asyncio.sleep(retries.pause_after(exc))
-
-    # -- following a job -----------------------------------------------------
+    # -- following a job: the plans of ``job_plans.py``, driven on this loop ------
 
     async def read(self, queue: str, job_id: str) -> dict[bytes, bytes] | None:
         """The raw job hash, or None when there is no such job."""
-        with broker_errors(self.url):
-            try:
-                fields = await self.client.hgetall(QueueKeys(queue).job(job_id))
-            except redis.ResponseError:  # not a hash: written by something else
-                return None
-        return cast("dict[bytes, bytes]", fields) or None
+        return await adrive(self.link, job_plans.read(queue, job_id))
 
     async def queues(self) -> list[str]:
-        async with self.guard():
-            try:
-                raw = await self.client.smembers(keys.QUEUES)
-            except redis.ResponseError as exc:
-                if not junk.wrong_type(exc, keys.QUEUES):
-                    raise
-                raw = set()
-            return junk.queue_names(raw)
+        return await adrive(self.link, job_plans.queues())
 
     async def cancel(self, queue: str, job_id: str) -> CancelOutcome:
-        async with self.guard(queue):
-            return await self.run(calls.cancel(QueueKeys(queue), job_id=job_id, retention_ms=self.retention_ms))
+        return await adrive(self.link, job_plans.cancel(queue, job_id, self.retention_ms))
 
     async def abort(self, queue: str, job_id: str) -> AbortOutcome:
-        async with self.guard(queue):
-            return await self.run(calls.abort(QueueKeys(queue), job_id=job_id, retention_ms=self.retention_ms))
+        return await adrive(self.link, job_plans.abort(queue, job_id, self.retention_ms))
 
     async def await_state(self, queue: str, job_id: str) -> str | None:
-        async with self.guard(queue):
-            return await self.run(calls.await_state(QueueKeys(queue), job_id=job_id))
+        return await adrive(self.link, job_plans.await_state(queue, job_id))
 
     async def wait_done(self, queue: str, job_id: str, timeout: float) -> bool:
         """Wait until the job's done list exists; non-destructive, so many may wait."""
-        async with self.guard(queue):
-            return await wait_for_list(self.client, QueueKeys(queue).done(job_id), timeout, self.memory)
+        return await adrive(self.link, job_plans.wait_done(queue, job_id, timeout))
 
     async def read_stream(self, queue: str, job_id: str, after: str, block: float) -> StreamRead:
         """``Jobs.read_stream``, awaited: the loop runs other coroutines while the XREAD blocks."""
-        keys_ = QueueKeys(queue)
-        async with self.guard(queue):
-            try:
-                reply = await self.client.xread(
-                    {keys_.stream(job_id): after}, count=STREAM_BATCH, block=block_ms(block)
-                )
-                items = entries(reply)
-                if items:
-                    return StreamRead(items)
-                return StreamRead([], state_text(await self.client.hget(keys_.job(job_id), "state")))
-            except redis.ResponseError as exc:
-                raise damaged(job_id, exc) from None
+        return await adrive(self.link, job_plans.read_stream(queue, job_id, after, block))
 
 
 class AsyncBroker:
@@ -368,6 +270,11 @@ class AsyncBroker:
         self.jobs: AsyncJobsRole = AsyncJobs(link)
         self.ledger: AsyncLedgerRole = AsyncWorkflowStore(link)
         self.flow: AsyncFlowRole = AsyncFlow(link)
+        self.settings = link.settings
+
+    async def drive(self, plan: Plan[T]) -> T:
+        """Run a plan that spans roles (``workflows/delivery.py``'s) on this loop (``drivers.adrive``)."""
+        return await adrive(self.link, plan)
 
     @classmethod
     def open(cls, url: str, memory: Any, retention_ms: int, dead_retention_ms: int, durability: str) -> AsyncBroker:

@@ -10,12 +10,15 @@ for parameter), so the sync and async producers stay in step.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
+    from .plan import Plan, Settings
     from .record import NewJob
     from .replies import AbortOutcome, CancelOutcome, ResumeReply, WorkflowReply
     from .stream_reads import StreamRead
+
+T = TypeVar("T")
 
 
 class AsyncJobsRole(Protocol):
@@ -89,7 +92,7 @@ class AsyncWorkflowRole(Protocol):
 
 
 class AsyncLedgerRole(AsyncWorkflowRole, Protocol):
-    """The async ledger (``aio_workflows.AsyncWorkflowStore``): one step's report at a time, and its drop."""
+    """The async ledger (``workflows.AsyncWorkflowStore``): one step's report at a time, and its drop."""
 
     async def report_step(self, workflow: str, step: int, state: str, result: bytes, error: str) -> WorkflowReply: ...
 
@@ -110,3 +113,8 @@ class AsyncBrokerRoles(Protocol):
 
     @property
     def flow(self) -> AsyncFlowRole: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    async def drive(self, plan: Plan[T]) -> T: ...

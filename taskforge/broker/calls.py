@@ -63,7 +63,7 @@ def enqueue(
 
 
 class ClaimFlags(NamedTuple):
-    """What a claim must look at besides the main pending set (see ``claim_ready`` in _lib.lua)."""
+    """What a claim must look at besides the main pending set (see ``claim_ready`` in lua/lib/claim.lua)."""
 
     promote: bool = True  # move due scheduled jobs first
     limited: bool = True  # the queue has limited tasks: their pending sets too

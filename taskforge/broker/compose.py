@@ -10,19 +10,25 @@ Redis directly.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import redis
 
 from .cleanup import Cleanup
 from .connection import broker_errors
+from .drivers import drive
 from .flow import Flow
 from .index import Index
 from .inspection import Inspection
 from .jobs import Jobs
 from .link import Link
+from .plan import Plan
 from .queue import Claims
 from .roles import ClaimsRole, CleanupRole, FlowRole, IndexRole, InspectionRole, JobsRole, LedgerRole, StepsRole
 from .steps import Steps
 from .workflows import WorkflowStore
+
+T = TypeVar("T")
 
 
 class Broker:
@@ -49,6 +55,11 @@ class Broker:
         self.flow: FlowRole = Flow(link)
         self.steps: StepsRole = Steps(link)
         self.index: IndexRole = Index(link)
+        self.settings = link.settings
+
+    def drive(self, plan: Plan[T]) -> T:
+        """Run a plan that spans roles (``workflows/delivery.py``'s) on this client (``drivers.drive``)."""
+        return drive(self.link, plan)
 
     def ping(self) -> None:
         """Raise BrokerUnavailable now rather than at the first job."""

@@ -101,7 +101,7 @@ SOCKET_TIMEOUT = 10.0
 
 
 def resolve_url(url: str | None) -> str:
-    """The SPEC's order: the argument, else the environment variable, else localhost."""
+    """The documented order (docs/reference/broker-url.md): the argument, else the environment, else localhost."""
     return url or os.environ.get(ENV_VAR) or DEFAULT_URL
 
 
@@ -290,7 +290,7 @@ def broker_errors(url: str) -> Iterator[None]:
     except redis.exceptions.NoPermissionError as exc:
         raise BrokerUnavailable(
             f"the broker at {redact(url)} refused a command: the Redis user lacks a permission "
-            f"({redact(str(exc))}); grant the ACL rules of the README's section 'A Redis user for taskforge'"
+            f"({redact(str(exc))}); grant the ACL rules of docs/reference/acl.md ('A Redis user for taskforge')"
         ) from None
     except redis.ResponseError as exc:
         missing = unknown_command(str(exc))

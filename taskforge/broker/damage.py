@@ -3,7 +3,7 @@
 A key such as ``pending`` overwritten with a string (by a script, a
 ``redis-cli`` typo, another program sharing the database) makes Redis answer
 a bare ``WRONGTYPE`` that names no key. The scripts stop before their first
-write when that happens (lua/_lib.lua, ``need_zsets``); this module then
+write when that happens (``need_zsets`` in lua/lib/damage.lua); this module then
 looks at the queue's fixed keys, only on that error path, and says which one
 is broken and how to mend it, as a ``CorruptQueue``.
 """
@@ -20,7 +20,7 @@ from . import keys
 from .connection import broker_errors
 from .keys import QueueKeys
 
-# The pending score is priority band + sequence (lua/_lib.lua): past the band
+# The pending score is priority band + sequence (lua/lib/keys.lua): past the band
 # width the sequence would spill into the next priority.
 SEQ_LIMIT = 2**50 - 1_000_000
 

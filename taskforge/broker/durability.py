@@ -95,14 +95,14 @@ class Durability:
         self.scripts = scripts
         self.guard = guard
         self.failover_retry_s = failover_retry_s
-        self._known_queues = QueueNames()
+        self.known_queues = QueueNames()
 
     def enqueue_once(self, call: ScriptCall[list[str] | EnqueueRefused]) -> list[str] | EnqueueRefused:
         queue = call.queue.name
         with self.guard(queue):
-            if self._known_queues.due(queue):
+            if self.known_queues.due(queue):
                 self.client.sadd(keys.QUEUES, queue)
-                self._known_queues.added(queue)
+                self.known_queues.added(queue)
             reply, acked = self.scripts.write(call)
         return confirmed_enqueue(reply, acked, self.url)
 

@@ -1,4 +1,4 @@
-"""Flow control: pause and resume of whole queues, and what is held back (SPEC, "Fairness and flow control").
+"""Flow control: pause and resume of whole queues, and what is held back (docs/howto/scheduling.md, "Pausing a queue").
 
 A pause is one key in the queue's slot (``QueueKeys.paused``), set and
 cleared by ``pause.lua``; every claim and peek reads it first, so it holds
@@ -17,40 +17,62 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from . import calls, junk, keys
+from .drivers import adrive, drive
 from .held import HELD_CHUNK, queue_reads, reason
 from .keys import QueueKeys, validate_queue_name
+from .plan import Command, Pipeline, Plan, Script
 
 if TYPE_CHECKING:
     from .aio import AsyncLink
     from .link import Link
 
 
+def set_pause(queue: str, *, on: bool) -> Plan[bool]:
+    """Pause (``on``) or resume ``queue``: True when that changed something. The queue is listed first."""
+    validate_queue_name(queue)
+    yield Command(lambda client: client.sadd(keys.QUEUES, queue), guard=(queue,))
+    return (yield Script(calls.pause(QueueKeys(queue), on=on), guard=(queue,)))  # type: ignore[no-any-return]
+
+
+def paused(queues: Sequence[str]) -> Plan[set[str]]:
+    """Which of ``queues`` are paused (one pipelined round trip)."""
+    if not queues:
+        return set()
+
+    def fill(pipe: Any) -> None:
+        for queue in queues:
+            pipe.exists(QueueKeys(queue).paused)
+
+    found = yield Pipeline(fill)
+    return {queue for queue, there in zip(queues, found, strict=True) if there}
+
+
+def held_reason(queue: str, fields: dict[bytes, bytes]) -> Plan[str | None]:
+    """Why the pending job whose record is ``fields`` does not start (None: nothing holds it back)."""
+    lane = _lane(fields)
+    replies = yield Pipeline(partial(queue_reads, q=QueueKeys(queue), lane=lane), guard=(queue,))
+    return reason(lane, replies)
+
+
 class Flow:
     """Pause, resume, and which queues are paused, on one app's Redis (``Broker.flow``)."""
 
     def __init__(self, link: Link) -> None:
+        self.link = link
         self.client = link.client
-        self.scripts = link.scripts
         self.guard = link.guard
 
     def pause(self, queue: str) -> bool:
         """Stop the starts of ``queue``: True when it was running, False when already paused."""
-        return self._set(queue, on=True)
+        return drive(self.link, set_pause(queue, on=True))
 
     def resume(self, queue: str) -> bool:
         """Let ``queue`` start jobs again: True when it was paused."""
-        return self._set(queue, on=False)
+        return drive(self.link, set_pause(queue, on=False))
 
     def paused(self, queues: Sequence[str]) -> set[str]:
         """Which of ``queues`` are paused (one pipelined round trip)."""
-        if not queues:
-            return set()
-        with self.guard():
-            pipe = self.client.pipeline(transaction=False)
-            for queue in queues:
-                pipe.exists(QueueKeys(queue).paused)
-            found = pipe.execute()
-        return {queue for queue, there in zip(queues, found, strict=True) if there}
+        return drive(self.link, paused(queues))
 
     def held(self, queue: str) -> int:
         """How many jobs of ``queue`` wait in lanes held back by their task's limits (their heads and the rest)."""
@@ -66,59 +88,30 @@ class Flow:
 
     def held_reason(self, queue: str, fields: dict[bytes, bytes]) -> str | None:
         """Why the pending job whose record is ``fields`` does not start (None: nothing holds it back)."""
-        lane = _lane(fields)
-        with self.guard(queue):
-            pipe = self.client.pipeline(transaction=False)
-            queue_reads(pipe, QueueKeys(queue), lane)
-            return reason(lane, pipe.execute())
-
-    def _set(self, queue: str, *, on: bool) -> bool:
-        validate_queue_name(queue)
-        with self.guard(queue):
-            self.client.sadd(keys.QUEUES, queue)
-            return self.scripts.run(calls.pause(QueueKeys(queue), on=on))
+        return drive(self.link, held_reason(queue, fields))
 
 
 class AsyncFlow:
-    """``Flow``, awaited (``AsyncBroker.flow``)."""
+    """``Flow``, awaited (``AsyncBroker.flow``): the same plans on this loop."""
 
     def __init__(self, link: AsyncLink) -> None:
-        self.client: Any = link.client
-        self.run = link.run
-        self.guard = link.guard
+        self.link = link
 
     async def pause(self, queue: str) -> bool:
         """``Flow.pause``, awaited."""
-        return await self._set(queue, on=True)
+        return await adrive(self.link, set_pause(queue, on=True))
 
     async def resume(self, queue: str) -> bool:
         """``Flow.resume``, awaited."""
-        return await self._set(queue, on=False)
+        return await adrive(self.link, set_pause(queue, on=False))
 
     async def paused(self, queues: Sequence[str]) -> set[str]:
         """``Flow.paused``, awaited."""
-        if not queues:
-            return set()
-        async with self.guard():
-            pipe = self.client.pipeline(transaction=False)
-            for queue in queues:
-                pipe.exists(QueueKeys(queue).paused)
-            found = await pipe.execute()
-        return {queue for queue, there in zip(queues, found, strict=True) if there}
+        return await adrive(self.link, paused(queues))
 
     async def held_reason(self, queue: str, fields: dict[bytes, bytes]) -> str | None:
         """``Flow.held_reason``, awaited."""
-        lane = _lane(fields)
-        async with self.guard(queue):
-            pipe = self.client.pipeline(transaction=False)
-            queue_reads(pipe, QueueKeys(queue), lane)
-            return reason(lane, await pipe.execute())
-
-    async def _set(self, queue: str, *, on: bool) -> bool:
-        validate_queue_name(queue)
-        async with self.guard(queue):
-            await self.client.sadd(keys.QUEUES, queue)
-            return await self.run(calls.pause(QueueKeys(queue), on=on))
+        return await adrive(self.link, held_reason(queue, fields))
 
 
 def _lane(fields: dict[bytes, bytes]) -> str | None:

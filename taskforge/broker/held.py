@@ -1,6 +1,6 @@
 """Why a pending job does not start: its queue is paused, or its lane is held back by limits.
 
-A keyed job waits in a lane (``lua/_lib.lua``): one key's jobs of one
+A keyed job waits in a lane (``lua/lib/lanes.lua``): one key's jobs of one
 priority band, named "<band>:<n>:<task><key>" (n: the task's length in
 bytes, 0 for a task without limits). A lane whose task's limits
 (``key_concurrency``, ``key_rate_limit``, or the task-wide ``concurrency``

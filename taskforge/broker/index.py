@@ -1,4 +1,4 @@
-"""Reading the search index (``lua/_lib.lua``, "The search index"): the broker's half of ``find_jobs``.
+"""Reading the search index (``lua/lib/index.lua``): the broker's half of ``find_jobs``.
 
 Each queue's ``index`` is one sorted set whose members all score 0, so Redis
 keeps them in byte order: a prefix (``a`` every job, ``t<#task>:<task>``,

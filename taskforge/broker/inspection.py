@@ -19,7 +19,7 @@ from .timings import TaskTimings, from_hashes
 if TYPE_CHECKING:
     from .link import Link
 
-PRIORITY_BAND = 2**50  # BAND in lua/_lib.lua: pending score = (3 - priority) * band + sequence
+PRIORITY_BAND = 2**50  # BAND in lua/lib/keys.lua: pending score = (3 - priority) * band + sequence
 
 # The casts below: redis-py types every reply as ``bytes | str`` because
 # ``decode_responses`` is chosen at run time; taskforge's clients never set it,

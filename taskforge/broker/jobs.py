@@ -10,37 +10,26 @@ role's awaited twin: the same methods over the same calls
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
-import redis
-
-from ..errors import QueueFull
-from . import batches, calls, junk, keys
-from .calls import ScriptCall
-from .compat import wait_for_list
-from .connection import broker_errors, sent_once
+from . import batches, calls, job_plans
+from .connection import sent_once
+from .drivers import drive
+from .job_plans import queue_full as queue_full  # the error of a refused enqueue, sync and async
 from .keys import QueueKeys
 from .record import NewJob
 from .replies import AbortOutcome, CancelOutcome, EnqueueRefused
-from .stream_reads import STREAM_BATCH, StreamRead, block_ms, damaged, entries, state_text
+from .stream_reads import StreamRead
 
 if TYPE_CHECKING:
     from .link import Link
-
-
-def queue_full(queue: str, size: int, max_size: int, count: int) -> QueueFull:
-    """The error of an enqueue refused for ``max_size`` (sync and async alike)."""
-    return QueueFull(
-        f"queue {queue!r} holds {size} unfinished jobs and max_size is {max_size}; "
-        f"the {'job was' if count == 1 else f'{count} jobs were'} not stored. "
-        "Wait for workers to catch up or raise max_size."
-    )
 
 
 class Jobs:
     """Producing: one app's jobs in and out of its queues. Methods take the queue name."""
 
     def __init__(self, link: Link) -> None:
+        self.link = link
         self.client = link.client
         self.url = link.url
         self.scripts = link.scripts
@@ -49,6 +38,7 @@ class Jobs:
         self.retention_ms = link.retention_ms
         self.hints = link.hints
         self.durability = link.durability
+        self.settings = link.settings
 
     def enqueue(self, queue: str, jobs: Sequence[NewJob], max_size: int = 0, resend: bool = False) -> list[str]:
         """Store ``jobs`` in ``queue``, all or none; raises QueueFull.
@@ -83,100 +73,33 @@ class Jobs:
         raise queue_full(queue, reply.size, max_size, len(jobs))
 
     def _enqueue_sliced(self, batch: batches.Batch) -> list[str]:
-        """``enqueue`` of a big batch: staged slice by slice, then committed slice by slice (``batches.py``)."""
-        queue = batch.q.name
-        for group in batch.staging():
-
-            def stage(group: list[ScriptCall[None]] = group) -> None:
-                with self.guard(queue):
-                    self.scripts.run_each(group)
-
-            self.durability.through_failover(stage, tries=3)
-        commit = cast("ScriptCall[Any]", batch.commit())  # enqueue_once reads its reply as it is
-        while True:
-            with sent_once():
-                reply: batches.CommitReply = self.durability.through_failover(
-                    lambda: self.durability.enqueue_once(commit), tries=3
-                )
-            if reply.kind in ("FULL", "GONE"):
-                self._drop(batch)
-                if reply.kind == "GONE":
-                    raise batch.expired()
-                raise queue_full(queue, reply.size, batch.max_size, batch.total)
-            if batch.take(reply):
-                break
-            if reply.kind == "SLICE" and not self.scripts.replicated:
-                self._commit_rest(batch)  # committed: the other steps go several per round trip
-                break
-        key, fields = batch.missing()
-        with self.guard(queue):
-            found = self.client.hmget(key, fields) if fields else []
-            self.client.unlink(key)
-        return batch.ids(found)
-
-    def _drop(self, batch: batches.Batch) -> None:
-        """A batch refused or broken before its commit, dropped now rather than left to expire."""
-        with self.guard(batch.q.name):
-            while self.scripts.run(batch.drop()).kind == "DROPPING":
-                pass
-
-    def _commit_rest(self, batch: batches.Batch) -> None:
-        """The commit steps after the first, ``STAGE_GROUP`` per pipeline (each still its own call)."""
-
-        def steps() -> bool:
-            with self.guard(batch.q.name):
-                replies = self.scripts.run_each([batch.commit()] * batches.STAGE_GROUP)
-            return any([batch.take(reply) for reply in replies])
-
-        while not self.durability.through_failover(steps, tries=3):
-            pass
+        """``enqueue`` of a big batch: staged slice by slice, then committed slice by slice (``job_plans``)."""
+        return drive(self.link, job_plans.enqueue_sliced(self.settings, batch))
 
     def read(self, queue: str, job_id: str) -> dict[bytes, bytes] | None:
         """The raw job hash, or None when there is no such job."""
-        with broker_errors(self.url):
-            try:
-                fields = cast("dict[bytes, bytes]", self.client.hgetall(QueueKeys(queue).job(job_id)))
-            except redis.ResponseError:  # not a hash: written by something else
-                return None
-        return fields or None
+        return drive(self.link, job_plans.read(queue, job_id))
 
     def queues(self) -> list[str]:
         """Every queue name ever enqueued to through any app on this Redis."""
-        with self.guard():
-            return junk.queue_names(
-                junk.read(lambda: cast("set[bytes]", self.client.smembers(keys.QUEUES)), keys.QUEUES, set())
-            )
+        return drive(self.link, job_plans.queues())
 
     def cancel(self, queue: str, job_id: str) -> CancelOutcome:
         """1 cancelled, 0 too late (running or finished), -1 no such job."""
-        with self.guard(queue):
-            return self.scripts.run(calls.cancel(QueueKeys(queue), job_id=job_id, retention_ms=self.retention_ms))
+        return drive(self.link, job_plans.cancel(queue, job_id, self.retention_ms))
 
     def abort(self, queue: str, job_id: str) -> AbortOutcome:
         """1 cancelled now, 2 running (its worker will stop it), 0 finished, -1 no such job."""
-        with self.guard(queue):
-            return self.scripts.run(calls.abort(QueueKeys(queue), job_id=job_id, retention_ms=self.retention_ms))
+        return drive(self.link, job_plans.abort(queue, job_id, self.retention_ms))
 
     def await_state(self, queue: str, job_id: str) -> str | None:
-        with self.guard(queue):
-            return self.scripts.run(calls.await_state(QueueKeys(queue), job_id=job_id))
+        return drive(self.link, job_plans.await_state(queue, job_id))
 
     def wait_done(self, queue: str, job_id: str, timeout: float) -> bool:
         """Block until the job's done list exists; non-destructive so many may wait."""
-        key = QueueKeys(queue).done(job_id)
-        with self.guard(queue):
-            return wait_for_list(self.client, key, timeout)
+        return drive(self.link, job_plans.wait_done(queue, job_id, timeout))
 
     def read_stream(self, queue: str, job_id: str, after: str, block: float) -> StreamRead:
         """The job's stream items after entry ``after``, waiting up to ``block`` s for one (0: not at all);
         when none came, the job's state then."""
-        keys_ = QueueKeys(queue)
-        with self.guard(queue):
-            try:
-                reply = self.client.xread({keys_.stream(job_id): after}, count=STREAM_BATCH, block=block_ms(block))
-                items = entries(reply)
-                if items:
-                    return StreamRead(items)
-                return StreamRead([], state_text(self.client.hget(keys_.job(job_id), "state")))
-            except redis.ResponseError as exc:
-                raise damaged(job_id, exc) from None
+        return drive(self.link, job_plans.read_stream(queue, job_id, after, block))

@@ -136,6 +136,18 @@ def read(call: Callable[[], Any], key: str | bytes, default: Any) -> Any:
         return default
 
 
+def or_default(key: str | bytes, default: Any) -> Callable[[redis.ResponseError], Any]:
+    """``read`` for a plan's command (``plan.Command.on_error``): an error about the key's type reads as
+    ``default``, set aside; any other is raised again."""
+
+    def on_error(exc: redis.ResponseError) -> Any:
+        if not wrong_type(exc, key):
+            raise exc
+        return default
+
+    return on_error
+
+
 def wrong_type(exc: redis.ResponseError, key: str | bytes) -> bool:
     """Whether ``exc`` says that ``key`` is of another type (then set aside): a reader goes on without it."""
     if "WRONGTYPE" not in str(exc):

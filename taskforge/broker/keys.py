@@ -107,7 +107,7 @@ class QueueKeys:
 
     @property
     def turns(self) -> str:
-        """The lanes with ready keyed jobs, each once, in the order of their turns (lua/_lib.lua)."""
+        """The lanes with ready keyed jobs, each once, in the order of their turns (lua/lib/lanes.lua)."""
         return self.prefix + "turns"
 
     @property
@@ -176,7 +176,7 @@ class QueueKeys:
 
 
 def search_index(queue: str) -> str:
-    """The queue's search index (lua/_lib.lua): entries per job, per task, per key, per final state.
+    """The queue's search index (lua/lib/index.lua): entries per job, per task, per key, per final state.
 
     A function beside ``QueueKeys`` rather than one more of its names: what
     reads it (``index.py``) is the search, not the queue's transitions.
@@ -201,7 +201,7 @@ WORKFLOW_RESUMING = f"{WORKFLOW_INDEX}resuming"  # a resume begun, its steps not
 
 @dataclass(frozen=True)
 class WorkflowKeys:
-    """The keys of one workflow: its record and the sets that count its steps (lua/_lib.lua)."""
+    """The keys of one workflow: its record and the sets that count its steps (lua/lib/workflows.lua)."""
 
     name: str  # the workflow's id
 

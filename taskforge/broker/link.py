@@ -21,6 +21,7 @@ from .connection import OnError
 from .damage import queue_errors
 from .durability import FAILOVER_RETRY_S, Durability
 from .hints import ClaimHints
+from .plan import Settings
 from .scaled import is_scaled
 from .scripts import Scripts
 from .slots import is_cluster
@@ -50,6 +51,15 @@ class Link:
         self.hints = ClaimHints(client, self.scripts)
         self.tally = Tally(client)
         self.durability = Durability(client, url, self.scripts, self.guard, FAILOVER_RETRY_S if is_scaled(url) else 0.0)
+        self.settings = Settings(
+            url,
+            retention_ms,
+            self.cluster,
+            self.scripts.replicated,
+            self.durability.failover_retry_s,
+            self.durability.known_queues,
+            self.hints.knows_limits,
+        )
 
     def guard(self, *queues: str) -> AbstractContextManager[None]:
         """Redis errors as taskforge errors; damage to these queues' fixed keys as ``CorruptQueue``."""

@@ -9,7 +9,7 @@ Everything that knows the layout of a job's record reads it from here:
   is; the script reads the others (when the job is due, its lock, its tick)
   as ``f[NEW_<NAME>]``.
 - ``ClaimRow``: what a claim returns per job (``claim_ready`` in
-  ``lua/_lib.lua``): three values the script works out, then the fields
+  ``lua/lib/claim.lua``): three values the script works out, then the fields
   ``CLAIMED`` as they are. ``claim_of`` turns a row into a worker's ``Claim``.
 - ``SHOWN``: the ``JobInfo`` attributes read from one field each
   (``job_info`` works out the rest); ``taskforge job --json`` prints
@@ -187,7 +187,7 @@ def enqueue_array(job: NewJob, q: QueueKeys) -> str:
 
 
 class ClaimRow(NamedTuple):
-    """One claimed job as claim_ready (lua/_lib.lua) returns it: what the script works out, then ``CLAIMED``."""
+    """One claimed job as claim_ready (lua/lib/claim.lua) returns it: what the script works out, then ``CLAIMED``."""
 
     id: bytes
     attempts: bytes | int  # the attempt this claim starts; a junk field as it is (then ``damage`` says so)

@@ -20,7 +20,7 @@ together, name for name and parameter for parameter).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from ..job import FailureKind
 from .cleanup import PURGE_SLICE
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import redis
 
     from .hints import ClaimHints
+    from .plan import Plan, Settings
     from .record import NewJob
     from .replies import (
         AbortOutcome,
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
     from .stream_reads import StreamRead
     from .timings import TaskTimings
     from .workflows import StepReport
+
+T = TypeVar("T")
 
 
 class JobsRole(Protocol):
@@ -328,3 +331,8 @@ class BrokerRoles(Protocol):
 
     @property
     def index(self) -> IndexRole: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def drive(self, plan: Plan[T]) -> T: ...

@@ -11,6 +11,7 @@ never dies because Redis forgot a script.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
@@ -34,16 +35,26 @@ REPLICA_WAIT_MS = 1000
 SCRIPT_NAMES = tuple(CALLS)
 
 
-# A top-level definition in _lib.lua: `local NAME = ...` or `local function NAME(`.
+# A top-level definition in a ``lua/lib/*.lua`` file: `local NAME = ...` or `local function NAME(`.
 _DEFINITION = re.compile(r"^local (?:function )?([A-Za-z_][A-Za-z0-9_]*)")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# What is not code in Lua: comments and string literals.
+_NOT_CODE = re.compile(
+    r"--\[(=*)\[.*?\]\1\]"  # a long comment
+    r"|--[^\n]*"  # a line comment
+    r"|\[(=*)\[.*?\]\2\]"  # a long string
+    r"|'(?:\\.|[^'\\\n])*'"  # quoted strings
+    r'|"(?:\\.|[^"\\\n])*"',
+    re.S,
+)
 
 
 def _lib_chunks(lib: str) -> list[tuple[str, str]]:
-    """Split the library into (name, text) definitions, each with the comment above it.
+    """Split one library file into (name, text) definitions, each with the comment above it.
 
     A definition runs on to the next one; blank and comment lines between two
-    go with the second.
+    go with the second. The file's opening comment, up to its first blank
+    line, speaks of the file as a whole and goes into no script.
     """
     chunks: list[tuple[str, list[str]]] = []
     pending: list[str] = []  # comment and blank lines not yet given to a definition
@@ -52,6 +63,8 @@ def _lib_chunks(lib: str) -> list[tuple[str, str]]:
         if match:
             chunks.append((match.group(1), [*pending, line]))
             pending = []
+        elif not chunks and not line.strip():
+            pending = []  # the end of the file's opening comment
         elif line.startswith("--") or not line.strip():
             pending.append(line)
         elif chunks:  # the continuation of a definition
@@ -60,39 +73,92 @@ def _lib_chunks(lib: str) -> list[tuple[str, str]]:
     return [(name, "\n".join(lines)) for name, lines in chunks]
 
 
-def _needed(chunks: list[tuple[str, str]], body: str) -> str:
-    """The definitions ``body`` uses, directly or through each other, in library order.
+@cache
+def code_names(text: str) -> frozenset[str]:
+    """The names ``text`` uses as code: its words outside comments and string literals."""
+    return frozenset(_WORD.findall(_NOT_CODE.sub(" ", text)))
+
+
+def library_files() -> dict[str, str]:
+    """The text of each ``lua/lib/*.lua`` file by its name, in name order."""
+    lib = resources.files(__package__).joinpath("lua").joinpath("lib")
+    files = sorted((entry for entry in lib.iterdir() if entry.name.endswith(".lua")), key=lambda entry: entry.name)
+    return {entry.name: entry.read_text(encoding="utf-8") for entry in files}
+
+
+@cache
+def library() -> tuple[tuple[str, str], ...]:
+    """Every definition a script may use, as (name, text), in library order.
+
+    The job record's (``record.lua_definitions``: positions and field lists),
+    then each ``lua/lib/*.lua`` file's, the files in name order: the order
+    is the same on every run, so a script's text and its SHA are too. A
+    file is a room of one concern; which file a definition sits in is free,
+    since ``_needed`` puts each one after those it uses. A name defined
+    twice would silently hide one of them, so it is refused here.
+    """
+    chunks = [*lua_definitions(), *(c for text in library_files().values() for c in _lib_chunks(text))]
+    twice = sorted(name for name, n in Counter(name for name, _ in chunks).items() if n > 1)
+    if twice:
+        raise ValueError(f"defined more than once in lua/lib: {twice}")
+    return tuple(chunks)
+
+
+def _needed(chunks: Sequence[tuple[str, str]], body: str) -> str:
+    """The definitions ``body`` uses, directly or through each other, each after those it uses.
 
     Redis runs the whole text of a script on every call, so each helper it
     defines is a closure built per call: a script that carried the whole
     library paid for every helper it never used (measured: most of the
-    fixed cost of a small script).
+    fixed cost of a small script). A definition comes along when a wanted
+    text names it, comments included.
+
+    A Lua local is visible only below its definition (above it, the name is
+    a global, which a Redis script may not read), so each definition is
+    placed after every one its code uses (comments and strings aside); all
+    else in library order, so the library's files can be split by concern
+    and named freely. Lua has no mutual recursion between locals without a
+    forward declaration, so the uses form no cycle; should a misread name
+    make one, the walk cuts it where it meets it, and
+    ``tests/broker/test_scripts.py`` fails on the use left above its definition.
     """
     defined = {name for name, _ in chunks}
+    texts = dict(chunks)
     wanted: set[str] = set()
     todo = set(_WORD.findall(body)) & defined
-    texts = dict(chunks)
     while todo:
         name = todo.pop()
         wanted.add(name)
         todo |= (set(_WORD.findall(texts[name])) & defined) - wanted - {name}
-    return "\n".join(text for name, text in chunks if name in wanted)
+    place = {name: i for i, (name, _) in enumerate(chunks)}
+    ordered: list[str] = []
+    visited: set[str] = set()
+
+    def visit(name: str) -> None:
+        visited.add(name)
+        for used in sorted((code_names(texts[name]) & wanted) - visited, key=place.__getitem__):
+            if used not in visited:  # an earlier one of this loop may have visited it
+                visit(used)
+        ordered.append(name)
+
+    for name, _ in chunks:
+        if name in wanted and name not in visited:
+            visit(name)
+    return "\n".join(texts[name] for name in ordered)
 
 
 @cache
 def script_source(name: str) -> str:
     """The full text of one script: the definitions it needs, then its own body.
 
-    Definitions come from the job record's declaration (``record.lua_definitions``:
-    positions and field lists) and from ``lua/_lib.lua``.
+    Definitions come from ``library``: the job record's declaration and the
+    files of ``lua/lib/``.
 
     Cached because package files never change while a process runs; the
     result is an immutable str.
     """
-    lua = resources.files(__package__).joinpath("lua")
-    lib = lua.joinpath("_lib.lua").read_text(encoding="utf-8")
-    body = lua.joinpath(f"{name}.lua").read_text(encoding="utf-8")
-    return f"{_needed([*lua_definitions(), *_lib_chunks(lib)], body)}\n{body}"
+    body = resources.files(__package__).joinpath("lua").joinpath(f"{name}.lua").read_text(encoding="utf-8")
+    return f"{_needed(library(), body)}\n{body}"
 
 
 class Scripts:

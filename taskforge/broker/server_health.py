@@ -10,7 +10,7 @@ worker (at start and every few minutes), ``taskforge status`` and the
 dashboard ask, and say it in words.
 
 The policy is read from ``INFO memory`` (``CONFIG GET`` only where INFO
-lacks it), since managed Redis and the README's minimal ACL user deny or
+lacks it), since managed Redis and the documented minimal ACL user deny or
 rename ``CONFIG``. RDB snapshots are known only through ``CONFIG GET
 save``, asked only while the AOF is off; when that is denied, persistence
 is ``unknown`` (never an error, and never a warning: nothing proves a
@@ -109,7 +109,7 @@ def check(client: Any, server: str = "", **target: Any) -> ServerHealth:
     info = _info(client, **target)
     aof = bool(int(info.get("aof_enabled", 0) or 0))
     # INFO says the policy; only the RDB schedule needs CONFIG, and only while the AOF is off:
-    # a minimal ACL user (the README's line grants INFO, not CONFIG) is then asked nothing it may not run.
+    # a minimal ACL user (the documented line grants INFO, not CONFIG) is then asked nothing it may not run.
     policy = info.get("maxmemory_policy") or _config(client, "maxmemory-policy", **target) or UNKNOWN
     save = None if aof else _config(client, "save", **target)
     return ServerHealth(

@@ -2,25 +2,20 @@
 
 A workflow's state lives in Redis under its own hash tag (``WorkflowKeys``),
 so its scripts are single-slot wherever its steps' queues are. A step's final
-transition leaves a report in its own queue's outbox (``lua/_lib.lua``,
-``finish``); ``taskforge.workflows.delivery`` carries it to the workflow and
+transition leaves a report in its own queue's outbox (``finish`` in
+``lua/lib/finish.lua``); ``taskforge.workflows.delivery`` carries it to the workflow and
 sends what may go next. This module only speaks to Redis.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-import redis
-
-from ..errors import BrokerUnavailable
-from . import calls, junk, workflow_pieces
+from . import calls, junk
 from . import workflow_plans as plans
-from .calls import ScriptCall
-from .compat import wait_for_list
-from .connection import broker_errors, redact
+from .connection import broker_errors
+from .drivers import adrive, drive
 from .keys import (
     WORKFLOW_LAUNCHING,
     WORKFLOW_RESUMING,
@@ -30,23 +25,11 @@ from .keys import (
     workflow_index,
 )
 from .replies import ResumeReply, WorkflowReply
-from .scripts import REPLICA_WAIT_MS
 from .slots import script_after
 
 if TYPE_CHECKING:
+    from .aio import AsyncLink
     from .link import Link
-
-T = TypeVar("T")
-# Open steps a workflow_flight call looks at: each costs a few commands, a chord's body one per input.
-FLIGHT_SLICE = 500
-# Steps a cancel_steps or replan_steps call handles: each costs its script a dozen commands or so.
-STEP_SLICE = 100
-
-
-def sliced(job_ids: Sequence[str]) -> list[Sequence[str]]:
-    """``job_ids`` in slices of ``STEP_SLICE``, so that no call on a group's steps holds Redis long;
-    one empty slice for none (replan_steps also acts on its on_failure step)."""
-    return [job_ids[i : i + STEP_SLICE] for i in range(0, max(1, len(job_ids)), STEP_SLICE)]
 
 
 class StepReport(NamedTuple):
@@ -68,14 +51,11 @@ def _by_queue(reports: Sequence[StepReport]) -> dict[str, list[str]]:
     return by_queue
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class WorkflowStore:
     """The workflow ledger (``Broker.ledger``): workflows' records, their index, the steps' outboxes."""
 
     def __init__(self, link: Link) -> None:
+        self.link = link
         self.client: Any = link.client
         self.cluster = link.cluster
         self.scripts = link.scripts
@@ -86,30 +66,12 @@ class WorkflowStore:
     # -- a workflow's own slot -------------------------------------------
 
     def create_workflow(self, workflow: str, steps: int, fields: Sequence[tuple[str, bytes | str]]) -> None:
-        """Store a new workflow; marked as launching until ``workflow_launched`` says its first steps are sent.
-
-        The mark comes first (another slot): a producer that dies between the
-        two leaves a mark the reconciler finds, never a workflow nobody starts.
-        """
-        with broker_errors(self.url):
-            pipe = self.client.pipeline(transaction=False)
-            plans.mark_launching(pipe, workflow, _now_ms())
-            pipe.execute()
-            w = WorkflowKeys(workflow)
-            pieces = workflow_pieces.split(steps, fields)
-            for piece in pieces or ():  # a big workflow: staged out of sight, then committed at once
-                self.scripts.run(workflow_pieces.stage(w, piece))
-            call: ScriptCall[Any] = (
-                calls.workflow_create(w, steps=steps, fields=fields) if pieces is None else workflow_pieces.commit(w)
-            )
-            done = self._replicated(call, "the workflow") if self.scripts.replicated else self.scripts.run(call)
-            if done == -1:
-                raise workflow_pieces.expired(workflow)
+        """Store a new workflow; marked as launching until ``workflow_launched`` says its first steps are sent."""
+        drive(self.link, plans.create_workflow(workflow, steps, fields, self.url))
 
     def workflow_launched(self, workflow: str) -> None:
         """Its first steps are stored: no longer launching."""
-        with broker_errors(self.url):
-            self.client.zrem(WORKFLOW_LAUNCHING, workflow)
+        drive(self.link, plans.unmark(WORKFLOW_LAUNCHING, workflow))
 
     def report_steps(
         self, reports: Sequence[StepReport], dropped: Sequence[StepReport] = (), listed: Sequence[str] = ()
@@ -149,46 +111,23 @@ class WorkflowStore:
         with broker_errors(self.url):
             if not self.scripts.replicated:
                 return self.scripts.run_each(batch)
-            return [self._replicated(call, "a workflow report") for call in batch]
-
-    def _replicated(self, call: ScriptCall[T], what: str, again: str = "sent") -> T:
-        """Run a workflow script and wait for a replica (durability="replicated"), or raise.
-
-        A report whose count a failover loses must stay in its outbox for the
-        reconciler to deliver again (delivering twice counts once); raising
-        here keeps it there. A resume's mark stays likewise, and the
-        reconciler does it again (``again="done"``).
-        """
-        reply, acked = self.scripts.write(call)
-        if acked == 0:
-            raise BrokerUnavailable(replica_missed(what, self.url, again))
-        return reply
+            return [drive(self.link, plans.report_step(call, self.url)) for call in batch]
 
     def mark_resuming(self, workflow: str) -> None:
         """A resume begins (``workflows.resume``): marked until its steps are sent, in case this process dies."""
-        with broker_errors(self.url):
-            self.client.zadd(WORKFLOW_RESUMING, {workflow: _now_ms()})
+        drive(self.link, plans.mark_resuming(workflow))
 
     def resume_workflow(self, workflow: str, finish: bool = False) -> ResumeReply:
         """``workflow_resume``: a dead workflow is running again (``finish``: answer for a running one too)."""
-        call = calls.workflow_resume(WorkflowKeys(workflow), finish=finish)
-        with broker_errors(self.url):
-            if self.scripts.replicated:
-                return self._replicated(call, "the resume of a workflow", "done")
-            return self.scripts.run(call)
+        return drive(self.link, plans.resume_workflow(workflow, finish, self.url))
 
     def list_running(self, workflow: str) -> None:
         """A resumed workflow is listed as running again (and no longer as dead)."""
-        with broker_errors(self.url):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.zrem(workflow_index("dead"), workflow)
-            pipe.zadd(workflow_index("running"), {workflow: _now_ms()}, nx=True)
-            pipe.execute()
+        drive(self.link, plans.list_running(workflow))
 
     def workflow_resumed(self, workflow: str) -> None:
         """Its steps are made ready and sent: no longer resuming."""
-        with broker_errors(self.url):
-            self.client.zrem(WORKFLOW_RESUMING, workflow)
+        drive(self.link, plans.unmark(WORKFLOW_RESUMING, workflow))
 
     def resuming_since(self, before_ms: int, limit: int = 100) -> list[str]:
         """Workflows whose resume began before ``before_ms`` and was not confirmed: its process may have died."""
@@ -201,87 +140,44 @@ class WorkflowStore:
         return junk.texts(raw, WORKFLOW_RESUMING)
 
     def cancel_workflow(self, workflow: str) -> WorkflowReply:
-        call = calls.workflow_cancel(WorkflowKeys(workflow), retention_ms=self.retention_ms)
-        with broker_errors(self.url):
-            return self.scripts.run(call)
+        return drive(self.link, plans.cancel_workflow(workflow, self.retention_ms))
 
     def workflow_flight(self, workflow: str) -> WorkflowReply:
         """Every step of ``workflow`` free to go and not reported, a slice per call (``FLIGHT_SLICE``)."""
-        w, cursor, ready = WorkflowKeys(workflow), "0", []
-        with broker_errors(self.url):
-            while True:
-                reply, cursor = self.scripts.run(calls.workflow_flight(w, cursor=cursor, count=FLIGHT_SLICE))
-                ready += reply.ready
-                if cursor == "0":
-                    return reply._replace(ready=ready)
+        return drive(self.link, plans.workflow_flight(workflow))
 
     def settle_workflow(self, workflow: str, state: str) -> None:
         self.settle_workflows([(workflow, state)])
 
     def settle_workflows(self, ended: Sequence[tuple[str, str]]) -> None:
-        """Ended workflows' last steps are stopped: list each under its final state, then say so.
-
-        In that order: once settled, a re-delivered report asks for nothing
-        more, so an index left unwritten then would stay wrong. A succeeded
-        workflow was settled by the report that ended it (nothing to stop), so
-        only its listing is left; if that is lost, the audit lists it. One
-        pipeline for all the listings, one for the rest.
-        """
-        if not ended:
-            return
-        with broker_errors(self.url):
-            pipe = self.client.pipeline(transaction=False)
-            self._list(pipe, ended)
-            pipe.execute()
-            rest = [calls.workflow_settle(WorkflowKeys(w)) for w, state in ended if state != "succeeded"]
-            if rest:
-                self.scripts.run_each(rest)
+        """Ended workflows listed under their final states, then those not succeeded settled
+        (``workflow_plans.settle_workflows``)."""
+        drive(self.link, plans.settle_workflows(ended, self.retention_ms))
 
     def _list(self, pipe: Any, ended: Sequence[tuple[str, str]]) -> None:
         """Queue on ``pipe`` the index writes that list ended workflows under their final states."""
-        plans.list_ended(pipe, ended, _now_ms(), self.retention_ms)
+        plans.list_ended(pipe, ended, plans.now_ms(), self.retention_ms)
 
     def read_workflow(self, workflow: str) -> dict[bytes, bytes] | None:
         """The raw workflow record, or None when there is none (never was, or expired)."""
-        with broker_errors(self.url):
-            try:
-                fields = cast("dict[bytes, bytes]", self.client.hgetall(WorkflowKeys(workflow).record))
-            except redis.ResponseError:  # not a hash: written by something else
-                return None
-        return fields or None
+        return drive(self.link, plans.read_workflow(workflow))
 
     def workflow_fields(self, workflow: str, names: Sequence[str]) -> list[bytes | None]:
-        with broker_errors(self.url):
-            key = WorkflowKeys(workflow).record
-            return cast(
-                "list[bytes | None]", junk.read(lambda: self.client.hmget(key, list(names)), key, [None] * len(names))
-            )
+        return drive(self.link, plans.workflow_fields(workflow, names))
 
     def wait_workflow(self, workflow: str, timeout: float) -> bool:
         """Block until the workflow's done list exists (it ended); non-destructive, so many may wait."""
-        with broker_errors(self.url):
-            return wait_for_list(self.client, WorkflowKeys(workflow).done, timeout)
+        return drive(self.link, plans.wait_workflow(workflow, timeout))
 
     # -- the steps' queues -----------------------------------------------
 
     def cancel_steps(self, queue: str, workflow: str, job_ids: Sequence[str]) -> int:
         """Steps of an ended workflow cancelled, ``STEP_SLICE`` per call (a step cancelled twice counts once)."""
-        q, cancelled = QueueKeys(queue), 0
-        with self.guard(queue):
-            for ids in sliced(job_ids):
-                call = calls.cancel_steps(q, workflow=workflow, retention_ms=self.retention_ms, job_ids=ids)
-                cancelled += self.scripts.run(call)
-        return cancelled
+        return drive(self.link, plans.cancel_steps(queue, workflow, job_ids, self.retention_ms))
 
     def replan_steps(self, queue: str, workflow: str, on_failure: str, phase: str, job_ids: Sequence[str]) -> list[str]:
         """``replan_steps``: a resumed workflow's steps on ``queue`` may go again; the ids moved to pending."""
-        q, moved = QueueKeys(queue), list[str]()
-        with self.guard(queue):
-            for ids in sliced(job_ids):
-                call = calls.replan_steps(q, workflow=workflow, on_failure=on_failure, phase=phase, job_ids=ids)
-                got: list[str] = self.scripts.run(call)
-                moved += got
-        return moved
+        return drive(self.link, plans.replan_steps(queue, workflow, on_failure, phase, job_ids))
 
     def outbox(self, queue: str) -> dict[str, str]:
         """Reports of steps that ended on ``queue`` and are not delivered yet: job id -> workflow id."""
@@ -302,10 +198,7 @@ class WorkflowStore:
 
     def step_records(self, steps: Sequence[tuple[str, str]]) -> list[dict[bytes, bytes]]:
         """The raw records of (queue, job id) pairs, in one pipeline ({} for a step not stored)."""
-        with broker_errors(self.url):
-            pipe = self.client.pipeline(transaction=False)
-            plans.read_steps(pipe, steps)
-            return plans.step_records(pipe.execute(raise_on_error=False))
+        return drive(self.link, plans.read_step_records(steps))
 
     # -- the index of all workflows ----------------------------------------
 
@@ -321,7 +214,7 @@ class WorkflowStore:
 
     def workflow_counts(self) -> dict[str, int]:
         """How many workflows are running, and how many ended in each way within the retention."""
-        since = _now_ms() - self.retention_ms
+        since = plans.now_ms() - self.retention_ms
         with broker_errors(self.url):
             pipe = self.client.pipeline(transaction=False)
             for state in WORKFLOW_STATES:
@@ -347,9 +240,68 @@ class WorkflowStore:
         return junk.texts(raw, key)
 
 
-def replica_missed(what: str, url: str, again: str) -> str:
-    """The ``BrokerUnavailable`` message when no replica confirmed a workflow script's write in time."""
-    return (
-        f"{what} was written to the master at {redact(url)} but no replica confirmed it "
-        f"within {REPLICA_WAIT_MS} ms (durability='replicated'); it will be {again} again"
-    )
+class AsyncWorkflowStore:
+    """``WorkflowStore``'s producer operations on one event loop (``AsyncBroker.ledger``): the same plans."""
+
+    def __init__(self, link: AsyncLink) -> None:
+        self.link = link
+        self.url = link.url
+        self.retention_ms = link.retention_ms
+
+    async def create_workflow(self, workflow: str, steps: int, fields: Sequence[tuple[str, bytes | str]]) -> None:
+        await adrive(self.link, plans.create_workflow(workflow, steps, fields, self.url))
+
+    async def workflow_launched(self, workflow: str) -> None:
+        await adrive(self.link, plans.unmark(WORKFLOW_LAUNCHING, workflow))
+
+    async def workflow_flight(self, workflow: str) -> WorkflowReply:
+        return await adrive(self.link, plans.workflow_flight(workflow))
+
+    async def mark_resuming(self, workflow: str) -> None:
+        await adrive(self.link, plans.mark_resuming(workflow))
+
+    async def resume_workflow(self, workflow: str, finish: bool = False) -> ResumeReply:
+        return await adrive(self.link, plans.resume_workflow(workflow, finish, self.url))
+
+    async def list_running(self, workflow: str) -> None:
+        await adrive(self.link, plans.list_running(workflow))
+
+    async def workflow_resumed(self, workflow: str) -> None:
+        await adrive(self.link, plans.unmark(WORKFLOW_RESUMING, workflow))
+
+    async def replan_steps(
+        self, queue: str, workflow: str, on_failure: str, phase: str, job_ids: Sequence[str]
+    ) -> list[str]:
+        return await adrive(self.link, plans.replan_steps(queue, workflow, on_failure, phase, job_ids))
+
+    async def cancel_workflow(self, workflow: str) -> WorkflowReply:
+        return await adrive(self.link, plans.cancel_workflow(workflow, self.retention_ms))
+
+    async def report_step(self, workflow: str, step: int, state: str, result: bytes, error: str) -> WorkflowReply:
+        """One step's report to its workflow (counted once however often it is sent)."""
+        call = calls.workflow_report(
+            WorkflowKeys(workflow), step=step, state=state, result=result, error=error, retention_ms=self.retention_ms
+        )
+        return await adrive(self.link, plans.report_step(call, self.url))
+
+    async def settle_workflow(self, workflow: str, state: str) -> None:
+        await adrive(self.link, plans.settle_workflows([(workflow, state)], self.retention_ms))
+
+    async def read_workflow(self, workflow: str) -> dict[bytes, bytes] | None:
+        return await adrive(self.link, plans.read_workflow(workflow))
+
+    async def workflow_fields(self, workflow: str, names: Sequence[str]) -> list[bytes | None]:
+        return await adrive(self.link, plans.workflow_fields(workflow, names))
+
+    async def wait_workflow(self, workflow: str, timeout: float) -> bool:
+        return await adrive(self.link, plans.wait_workflow(workflow, timeout))
+
+    async def cancel_steps(self, queue: str, workflow: str, job_ids: Sequence[str]) -> int:
+        return await adrive(self.link, plans.cancel_steps(queue, workflow, job_ids, self.retention_ms))
+
+    async def step_records(self, steps: Sequence[tuple[str, str]]) -> list[dict[bytes, bytes]]:
+        return await adrive(self.link, plans.read_step_records(steps))
+
+    async def delivered(self, queue: str, job_ids: Sequence[str]) -> None:
+        """These steps' reports reached their workflows: drop them from the queue's outbox."""
+        await adrive(self.link, plans.drop_from_outbox(queue, job_ids))

@@ -1,6 +1,6 @@
 """What every command shares: loading APP, and turning errors into one line and an exit code.
 
-Exit codes (SPEC): 0 ok, 1 runtime failure (e.g. broker unreachable),
+Exit codes (docs/howto/operating.md): 0 ok, 1 runtime failure (e.g. broker unreachable),
 2 usage error (bad APP, bad option, invalid JSON or time, a memory:// APP for
 ``worker`` or ``enqueue``).
 """

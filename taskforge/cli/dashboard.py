@@ -29,7 +29,7 @@ Example:
   taskforge dashboard myapp:app
   taskforge dashboard myapp:app --host 0.0.0.0 --allow-host ops.example.com --auth admin:s3cret
 
-The JSON API (/api/status, /api/jobs/ID, ...) is described in the README.
+The JSON API (/api/status, /api/jobs/ID, ...) is described in docs/howto/dashboard.md.
 """
 
 

@@ -1,6 +1,6 @@
 """A lane's batches: how many jobs it claims at once, and the successes it records together.
 
-SPEC, "Throughput: the worker's batches". A lane claims up to N ready jobs
+The promises are in docs/worker-model.md, "Process model". A lane claims up to N ready jobs
 of one queue in one call and records their successes together with its
 next claim (``settle.lua``): one round trip and one script per batch
 instead of one per job. ``--prefetch 1`` keeps the one-job path (each

@@ -3,11 +3,11 @@
 Worker machinery on the final-transition seam (``finals.py``): a child puts
 the workflows' listener carried by a ``CourierCarrier`` in the place of the
 app's own, and delivers through the ``WorkflowSeam`` workflows installed
-(``workflow_seam.py``), never naming workflow code. A lane whose step ended delivers the report
-itself when it is free (the next step starts sooner: no thread to wake, and
-this lane may well claim it), and hands it to the courier when it already
-holds its next job; either way the outbox drop waits for the courier's next
-batch. What the courier has not delivered when the process dies is still in
+(``workflow_seam.py``), never naming workflow code. A lane whose step ended
+delivers the report itself when it is free (the next step starts sooner:
+no thread to wake, and this lane may well claim it), and hands it to the
+courier when it already holds its next job; either way the outbox drop
+waits for the courier's next batch. What the courier has not delivered when the process dies is still in
 the outbox: the reconciler (``reconcile.py``) delivers it.
 """
 

@@ -46,8 +46,10 @@ IDLE_HEARTBEAT_EVERY = 6.0
 # thousand jobs finishing per second per worker, more than one queue runs.
 SWEEP_BUDGET = 0.2
 IDLE_SWEEP_EVERY = 60.0
-# Seconds with no job held and none finished before a worker counts as idle.
-IDLE_AFTER = 5.0
+# Seconds with no job held and none finished before a worker counts as idle:
+# a reclaim's period, so a worker that finished nothing since its last
+# reclaim slows down at once (an idle worker's commands a second count).
+IDLE_AFTER = RECLAIM_EVERY
 
 Duty = Callable[[], object]
 

@@ -1,7 +1,7 @@
 """The supervisor's children: spawn, listen, reap, respawn, and kill when a job must stop.
 
 Children are started with ``spawn``, not ``fork``: each imports the app
-afresh (as SPEC says), and none inherits the supervisor's Redis sockets,
+afresh (docs/worker-model.md, "Process model"), and none inherits the supervisor's Redis sockets,
 threads or held locks, the classic source of forked-worker deadlocks.
 
 The pool knows which job each lane of each child runs, from the children's

@@ -16,6 +16,8 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..broker import job_plans, workflow_plans
+from ..broker.plan import Plan, Settings
 from ..broker.record import NewJob, encode_headers
 from ..broker.workflows import StepReport
 from ..serialization import dumps_call, loads, loads_call
@@ -76,7 +78,7 @@ def failed_at(workflow: str, reply: WorkflowReply) -> tuple[str, str] | None:
     """(queue, job id) of the failed step whose summary an on_failure step in ``reply`` may get.
 
     A dead workflow's ending answers its on_failure step, alone, followed by
-    the failed step's index, queue and error (``ending`` in ``_lib.lua``).
+    the failed step's index, queue and error (``ending`` in ``lua/lib/workflows.lua``).
     """
     if not (reply.settle and reply.state == "dead" and reply.ready) or len(reply.ready[0].inputs) < 3:
         return None
@@ -86,8 +88,7 @@ def failed_at(workflow: str, reply: WorkflowReply) -> tuple[str, str] | None:
 
 def failed_record(broker: BrokerRoles, workflow: str, reply: WorkflowReply) -> dict[bytes, bytes] | None:
     """The record of the step that ended ``reply``'s workflow, when it sends an on_failure step."""
-    where = failed_at(workflow, reply)
-    return None if where is None else broker.jobs.read(*where) or {}
+    return broker.drive(reading_failed(workflow, reply))
 
 
 def failure_summary(workflow: str, step: StepToSend, record: dict[bytes, bytes]) -> dict[str, Any]:
@@ -116,43 +117,79 @@ def input_slices(listed: bytes | None) -> list[list[str]]:
 
 def with_inputs(broker: BrokerRoles, workflow: str, step: StepToSend) -> StepToSend:
     """The step with the results the script left in the record (``held``), read a slice per call."""
-    if not step.held:
-        return step
-    (listed,) = broker.ledger.workflow_fields(workflow, [StepField.INPUT.at(step.step)])
-    values = [v for names in input_slices(listed) for v in broker.ledger.workflow_fields(workflow, names)]
-    return step._replace(inputs=[v or b"" for v in values], held=0)
+    return broker.drive(reading_inputs(workflow, step))
 
 
 def send(
     broker: BrokerRoles, workflow: str, steps: Sequence[StepToSend], failed: dict[bytes, bytes] | None = None
 ) -> None:
     """Store these steps, each once whoever sends it (their ids are fixed); ``failed``: as ``step_job``."""
-    by_queue: dict[str, list[NewJob]] = {}
-    for step in steps:
-        queue, job = step_job(workflow, with_inputs(broker, workflow, step), failed)
-        by_queue.setdefault(queue, []).append(job)
-    for queue, jobs in by_queue.items():
-        broker.jobs.enqueue(queue, jobs, resend=True)
+    broker.drive(sending(broker.settings, workflow, steps, failed))
 
 
 def stop(broker: BrokerRoles, workflow: str, steps: Iterable[tuple[int, str]]) -> None:
     """Cancel the steps of an ended workflow that have not started; running ones finish."""
+    broker.drive(stopping(broker.settings, workflow, steps))
+
+
+def act(broker: BrokerRoles, workflow: str, reply: WorkflowReply) -> None:
+    """Do what a workflow script answered: send, stop, then settle an ended workflow."""
+    broker.drive(acting(broker.settings, workflow, reply))
+
+
+# -- the moves above, planned once: driven here on redis-py, in aio_delivery.py on redis.asyncio --------
+
+
+def reading_inputs(workflow: str, step: StepToSend) -> Plan[StepToSend]:
+    """``with_inputs``: the inputs' names listed in the record, then their values a slice per call."""
+    if not step.held:
+        return step
+    (listed,) = yield from workflow_plans.workflow_fields(workflow, [StepField.INPUT.at(step.step)])
+    values: list[bytes | None] = []
+    for names in input_slices(listed):
+        values += yield from workflow_plans.workflow_fields(workflow, names)
+    return step._replace(inputs=[v or b"" for v in values], held=0)
+
+
+def reading_failed(workflow: str, reply: WorkflowReply) -> Plan[dict[bytes, bytes] | None]:
+    """``failed_record``: read only when ``reply`` sends an on_failure step."""
+    where = failed_at(workflow, reply)
+    if where is None:
+        return None
+    return (yield from job_plans.read(*where)) or {}
+
+
+def sending(
+    settings: Settings, workflow: str, steps: Sequence[StepToSend], failed: dict[bytes, bytes] | None = None
+) -> Plan[None]:
+    """``send``: the steps' jobs built (inputs read first), then one enqueue per queue, each id stored once."""
+    by_queue: dict[str, list[NewJob]] = {}
+    for step in steps:
+        queue, job = step_job(workflow, (yield from reading_inputs(workflow, step)), failed)
+        by_queue.setdefault(queue, []).append(job)
+    for queue, jobs in by_queue.items():
+        yield from job_plans.enqueue(settings, queue, jobs, 0, True)
+
+
+def stopping(settings: Settings, workflow: str, steps: Iterable[tuple[int, str]]) -> Plan[None]:
+    """``stop``: the unstarted steps cancelled, a queue at a time."""
     by_queue: dict[str, list[str]] = {}
     for index, queue in steps:
         if queue:
             by_queue.setdefault(queue, []).append(step_id(workflow, index))
     for queue, ids in by_queue.items():
-        broker.ledger.cancel_steps(queue, workflow, ids)
+        yield from workflow_plans.cancel_steps(queue, workflow, ids, settings.retention_ms)
 
 
-def act(broker: BrokerRoles, workflow: str, reply: WorkflowReply) -> None:
-    """Do what a workflow script answered: send, stop, then settle an ended workflow."""
+def acting(settings: Settings, workflow: str, reply: WorkflowReply, state: str | None = None) -> Plan[None]:
+    """``act``: send, stop, then settle an ended workflow (as ``state`` when given, else as ``reply`` says)."""
     if reply.ready:
-        send(broker, workflow, reply.ready, failed_record(broker, workflow, reply))
+        failed = yield from reading_failed(workflow, reply)
+        yield from sending(settings, workflow, reply.ready, failed)
     if reply.cancel:
-        stop(broker, workflow, reply.cancel)
+        yield from stopping(settings, workflow, reply.cancel)
     if reply.settle:
-        broker.ledger.settle_workflow(workflow, reply.state)
+        yield from workflow_plans.settle_workflows([(workflow, state or reply.state)], settings.retention_ms)
 
 
 def deliver(

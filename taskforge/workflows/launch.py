@@ -13,15 +13,20 @@ go as a sliced enqueue (``broker/batches.py``): no call holds Redis long.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+from ..broker import workflow_plans
+from ..broker.keys import WORKFLOW_LAUNCHING
+from ..broker.plan import Plan as Moves
+from ..broker.plan import Settings
 from ..broker.replies import StepToSend
 from ..building import check_size
 from ..errors import ConfigurationError, SerializationError
 from ..handle import JobHandle
 from ..sending import Outgoing, announce, around
 from ..serialization import dumps, dumps_call
-from .delivery import send, step_id
+from .delivery import sending, step_id
 from .handle import WorkflowHandle
 from .plan import Plan, Shape, leaves, make_plan
 from .record import StepField, WorkflowField
@@ -122,22 +127,38 @@ def outgoing(workflow: str, first: Task[Any, Any], plan: Plan) -> Outgoing:
     return Outgoing("workflow", first.name, first.queue, tuple(step_id(workflow, i) for i in range(len(plan.steps))))
 
 
+class Launch:
+    """A workflow checked and recorded, not yet stored: what the sync and the async launch share."""
+
+    def __init__(self, root: Node, on_failure: Signature[Any] | None, broker_of: Callable[[Any], object]) -> None:
+        self.plan = plan = make_plan(root)
+        self.app: Producer = plan.steps[0].signature.task.app  # the first step, depth-first
+        self.fields = record_fields(plan, on_failure)
+        if len({id(broker_of(step.signature.task.app)) for step in plan.steps}) > 1:
+            raise ConfigurationError("a workflow's steps must all belong to apps on the same Redis")
+        self.workflow = uuid.uuid4().hex
+        self.roots = [i for i, step in enumerate(plan.steps) if not step.after]
+        self.first: Task[Any, Any] = plan.steps[self.roots[0]].signature.task
+
+    def outgoing(self) -> Outgoing:
+        return outgoing(self.workflow, self.first, self.plan)
+
+    def storing(self, settings: Settings, headers: dict[str, str]) -> Moves[None]:
+        """The writes, in order: the launching mark and the record, the first steps, the mark dropped;
+        a producer stopped in between leaves the mark for the reconciler."""
+        stored = with_headers(self.fields, headers)
+        yield from workflow_plans.create_workflow(self.workflow, len(self.plan.steps), stored, settings.url)
+        yield from sending(settings, self.workflow, first_steps(stored, self.roots))
+        yield from workflow_plans.unmark(WORKFLOW_LAUNCHING, self.workflow)
+
+    def started(self) -> WorkflowHandle[Any]:
+        """Its handle, once stored; eager mode runs the workflow here, when the testing kit installed it."""
+        announce(self.app.after_enqueue, JobHandle(self.app, f"{self.workflow}.{self.roots[0]}", self.first.queue))
+        return WorkflowHandle(self.app, self.workflow)
+
+
 def launch(root: Node, on_failure: Signature[Any] | None) -> WorkflowHandle[Any]:
-    plan = make_plan(root)
-    app: Producer = plan.steps[0].signature.task.app  # the first step, depth-first
-    fields = record_fields(plan, on_failure)
-    brokers = {id(step.signature.task.app.broker) for step in plan.steps}
-    if len(brokers) > 1:
-        raise ConfigurationError("a workflow's steps must all belong to apps on the same Redis")
-    workflow = uuid.uuid4().hex
-    broker = app.broker
-    roots = [i for i, step in enumerate(plan.steps) if not step.after]
-    first = plan.steps[roots[0]].signature.task
-    with around(app.send_hooks, outgoing(workflow, first, plan)) as headers:
-        stored = with_headers(fields, headers)
-        broker.ledger.create_workflow(workflow, len(plan.steps), stored)
-        send(broker, workflow, first_steps(stored, roots))
-        broker.ledger.workflow_launched(workflow)
-    # Eager mode runs the workflow here, when the testing kit installed it.
-    announce(app.after_enqueue, JobHandle(app, f"{workflow}.{roots[0]}", first.queue))
-    return WorkflowHandle(app, workflow)
+    launching = Launch(root, on_failure, lambda app: app.broker)
+    with around(launching.app.send_hooks, launching.outgoing()) as headers:
+        launching.app.broker.drive(launching.storing(launching.app.broker.settings, headers))
+    return launching.started()

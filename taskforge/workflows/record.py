@@ -1,7 +1,7 @@
 """The workflow record's field names, declared once: a workflow's own hash, under its hash tag.
 
 ``launch.py`` writes the record (through ``workflow_create``), the
-``workflow_*.lua`` scripts and the workflow part of ``lua/_lib.lua`` move it
+``workflow_*.lua`` scripts and the library's ``lua/lib/workflows.lua`` move it
 along, and the handle, the resume and the reconciler read it. Every Python
 side names a field through these two enums; ``tests/workflows/test_workflow_record.py``
 checks that the names the scripts use are exactly the ones declared here, so

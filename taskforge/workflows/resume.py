@@ -16,14 +16,15 @@ again.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .aio_delivery import aact, asend
-from .delivery import send, step_id, step_index, stop
+from ..broker import workflow_plans
+from ..broker.keys import WORKFLOW_RESUMING
+from ..broker.plan import Plan, Settings, Sleep
+from .delivery import acting, sending, step_id, step_index
 from .record import WorkflowField
 
 if TYPE_CHECKING:
@@ -44,39 +45,33 @@ def resume(broker: BrokerRoles, workflow: str, finish: bool = False) -> ResumeRe
     ``finish``: the reconciler finishing a resume cut short, which also
     takes up a workflow found running.
     """
-    broker.ledger.mark_resuming(workflow)
-    reply = broker.ledger.resume_workflow(workflow, finish)
-    if reply.before == "ending":
-        settle_first(broker, workflow)
-        reply = broker.ledger.resume_workflow(workflow, finish)
-    if reply.before == "dead" or (finish and reply.before == "running"):
-        broker.ledger.list_running(workflow)
-        replan(broker, workflow, reply, "drop")
-        send(broker, workflow, reply.ready)
-        replan(broker, workflow, reply, "revive")
-        if reply.before == "dead":
-            log.info("workflow %s resumed: %d steps free to go", workflow, len(reply.ready))
-    broker.ledger.workflow_resumed(workflow)
-    return reply
+    return broker.drive(resuming(broker.settings, workflow, finish))
 
 
 async def aresume(broker: AsyncBrokerRoles, workflow: str) -> ResumeReply:
     """``resume()``, awaited: the same writes in the same order."""
-    await broker.ledger.mark_resuming(workflow)
-    reply = await broker.ledger.resume_workflow(workflow)
+    return await broker.drive(resuming(broker.settings, workflow))
+
+
+def resuming(settings: Settings, workflow: str, finish: bool = False) -> Plan[ResumeReply]:
+    """``resume``'s writes, in order: the mark, the record, the index, the steps' records, the steps, the mark."""
+    yield from workflow_plans.mark_resuming(workflow)
+    reply = yield from workflow_plans.resume_workflow(workflow, finish, settings.url)
     if reply.before == "ending":
-        await asettle_first(broker, workflow)
-        reply = await broker.ledger.resume_workflow(workflow)
-    if reply.before == "dead":
-        await broker.ledger.list_running(workflow)
-        await areplan(broker, workflow, reply, "drop")
-        await asend(broker, workflow, reply.ready)
-        await areplan(broker, workflow, reply, "revive")
-    await broker.ledger.workflow_resumed(workflow)
+        yield from settling_first(settings, workflow)
+        reply = yield from workflow_plans.resume_workflow(workflow, finish, settings.url)
+    if reply.before == "dead" or (finish and reply.before == "running"):
+        yield from workflow_plans.list_running(workflow)
+        yield from replanning(workflow, reply, "drop")
+        yield from sending(settings, workflow, reply.ready)
+        yield from replanning(workflow, reply, "revive")
+        if reply.before == "dead":
+            log.info("workflow %s resumed: %d steps free to go", workflow, len(reply.ready))
+    yield from workflow_plans.unmark(WORKFLOW_RESUMING, workflow)
     return reply
 
 
-def settle_first(broker: BrokerRoles, workflow: str) -> None:
+def settling_first(settings: Settings, workflow: str) -> Plan[None]:
     """Wait until the death of ``workflow`` is settled: its steps in flight stopped, its on_failure sent.
 
     Its deliverer does that just after recording the death; a resume before
@@ -86,30 +81,15 @@ def settle_first(broker: BrokerRoles, workflow: str) -> None:
     """
     deadline = time.monotonic() + SETTLE_WAIT_S
     while time.monotonic() < deadline:
-        settled, state = broker.ledger.workflow_fields(workflow, SETTLED_STATE)
+        settled, state = yield from workflow_plans.workflow_fields(workflow, SETTLED_STATE)
         if settled or state != b"dead":
             return
-        time.sleep(SETTLE_POLL_S)
-    reply = broker.ledger.cancel_workflow(workflow)  # a dead workflow: only its ending, unchanged
-    if reply.cancel:
-        stop(broker, workflow, reply.cancel)
-    if reply.settle:
-        broker.ledger.settle_workflow(workflow, "dead")
+        yield Sleep(SETTLE_POLL_S)
+    reply = yield from workflow_plans.cancel_workflow(workflow, settings.retention_ms)  # a dead one: its ending only
+    yield from acting(settings, workflow, reply._replace(ready=[]), "dead")
 
 
-async def asettle_first(broker: AsyncBrokerRoles, workflow: str) -> None:
-    """``settle_first()``, awaited."""
-    deadline = time.monotonic() + SETTLE_WAIT_S
-    while time.monotonic() < deadline:
-        settled, state = await broker.ledger.workflow_fields(workflow, SETTLED_STATE)
-        if settled or state != b"dead":
-            return
-        await asyncio.sleep(SETTLE_POLL_S)
-    reply = await broker.ledger.cancel_workflow(workflow)
-    await aact(broker, workflow, reply._replace(ready=[]), "dead")
-
-
-def replan(broker: BrokerRoles, workflow: str, reply: ResumeReply, phase: str) -> None:
+def replanning(workflow: str, reply: ResumeReply, phase: str) -> Plan[None]:
     """Make the records of the steps free to go ready for them, queue by queue.
 
     'drop' (the records the death left, so that the send stores those steps
@@ -119,13 +99,7 @@ def replan(broker: BrokerRoles, workflow: str, reply: ResumeReply, phase: str) -
     would wait, orphaned, in a dead workflow.
     """
     for queue, on_failure, ids in replan_calls(workflow, reply):
-        broker.ledger.replan_steps(queue, workflow, on_failure, phase, ids)
-
-
-async def areplan(broker: AsyncBrokerRoles, workflow: str, reply: ResumeReply, phase: str) -> None:
-    """``replan()``, awaited."""
-    for queue, on_failure, ids in replan_calls(workflow, reply):
-        await broker.ledger.replan_steps(queue, workflow, on_failure, phase, ids)
+        yield from workflow_plans.replan_steps(queue, workflow, on_failure, phase, ids)
 
 
 def replan_calls(workflow: str, reply: ResumeReply) -> list[tuple[str, str, list[str]]]:

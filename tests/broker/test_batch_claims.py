@@ -1,6 +1,6 @@
 """A claim of several jobs charges each its attempt; a reclaim refunds those never said to have started.
 
-SPEC, "Throughput": a worker that dies returns every job it held, and a job
+docs/worker-model.md, "Process model": a worker that dies returns every job it held, and a job
 it never started is not charged an attempt. The first job of a claim starts
 at once; the others are marked unstarted until a settle says they started
 (a worker's lane does, within about 5 ms of each start). Checked here at the

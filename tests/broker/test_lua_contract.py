@@ -21,7 +21,7 @@ import pytest
 from taskforge.broker import calls
 from taskforge.broker.keys import QueueKeys, WorkflowKeys
 from taskforge.broker.record import NewJob
-from taskforge.broker.scripts import SCRIPT_NAMES, script_source
+from taskforge.broker.scripts import SCRIPT_NAMES, library_files, script_source
 from taskforge.job import FailureKind, JobState
 
 LUA = resources.files("taskforge.broker").joinpath("lua")
@@ -38,7 +38,7 @@ def routed_by(name: str) -> QueueKeys | WorkflowKeys:
 
 
 def body(name: str) -> str:
-    return LUA.joinpath(f"{name}.lua").read_text(encoding="utf-8")
+    return LUA.joinpath(*f"{name}.lua".split("/")).read_text(encoding="utf-8")  # a script, or lib/<room>
 
 
 def header(source: str) -> tuple[list[str], list[str], str | None]:
@@ -133,10 +133,11 @@ def test_the_script_reads_what_its_header_declares_and_nothing_else(name: str) -
     assert ("#ARGV" in code) == (tail is not None), f"{name}.lua: a variable tail is read with #ARGV, and declared"
 
 
-def test_the_library_reads_only_the_prefix() -> None:
-    lib = LUA.joinpath("_lib.lua").read_text(encoding="utf-8")
+@pytest.mark.parametrize("room", library_files())
+def test_the_library_reads_only_the_prefix(room: str) -> None:
+    lib = library_files()[room]
     code = "\n".join(line for line in lib.splitlines() if not line.lstrip().startswith("--"))
-    assert set(re.findall(r"ARGV\[(\d+)\]", code)) == {"1"}
+    assert set(re.findall(r"ARGV\[(\d+)\]", code)) <= {"1"}, f"lib/{room} reads ARGV past the prefix"
 
 
 # -- the state table ----------------------------------------------------------
@@ -144,7 +145,7 @@ def test_the_library_reads_only_the_prefix() -> None:
 STATE_WRITES = (
     re.compile(r"redis\.p?call\('HSET'[^)]*?'state',\s*'(\w+)'"),  # a literal HSET
     re.compile(r"\badd\('state',\s*'(\w+)'\)"),  # enqueue's field list
-    re.compile(r"(?<!function )\bfinish\([^,()]+,\s*[^,()]+,\s*'(\w+)'"),  # the end of a job, via _lib.lua's finish
+    re.compile(r"(?<!function )\bfinish\([^,()]+,\s*[^,()]+,\s*'(\w+)'"),  # the end of a job, via lib/finish.lua
 )
 
 
@@ -251,7 +252,7 @@ def top_level_args(code: str, start: int) -> list[str]:
     raise AssertionError("unbalanced call")
 
 
-@pytest.mark.parametrize("name", [*SCRIPT_NAMES, "_lib"])
+@pytest.mark.parametrize("name", [*SCRIPT_NAMES, *(f"lib/{room.removesuffix('.lua')}" for room in library_files())])
 def test_every_failure_written_comes_with_its_error_type(name: str) -> None:
     """``failure`` and ``error_type`` go together: a literal pair, or a ``bury`` given its error_type."""
     code = "\n".join(line for line in body(name).splitlines() if not line.lstrip().startswith("--"))

@@ -43,7 +43,7 @@ from .lost_reply import lose_reply
 
 QUEUE = "model"
 KEYS = QueueKeys(QUEUE)
-BAND = 2**50  # _lib.lua: pending score = (3 - priority) * BAND + seq
+BAND = 2**50  # lua/lib/keys.lua: pending score = (3 - priority) * BAND + seq
 FAR_MS = 3_600_000
 TINY_LEASE_MS = 1
 UNFINISHED = ("pending", "scheduled", "retrying", "running")

@@ -1,4 +1,4 @@
-"""Pausing a queue (SPEC, "Fairness and flow control"): held in Redis, read by every claim and peek."""
+"""Pausing a queue (docs/howto/scheduling.md, "Pausing a queue"): held in Redis, read by every claim and peek."""
 
 from __future__ import annotations
 

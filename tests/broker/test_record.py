@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from taskforge.broker import calls
+from taskforge.broker.acl import lua_sources
 from taskforge.broker.keys import QueueKeys
 from taskforge.broker.record import (
     CLAIMED,
@@ -69,8 +70,7 @@ NOT_FIELDS = {
 
 def lua_code() -> str:
     """Every script and the library, without comments."""
-    texts = [p.read_text(encoding="utf-8") for p in LUA.iterdir() if p.name.endswith(".lua")]
-    return "\n".join(re.sub(r"--.*", "", text) for text in texts)
+    return "\n".join(re.sub(r"--.*", "", text) for text in lua_sources().values())
 
 
 def generated() -> str:
@@ -155,13 +155,9 @@ def test_the_failure_kinds_each_script_writes_are_the_readme_table() -> None:
     """Every fixed kind a script writes is a FailureKind and a row of lua/README.md's table, and back."""
     readme = LUA.joinpath("README.md").read_text(encoding="utf-8")
     section = readme.split("### Failure kinds", 1)[1].split("\n## ", 1)[0]
-    documented = set(re.findall(r"^\| (\w+) \| `([a-z_]+)` \|", section, re.M))
-    written = {
-        (p.name.removesuffix(".lua"), kind)
-        for p in LUA.iterdir()
-        if p.name.endswith(".lua")
-        for kind in failure_writes(p.read_text(encoding="utf-8"))
-    }
+    documented = set(re.findall(r"^\| ([\w/]+) \| `([a-z_]+)` \|", section, re.M))  # a script, or lib/<room>
+    sources = lua_sources()
+    written = {(name.removesuffix(".lua"), kind) for name, text in sources.items() for kind in failure_writes(text)}
     assert written == documented, f"written, not documented: {written - documented}; back: {documented - written}"
     assert {kind for _, kind in written} <= {kind.value for kind in FailureKind}
     assert {kind for _, kind in written} == {"aborted", "corrupt", "worker_lost", "expired"}  # as NOT_FIELDS lists them
@@ -180,11 +176,11 @@ def test_the_fields_enqueue_writes_and_a_claim_reads_are_declared() -> None:
 
 def claim_row_source() -> tuple[str, list[str], list[str]]:
     """(claim_row's body, the names of the values it puts first, the fields CLAIM_FIELDS reads before CLAIMED)."""
-    lib = re.sub(r"--.*", "", LUA.joinpath("_lib.lua").read_text(encoding="utf-8"))
+    lib = re.sub(r"--.*", "", LUA.joinpath("lib", "claim.lua").read_text(encoding="utf-8"))
     body = re.search(r"local function claim_row\(.*?\n(.*?)\nend\n", lib, re.S)
     head = re.search(r"out\[n \+ 1\](?:, out\[n \+ \d\])* = (.*)", body.group(1) if body else "")
     reads = re.search(r"local CLAIM_FIELDS = \{(.*?)\}", lib, re.S)
-    assert body and head and reads, "_lib.lua: claim_row and CLAIM_FIELDS are no longer where this test looks"
+    assert body and head and reads, "lib/claim.lua: claim_row and CLAIM_FIELDS are no longer where this test looks"
     first = [re.match(r"\w+", v.strip()).group(0) for v in head.group(1).split(",")]  # type: ignore[union-attr]
     own = re.findall(r"'([a-z_]+)'", reads.group(1))
     assert reads.group(1).rstrip().endswith("unpack(CLAIMED)"), "CLAIM_FIELDS must end with the declared CLAIMED"

@@ -245,7 +245,7 @@ class FaultDriver:
         )
 
     def children_die_with(self, worker: WorkerProcess, killed_at: float) -> str:
-        """SPEC: a SIGKILLed supervisor's children die with it (PDEATHSIG), i.e. at once.
+        """docs/failures.md: a SIGKILLed supervisor's children die with it (PDEATHSIG), i.e. at once.
 
         Only a child that got as far as loading the app is held to "at once": one
         still starting up (importing, slow under load) can only die when our code

@@ -1,6 +1,6 @@
 """The per-key cap under faults: no account ever ran more than KEY_CAP jobs of one keyed task at once.
 
-The cap is per task and key (SPEC: another task's jobs with the same key are
+The cap is per task and key (docs/howto/keys.md: another task's jobs with the same key are
 not counted), so ``keyed`` and its async twin ``aio_keyed`` are counted apart.
 
 Measured from the runs' own records (start and end, the side Redis), over

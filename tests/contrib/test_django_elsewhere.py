@@ -1,7 +1,7 @@
 """The Django tests, from a Python too old for Django 6: run in ``TASKFORGE_DJANGO_PYTHON``, asserted here.
 
 ``.ci/run`` points ``TASKFORGE_DJANGO_PYTHON`` at its Python 3.13 venv, which
-has the project and Django installed, so the README's one test command runs
+has the project and Django installed, so the documented one test command runs
 every test, Django's included, and none is skipped under CI.
 """
 

@@ -5,7 +5,7 @@ django-tasks' backend tests, ported onto ``TaskforgeBackend``; below Python
 3.12 they are not collected (``tests/contrib/conftest.py``), so this runs
 them under the Python ``.ci/run`` points ``TASKFORGE_DJANGO_PYTHON`` at and
 asserts that none failed and that every one skipped is a documented
-difference (the README's Django section lists them).
+difference (docs/tutorials/django.md lists them).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The dashboard's safe defaults over plain HTTP: the allowed ``Host``, the ``Origin`` checks, and no open
-dashboard on another address without ``--no-auth`` (SPEC, "Operating for months")."""
+dashboard on another address without ``--no-auth`` (docs/howto/dashboard.md, "Access")."""
 
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
 """Redis AUTH end to end: a password (``requirepass``), and an ACL user granted only what taskforge needs.
 
-The ACL rule set is read from the README (its section "A Redis user for
-taskforge"), so the documented line and the tested one cannot drift. It was
+The ACL rule set is read from the docs (``docs/reference/acl.md``, "A Redis
+user for taskforge"), so the documented line and the tested one cannot drift. It was
 found by starting from ``-@all`` and adding each command Redis's ACL LOG
 reported denied while the flow below ran (a producer, a worker on two queues
 with rate-limited, unique and periodic tasks, ``result()``, and the operator
 commands). The run with the coarser ``+@all -@dangerous`` checks the other
 direction: every command the flow sent (``INFO commandstats``, which counts
-commands run inside scripts) is in the README's line. ``scard`` is needed once
+commands run inside scripts) is in the documented line. ``scard`` is needed once
 a task's concurrency limit is reached (two children running it), which the
 flow does not always reach. Commands run inside the Lua scripts count: ACLs
 apply to them too.
@@ -36,24 +36,24 @@ pytestmark = pytest.mark.redis
 ADMIN = f"admin-{secrets.token_hex(6)}"
 USER_PASSWORD = f"user-{secrets.token_hex(6)}"
 
-README = Path(__file__).parents[2] / "README.md"
+ACL_PAGE = Path(__file__).parents[2] / "docs" / "reference" / "acl.md"
 ACL_LINE = "ACL SETUSER taskforge on >PASSWORD "
 
 
-def readme_rules() -> list[str]:
-    """The rules of the README's ACL line, after the user name and password."""
-    lines = [line for line in README.read_text().splitlines() if line.startswith(ACL_LINE)]
-    assert len(lines) == 1, f"the README must hold exactly one line starting {ACL_LINE!r}"
+def documented_rules() -> list[str]:
+    """The rules of the documented ACL line, after the user name and password."""
+    lines = [line for line in ACL_PAGE.read_text().splitlines() if line.startswith(ACL_LINE)]
+    assert len(lines) == 1, f"the ACL page must hold exactly one line starting {ACL_LINE!r}"
     return lines[0][len(ACL_LINE) :].split()
 
 
-MINIMAL = readme_rules()
+MINIMAL = documented_rules()
 ACL_COMMANDS = sorted(rule[1:] for rule in MINIMAL if rule.startswith("+"))
 # Sent by the test itself as the admin, or by redis-py on connect (ignored when denied).
 NOT_TASKFORGE = {"acl", "info", "client", "hello", "auth", "config"}
 COARSE = ["~taskforge:*", "resetchannels", "+@all", "-@dangerous", "+info"]  # INFO: the server check
 # Tried, and done without when denied: the server check asks CONFIG GET save (the RDB schedule) while
-# the AOF is off; the README's line does not grant CONFIG, which can read secrets, so it says "unknown".
+# the AOF is off; the documented line does not grant CONFIG, which can read secrets, so it says "unknown".
 OPTIONAL = {"config|get", "config"}  # Redis 6.2 logs a subcommand under its command
 
 
@@ -139,7 +139,7 @@ def run_everything(processes: Processes, app_dir: Path, broker: str, operator: b
 
 
 def granted(command: str) -> bool:
-    """In the README's line; Redis 6.2 counts subcommands under their command (``script``, not ``script|load``)."""
+    """In the documented line; Redis 6.2 counts subcommands under their command (``script``, not ``script|load``)."""
     return command in ACL_COMMANDS or ("|" not in command and any(c.startswith(f"{command}|") for c in ACL_COMMANDS))
 
 
@@ -171,7 +171,7 @@ def test_an_acl_user_with_only_what_taskforge_needs_runs_jobs_end_to_end(
     report(
         [f"denied by the ACL: {d}" for d in denied]
         + problems
-        + [f"taskforge sent {c!r}, which the README's ACL line lacks" for c in missing]
+        + [f"taskforge sent {c!r}, which the documented ACL line lacks" for c in missing]
     )
 
 
@@ -184,7 +184,7 @@ def test_a_command_the_acl_denies_inside_a_script_is_named(server: PrivateRedis)
     with pytest.raises(BrokerUnavailable) as caught:
         app.broker.claims.dequeue("default", 60_000)
     message = str(caught.value)
-    assert "'zpopmin'" in message and "dequeue script" in message and "README" in message, message
+    assert "'zpopmin'" in message and "dequeue script" in message and "docs/reference/acl.md" in message, message
     assert USER_PASSWORD not in message
     with pytest.raises(BrokerUnavailable, match="'keys'"):
         with broker_errors(app.broker.url):
@@ -218,7 +218,7 @@ def short_dir() -> Iterator[Path]:
 def test_a_password_protected_unix_socket_runs_jobs_end_to_end(
     processes: Processes, app_dir: Path, short_dir: Path
 ) -> None:
-    """SPEC lists unix:// among the broker schemes."""
+    """docs/reference/broker-url.md lists unix:// among the broker schemes."""
     sock = short_dir / "redis.sock"
     server = PrivateRedis(processes, "--port", "0", "--unixsocket", str(sock), "--requirepass", ADMIN)
     server.start(lambda: redis.Redis(unix_socket_path=str(sock), password=ADMIN).ping())

@@ -1,12 +1,12 @@
-"""The suite as the README's ACL user: what the code under test sends must be on the README's line.
+"""The suite as the documented ACL user: what the code under test sends must be on its line.
 
     eval "$(python -m tests.servers.acl_run env ADMIN_URL)"   # CI: grant a user, export the test URLs
     python -m tests.servers.acl_run check ADMIN_URL            # CI, after the suite: the ACL LOG is empty
     python -m tests.servers.acl_run run [PYTEST ARGS ...]      # locally: a server of its own, a subset
 
 ``env`` creates a user (``taskforge-ci-<random>``) on the server ``ADMIN_URL``
-names, granted exactly the rules of ``taskforge.broker.acl`` (the README's
-line), and prints the exports that make the suite run as it: every app,
+names, granted exactly the rules of ``taskforge.broker.acl`` (the line of
+``docs/reference/acl.md``), and prints the exports that make the suite run as it: every app,
 worker and CLI the tests start connects as that user (``TASKFORGE_TEST_REDIS``);
 only the tests' own housekeeping (flushing a database, reading a TTL,
 damaging a key on purpose, the side keys where tasks leave their traces)
@@ -50,12 +50,12 @@ USER = "taskforge"
 
 
 # Asked and done without when denied: the server check's CONFIG GET save (the RDB schedule, while the
-# AOF is off), which the README's line leaves out because CONFIG GET can read secrets.
+# AOF is off), which the documented line leaves out because CONFIG GET can read secrets.
 OPTIONAL = {"config|get", "config"}  # Redis 6.2 logs a subcommand under its command
 
 
 def denials(admin: redis.Redis, user: str = USER) -> list[str]:
-    """The user's entries in the ACL LOG: each a command (or key) the README's line did not grant."""
+    """The user's entries in the ACL LOG: each a command (or key) the documented line did not grant."""
     entries = admin.acl_log(count=1000)
     mine = [e for e in entries if e.get("username") in (user, user.encode()) and e.get("object") not in OPTIONAL]
     return sorted({f"{e['reason']} {e['object']} ({e['context']})" for e in mine})

@@ -1,4 +1,4 @@
-"""The worker's batches (SPEC, "Throughput: the worker's batches"), checked with real processes.
+"""The worker's batches (docs/worker-model.md, "Process model"), checked with real processes.
 
 A lane claims several jobs in one call and records their successes with its
 next claim. What must hold at every ``--prefetch``: each job of a batch is

@@ -1,4 +1,4 @@
-"""Fair turns and per-key limits with real workers (SPEC, "Fairness and flow control").
+"""Fair turns and per-key limits with real workers (docs/howto/keys.md).
 
 The producer defines the worker's tasks with the same options (a job's key
 and its key's limits are decided where the call is made); the limits are

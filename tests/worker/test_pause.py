@@ -1,5 +1,5 @@
 """A paused queue, with real workers: every worker stops starting its jobs within a second, a restart
-keeps the pause, and resume wakes idle workers at once (SPEC, "Fairness and flow control")."""
+keeps the pause, and resume wakes idle workers at once (docs/howto/scheduling.md, "Pausing a queue")."""
 
 from __future__ import annotations
 

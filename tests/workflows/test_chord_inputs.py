@@ -1,7 +1,7 @@
 """A chord's body with thousands of inputs gets them read in slices, not in one long script call.
 
 The script that frees a step answers its inputs' results inline up to 2,000
-(``INLINE_INPUTS`` in ``_lib.lua``); past that it answers their count, and the
+(``INLINE_INPUTS`` in ``lua/lib/workflows.lua``); past that it answers their count, and the
 sender reads them from the workflow's record a slice per call
 (``delivery.with_inputs``, ``aio_delivery.awith_inputs``): a chord of 100,000
 members was one call of over 100 ms, every other client waiting.
@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from taskforge import TaskForge, WorkflowState, chord
+from taskforge.broker import workflow_plans
 from taskforge.broker.replies import StepToSend
 from taskforge.workflows import delivery
 from taskforge.workflows.aio_delivery import awith_inputs
@@ -38,14 +39,14 @@ def test_a_body_past_the_inline_limit_reads_its_inputs_a_slice_per_call(
     app: TaskForge, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(delivery, "INPUT_SLICE", 500)
-    read = app.broker.ledger.workflow_fields
+    read = workflow_plans.workflow_fields  # the plan every read of a workflow's fields runs
     sizes: list[int] = []
 
     def spy(workflow: str, names: Any) -> Any:
         sizes.append(len(names))
         return read(workflow, names)
 
-    monkeypatch.setattr(app.broker.ledger, "workflow_fields", spy)
+    monkeypatch.setattr(workflow_plans, "workflow_fields", spy)
     h = chord((ident.s(i) for i in range(MEMBERS)), total.s()).delay()
     app.drain(max_jobs=MEMBERS + 1)
     assert h.result(timeout=5) == MEMBERS * (MEMBERS - 1) // 2

@@ -176,13 +176,13 @@ def test_a_resume_sends_the_steps_free_to_go_before_its_dead_steps_can_run_again
     assert h.status() is WorkflowState.DEAD
     failing = f"{h.id}.1"
     states_at_send: list[JobState] = []
-    real_send = resume_module.send
+    real_sending = resume_module.sending  # the resume's plan of its send
 
-    def watching_send(broker: Any, workflow: str, steps: Any, *rest: Any) -> None:
+    def watching_sending(settings: Any, workflow: str, steps: Any, *rest: Any) -> Any:
         states_at_send.append(drained_app.job(failing).status())
-        real_send(broker, workflow, steps, *rest)
+        return real_sending(settings, workflow, steps, *rest)
 
-    monkeypatch.setattr(resume_module, "send", watching_send)
+    monkeypatch.setattr(resume_module, "sending", watching_sending)
     FIXED.add(key)
     assert h.retry() is True
     assert states_at_send == [JobState.DEAD]  # not yet runnable while the others are sent

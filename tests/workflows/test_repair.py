@@ -130,7 +130,7 @@ def test_a_workflow_whose_first_steps_were_never_sent_is_launched_by_the_reconci
     def lost(*args: object) -> None:
         raise redis.ConnectionError("the producer lost Redis after storing the workflow")
 
-    monkeypatch.setattr("taskforge.workflows.launch.send", lost)
+    monkeypatch.setattr("taskforge.workflows.launch.sending", lost)
     marked_before = launching(side)
     with pytest.raises(redis.ConnectionError):
         chain(add.s(1, 2), mark.s(token)).delay()

@@ -160,7 +160,7 @@ def test_an_interrupted_resume_is_finished_by_the_reconciler(
     def lost(*args: object) -> None:
         raise redis.ConnectionError("the resumer lost Redis half way")
 
-    monkeypatch.setattr("taskforge.workflows.resume.replan", lost)
+    monkeypatch.setattr("taskforge.workflows.resume.replanning", lost)
     with pytest.raises(redis.ConnectionError):
         h.retry()
     monkeypatch.undo()

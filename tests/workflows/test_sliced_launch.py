@@ -139,9 +139,9 @@ def test_a_launch_cut_short_while_sending_its_members_sends_each_once(
 def test_a_big_group_cancelled_stops_every_step_a_slice_per_call(
     app: TaskForge, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from taskforge.broker import workflows
+    from taskforge.broker import workflow_plans
 
-    monkeypatch.setattr(workflows, "STEP_SLICE", 3)
+    monkeypatch.setattr(workflow_plans, "STEP_SLICE", 3)
     run = app.broker.ledger.scripts.run
     sizes: list[int] = []
 

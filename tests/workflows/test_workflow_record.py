@@ -1,10 +1,10 @@
 """The workflow record's fields: declared once in ``workflows/record.py``, and the Lua uses exactly those.
 
 The scripts that read and write a workflow's record are the ``workflow_*``
-scripts and the workflow part of ``_lib.lua`` (from its ``-- Workflows.``
-comment on). A field added to the Lua but not to ``WorkflowField`` or
-``StepField`` (or the other way round) fails here, as does a field the
-client writes when the record is created that is not declared.
+scripts and the library's workflow room, ``lua/lib/workflows.lua``. A field
+added to the Lua but not to ``WorkflowField`` or ``StepField`` (or the other
+way round) fails here, as does a field the client writes when the record is
+created that is not declared.
 """
 
 from __future__ import annotations
@@ -32,8 +32,7 @@ DECLARED = {f.value for f in WorkflowField} | {f.at("") for f in StepField}
 def workflow_lua() -> str:
     """The code (comments dropped) of every script that touches a workflow's record."""
     texts = [p.read_text(encoding="utf-8") for p in LUA.iterdir() if re.fullmatch(r"workflow_\w+\.lua", p.name)]
-    lib = LUA.joinpath("_lib.lua").read_text(encoding="utf-8")
-    texts.append(lib[lib.index("-- Workflows.") :])
+    texts.append(LUA.joinpath("lib", "workflows.lua").read_text(encoding="utf-8"))
     return "\n".join(re.sub(r"--.*", "", text) for text in texts)
 
 

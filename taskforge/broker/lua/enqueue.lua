@@ -19,7 +19,7 @@
 --   due        ('' = none; an absolute time chosen by the producer)
 --   delay      (relative, resolved against the server clock here)
 --   limits     ('' or "rate:period_ms:concurrency": the job waits in its
---               task's own pending set, see _lib.lua)
+--               task's own pending set, see lib/keys.lua)
 --   unique     ('' or the lock key: while a job holding it is unfinished,
 --               the existing job is returned instead of a new one)
 --   lock_ttl   (the TTL of the lock or tick key, so a crash never leaves one forever)
@@ -32,7 +32,7 @@
 --               ends cancelled, "expired", unrun)
 --   expires_in (ms after now, on the server clock; 0 = none)
 --   key        (also stored) the job's key ('' = none): the job waits in its
---              key's lane (_lib.lua), a lane of its task's own when the task
+--              key's lane (lib/lanes.lua), a lane of its task's own when the task
 --              has limits
 --   key_limits ('' or "rate:period_ms:concurrency" per key, published for the claim)
 --   debounce   ('' or "delay_ms:max_wait_ms", see `debounced` below)

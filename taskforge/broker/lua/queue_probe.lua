@@ -8,7 +8,7 @@
 -- minutes exists; expired, the sum of their `expired` fields (junk counts as 0).
 -- `taskforge status` and the dashboard call it for every queue in one pipeline, and read in full
 -- only the queues with jobs: 5,000 one-off queues cost 5,000 short calls, not 50,000 round trips.
--- Key names spelled here, not through _lib.lua's definitions: they would bring their helpers along,
+-- Key names spelled here, not through the definitions of lib/: they would bring their helpers along,
 -- and this script runs once per queue of a status page (the lane counts' name is cut in two, as
 -- scripts.py would read the whole word for the helper of that name).
 local jobs = redis.call('EXISTS', PENDING, SCHEDULED, RUNNING, DEAD, PREFIX .. 'lane_' .. 'jobs', PREFIX .. 'limits',

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import uuid
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.core import checks
@@ -21,10 +22,12 @@ from ...errors import ConfigurationError, JobNotFound
 from ...handle import JobHandle
 from ...job import JobInfo, Priority
 from ...task import Task
+from ._async.running import _arun
+from ._sync.running import _run
 from .connections import manage_connections
 from .paths import MAC, path_mac
 from .results import _STATUS, _task_result, task_error, task_from
-from .runner import ARUN, RUN, _arun, _run
+from .runner import ARUN, RUN
 from .values import as_json, aware, from_text, now, to_text
 
 
@@ -75,19 +78,13 @@ class TaskforgeBackend(BaseTaskBackend):  # type: ignore[misc]
 
     def enqueue(self, task: DjangoTask, args: Any, kwargs: Any) -> TaskResult:
         runner, call, enqueued_at = self._prepare(task, args, kwargs)
-        if task.run_after is not None:
-            handle = runner.apply_at(aware(task.run_after), *call)
-        else:
-            handle = runner.delay(*call)
-        return self._enqueued(task, handle, call, enqueued_at)
+        send = runner.delay if task.run_after is None else partial(runner.apply_at, aware(task.run_after))
+        return self._enqueued(task, send(*call), call, enqueued_at)
 
     async def aenqueue(self, task: DjangoTask, args: Any, kwargs: Any) -> TaskResult:
         runner, call, enqueued_at = self._prepare(task, args, kwargs)
-        if task.run_after is not None:
-            handle = await runner.aapply_at(aware(task.run_after), *call)
-        else:
-            handle = await runner.adelay(*call)
-        return self._enqueued(task, handle, call, enqueued_at)
+        send = runner.adelay if task.run_after is None else partial(runner.aapply_at, aware(task.run_after))
+        return self._enqueued(task, await send(*call), call, enqueued_at)
 
     def _prepare(self, task: DjangoTask, args: Any, kwargs: Any) -> tuple[Task[Any, Any], tuple[Any, ...], datetime]:
         """The runner task, set to the Django task's queue and priority, and its call: checked before any store.

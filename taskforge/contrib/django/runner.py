@@ -1,4 +1,8 @@
-"""The two runner tasks a worker runs Django tasks with: the task by path, its call, Django's signals around it.
+"""What the two runner tasks a worker runs Django tasks with share: the task by path, the result it reports.
+
+The runners themselves (``_async/running.py``, awaited, and
+``_sync/running.py``, generated from it) call the task and send Django's
+signals around the call.
 
 ``task_started`` and ``task_finished`` (``django.tasks.signals``) are sent in
 the worker around each run, as Django's own backends send them, so Django's
@@ -17,55 +21,14 @@ from typing import Any
 
 from django.tasks import TaskResult, TaskResultStatus
 from django.tasks.base import Task as DjangoTask
-from django.tasks.base import TaskContext, TaskError
-from django.tasks.signals import task_finished, task_started
+from django.tasks.base import TaskError
 
 from ...context import current_job
 from .results import _task_result, task_from
-from .values import as_json, for_django, from_text, now
+from .values import for_django, from_text, now
 
 RUN = "django.task"
 ARUN = "django.atask"
-
-
-def _run(path: str, args: list[Any], kwargs: dict[str, Any], takes_context: bool, meta: Any = None) -> Any:
-    """The runner of a plain Django task: imported by path, called with its arguments."""
-    task, result = _running(path, args, kwargs, meta)
-    sender = type(task.get_backend())
-    task_started.send_robust(sender, task_result=result)
-    try:
-        if takes_context:
-            value = task.func(TaskContext(task_result=result), *args, **kwargs)
-        else:
-            value = task.func(*args, **kwargs)
-        value = as_json(value)
-    except BaseException as exc:
-        _failed(result, exc)
-        task_finished.send_robust(sender, task_result=result)
-        raise
-    _succeeded(result, value)
-    task_finished.send_robust(sender, task_result=result)
-    return value
-
-
-async def _arun(path: str, args: list[Any], kwargs: dict[str, Any], takes_context: bool, meta: Any = None) -> Any:
-    """The runner of a coroutine Django task, on the worker's event loop."""
-    task, result = _running(path, args, kwargs, meta)
-    sender = type(task.get_backend())
-    await task_started.asend_robust(sender, task_result=result)
-    try:
-        if takes_context:
-            value = await task.func(TaskContext(task_result=result), *args, **kwargs)
-        else:
-            value = await task.func(*args, **kwargs)
-        value = as_json(value)
-    except BaseException as exc:
-        _failed(result, exc)
-        await task_finished.asend_robust(sender, task_result=result)
-        raise
-    _succeeded(result, value)
-    await task_finished.asend_robust(sender, task_result=result)
-    return value
 
 
 def _running(path: str, args: list[Any], kwargs: dict[str, Any], meta: Any) -> tuple[DjangoTask, TaskResult]:

@@ -67,23 +67,24 @@ def pending(item: int, what: str) -> pytest.MarkDecorator:
     return pytest.mark.xfail(strict=True, reason=f"issue 31 item {item}: fixed on the Django backend branch ({what})")
 
 
-def readme_differences() -> str:
-    """The README's table of what the ported tests do not hold to, and why."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = text.index("#### Differences from Django's contract")
-    return text[start : text.index("\n## ", start)]
+def documented_differences() -> str:
+    """The Django page's table of what the ported tests do not hold to, and why."""
+    text = (ROOT / "docs" / "tutorials" / "django.md").read_text(encoding="utf-8")
+    start = text.index("## Differences from Django's contract")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
 
 
 def difference(reason: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """A documented difference from Django's contract: the original test cannot hold here, so in its
-    place runs a test that the README's table of differences names it (none skipped; a row dropped fails)."""
+    place runs a test that the Django page's table of differences names it (none skipped; a row dropped fails)."""
 
     def documented(original: Callable[..., Any]) -> Callable[..., Any]:
         name = original.__name__
 
         def test(self: Any) -> None:
-            rows = [row for row in readme_differences().splitlines() if f"{name}`" in row]
-            assert rows, f"{name} ({reason}) is not in the README's differences from Django"
+            rows = [row for row in documented_differences().splitlines() if f"{name}`" in row]
+            assert rows, f"{name} ({reason}) is not in the Django page's differences from Django"
 
         test.__name__ = test.__qualname__ = name
         test.__doc__ = f"Documented difference: {reason}"

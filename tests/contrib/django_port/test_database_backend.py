@@ -11,8 +11,8 @@ worker as a subprocess, on a queue of the test's own. Query counts and table
 reads are taskforge's job records. The tests about the table, its indexes,
 locks, migrations, id functions, ``db_worker``'s options and the
 ``prune_db_task_results`` command have no taskforge meaning: they are in
-``NOT_APPLICABLE`` below, each with its reason (and in the README's Django
-section).
+``NOT_APPLICABLE`` below, each with its reason (and in the differences table
+of ``docs/tutorials/django.md``).
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ from .support import (
     BACKEND,
     ROOT,
     difference,
+    documented_differences,
     finished,
     fresh_queue,
-    readme_differences,
     run_burst,
     tasks_setting,
     worker_command,
@@ -682,7 +682,7 @@ NOT_APPLICABLE = {
     "DatabaseBackendWorkerTestCase.test_too_long_worker_id": "db_worker --worker-id, a column of limited length",
     "DatabaseBackendWorkerTestCase.test_empty_worker_id": "db_worker --worker-id",
     "DatabaseBackendWorkerTestCase.test_run_after_priority": "the order of a table query; taskforge has four "
-    "priority levels (README) and runs a level's ready jobs in the order they became ready",
+    "priority levels (docs/tutorials/django.md) and runs a level's ready jobs in the order they became ready",
     "DatabaseBackendWorkerTestCase.test_worker_with_locked_rows": "row locks (SELECT ... FOR UPDATE)",
     "DatabaseBackendWorkerTestCase.test_max_tasks": "db_worker --max-tasks: a taskforge worker has no 'exit "
     "after N tasks' (--max-jobs-per-child replaces a child, --burst exits when none is ready)",
@@ -721,8 +721,8 @@ NOT_APPLICABLE = {
 
 @pytest.mark.parametrize("original", sorted(NOT_APPLICABLE))
 def test_not_applicable_is_a_documented_difference(original: str) -> None:
-    """Each original test not ported is named in the README's table of differences, as not applicable."""
+    """Each original test not ported is named in the Django page's table of differences, as not applicable."""
     case, name = original.split(".")
-    rows = [row for row in readme_differences().splitlines() if f"`{name}`" in row or f"`{case}` (" in row]
-    assert rows, f"{original} ({NOT_APPLICABLE[original]}) is not in the README's differences from Django"
+    rows = [row for row in documented_differences().splitlines() if f"`{name}`" in row or f"`{case}` (" in row]
+    assert rows, f"{original} ({NOT_APPLICABLE[original]}) is not in the Django page's differences from Django"
     assert all("Not applicable" in row for row in rows), rows

@@ -10,7 +10,7 @@ worker had not run yet) store it where no worker runs it: on ``memory://``
 (taskforge's in-process broker, as the original's fakeredis) or on the
 ``unserved`` queue. ``django_tasks`` imports are ``django.tasks``; RQ's job
 lists are taskforge's job records. Not ported, as they test RQ and
-django-rq rather than a backend's contract (README, Django section):
+django-rq rather than a backend's contract (docs/tutorials/django.md):
 ``test_uses_rq_queues_for_queue_names`` (queue names from ``RQ_QUEUES``),
 ``test_rq_app_missing`` (``django_rq`` in ``INSTALLED_APPS``),
 ``test_exception_classes_pop_empty_list_bug`` (RQ job meta), and

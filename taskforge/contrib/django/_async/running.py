@@ -1,0 +1,37 @@
+"""One run of a Django task in the worker: the task by path, its call, Django's signals around it.
+
+Written once, awaited (``_async/running.py``, the runner of coroutine tasks
+on the worker's event loop); ``_sync/running.py``, the runner of plain
+tasks, is generated from it by ``scripts/make_sync.py``, so the two cannot
+drift apart. See ``runner.py`` for what the signals and the JSON check do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.tasks.base import TaskContext
+from django.tasks.signals import task_finished, task_started
+
+from ..runner import _failed, _running, _succeeded
+from ..values import as_json
+
+
+async def _arun(path: str, args: list[Any], kwargs: dict[str, Any], takes_context: bool, meta: Any = None) -> Any:
+    """The runner task: the task imported by path, called with its arguments, its signals sent around it."""
+    task, result = _running(path, args, kwargs, meta)
+    sender = type(task.get_backend())
+    await task_started.asend_robust(sender, task_result=result)
+    try:
+        if takes_context:
+            value = await task.func(TaskContext(task_result=result), *args, **kwargs)
+        else:
+            value = await task.func(*args, **kwargs)
+        value = as_json(value)
+    except BaseException as exc:
+        _failed(result, exc)
+        await task_finished.asend_robust(sender, task_result=result)
+        raise
+    _succeeded(result, value)
+    await task_finished.asend_robust(sender, task_result=result)
+    return value
