@@ -49,7 +49,7 @@ def counter_plan(key: str) -> Plan[tuple[int, list[Any], bool]]:
 
 
 def test_both_drivers_send_the_same_requests_and_hand_back_the_replies(app: TaskForge) -> None:
-    sync, aio = both(app, lambda: counter_plan("plans:counter"))
+    sync, aio = both(app, lambda: counter_plan("taskforge:{plans}:counter"))
     assert sync == (1, [2, b"2", 0], False)
     assert aio == (3, [4, b"4", 0], False)
 
@@ -67,7 +67,7 @@ def wrong_type_plan(key: str) -> Plan[tuple[str, Any]]:
 
 
 def test_an_error_reply_is_thrown_into_the_plan_or_read_by_its_on_error(app: TaskForge) -> None:
-    assert both(app, lambda: wrong_type_plan("plans:string")) == (("WRONGTYPE", "read as this"),) * 2
+    assert both(app, lambda: wrong_type_plan("taskforge:{plans}:string")) == (("WRONGTYPE", "read as this"),) * 2
 
 
 def test_a_connection_error_reaches_the_plan_translated(app: TaskForge) -> None:
