@@ -90,23 +90,20 @@ class CurrentJob:
         lease raises ``LeaseLost``, storing nothing.
         """
         found = self._replayed(name)
-        if found is not _MISSING:
-            return found  # type: ignore[no-any-return]
-        value = fn(*args, **kwargs)
-        self._keep(name, value)
-        return value
+        if found is _MISSING:
+            found = fn(*args, **kwargs)
+            self._keep(name, found)
+        return found  # type: ignore[no-any-return]
 
     async def astep(self, name: str, fn: Callable[..., T | Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
         """``step`` for async tasks: ``fn`` may be a coroutine function; the reads and the write run
         in a thread, so the event loop is not held by Redis."""
         found = await asyncio.to_thread(self._replayed, name)
-        if found is not _MISSING:
-            return found  # type: ignore[no-any-return]
-        value = fn(*args, **kwargs)
-        if inspect.isawaitable(value):
-            value = await value
-        await asyncio.to_thread(self._keep, name, value)
-        return value
+        if found is _MISSING:
+            made = fn(*args, **kwargs)
+            found = await made if inspect.isawaitable(made) else made
+            await asyncio.to_thread(self._keep, name, found)
+        return found  # type: ignore[no-any-return]
 
     def _replayed(self, name: str) -> Any:
         """The stored result of step ``name``, or _MISSING; marks the name as reached in this run."""

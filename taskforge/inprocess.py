@@ -7,9 +7,9 @@ Jobs of ``async def`` tasks run through the worker's async run path
 (``worker/aio_run.py``): ``drain()`` runs each to completion with
 ``asyncio.run`` (or, called from a thread whose loop is running, as in eager
 mode inside async code, on a loop of a short-lived thread, which it waits
-for); ``adrain()`` awaits them on the caller's loop and does every Redis
-call and every sync task in the loop's default executor, so the loop stays
-free for the caller's other coroutines.
+for); ``adrain()`` runs the same passes in the loop's default executor,
+so the loop stays free for the caller's other coroutines, and sends each
+async job back to the caller's loop, where it is awaited.
 
 This module is the one door from the API to worker code: ``app.drain()``
 imports it when first used (the testing kit, with eager mode's switch, at
@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .handle import JobHandle
 
@@ -43,6 +43,40 @@ MAX_RETRIES = 1000
 def drain(app: TaskForge, *, advance: timedelta | float | None = None, max_jobs: int = 100_000) -> list[JobInfo]:
     from .worker.runner import run_claim  # loaded by the first drain, not by the pytest plugin
 
+    def run(claim: Claim) -> None:
+        if is_async(app, claim):
+            run_async(app, claim)
+        else:
+            run_claim(app, claim, reraise_interrupts=True)
+
+    return passes(app, advance, max_jobs, run)
+
+
+async def adrain(app: TaskForge, *, advance: timedelta | float | None = None, max_jobs: int = 100_000) -> list[JobInfo]:
+    """``drain()`` from inside a running loop: the passes in the loop's default executor, so the
+    loop stays free, and each async job sent back to the loop and awaited there."""
+    from .worker.aio_run import arun_claim
+    from .worker.runner import run_claim
+
+    loop = asyncio.get_running_loop()
+
+    def offload(call: Callable[[], Any]) -> asyncio.Future[Any]:
+        return loop.run_in_executor(None, call)
+
+    def run(claim: Claim) -> None:  # on the executor's thread
+        if is_async(app, claim):
+            asyncio.run_coroutine_threadsafe(arun_claim(app, claim, offload), loop).result()
+        else:
+            run_claim(app, claim)
+
+    return cast("list[JobInfo]", await offload(partial(passes, app, advance, max_jobs, run)))
+
+
+def passes(
+    app: TaskForge, advance: timedelta | float | None, max_jobs: int, run: Callable[[Claim], None]
+) -> list[JobInfo]:
+    """A drain, written once for ``drain`` and ``adrain``: pass over every queue, running what each
+    claims with ``run``, until a pass claims nothing (or ``max_jobs`` ran)."""
     seconds = advance.total_seconds() if isinstance(advance, timedelta) else advance
     broker = app.broker
     ran: list[JobInfo] = []
@@ -57,45 +91,8 @@ def drain(app: TaskForge, *, advance: timedelta | float | None = None, max_jobs:
             claims, wait = broker.claims.dequeue(queue, DRAIN_LEASE_MS)
             again = again or wait == 0.0  # it dead-lettered a corrupt job: more may be ready
             for claim in claims:
-                if is_async(app, claim):
-                    run_async(app, claim)
-                else:
-                    run_claim(app, claim, reraise_interrupts=True)
+                run(claim)
                 ran.append(JobHandle(app, claim.id, queue).info())
-                claimed = True
-        if not claimed and (not again or (retries := retries + 1) > MAX_RETRIES):
-            return ran
-    return ran
-
-
-async def adrain(app: TaskForge, *, advance: timedelta | float | None = None, max_jobs: int = 100_000) -> list[JobInfo]:
-    """``drain()`` from inside a running loop: async tasks awaited here, everything else off the loop."""
-    from .worker.aio_run import arun_claim
-    from .worker.runner import run_claim
-
-    loop = asyncio.get_running_loop()
-
-    def offload(call: Callable[[], Any]) -> asyncio.Future[Any]:
-        return loop.run_in_executor(None, call)
-
-    seconds = advance.total_seconds() if isinstance(advance, timedelta) else advance
-    broker = app.broker
-    ran: list[JobInfo] = []
-    retries = 0
-    while len(ran) < max_jobs:
-        queues = await offload(lambda: list(dict.fromkeys([*app.queues(), *broker.jobs.queues()])))
-        claimed = again = False
-        for queue in queues:
-            if seconds:
-                await offload(partial(broker.claims.fast_forward, queue, seconds))
-            claims, wait = await offload(partial(broker.claims.dequeue, queue, DRAIN_LEASE_MS))
-            again = again or wait == 0.0  # it dead-lettered a corrupt job: more may be ready
-            for claim in claims:
-                if is_async(app, claim):
-                    await arun_claim(app, claim, offload)
-                else:
-                    await offload(partial(run_claim, app, claim))
-                ran.append(await offload(JobHandle(app, claim.id, queue).info))
                 claimed = True
         if not claimed and (not again or (retries := retries + 1) > MAX_RETRIES):
             return ran

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, cast
 
-import redis
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
@@ -25,7 +24,8 @@ from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialBackoff
 
 from ..errors import ConfigurationError
-from .compat import SERVER_TICK, block_timeout, hello_error
+from ._async.handshake import try_once, version_check
+from .compat import SERVER_TICK, block_timeout
 from .connection import CONNECT_TIMEOUT, SOCKET_TIMEOUT, quiet_handshake, redact, url_scheme
 from .scaled import CLUSTER, SCALED_SCHEMES, SENTINEL, cluster_target, sentinel_target
 
@@ -56,33 +56,7 @@ class OnceRetry(Retry):
     async def call_with_retry(self, do: Any, fail: Any, *args: Any, **kwargs: Any) -> Any:
         if not _once.get():
             return await super().call_with_retry(do, fail, *args, **kwargs)
-        try:
-            return await do()
-        except self._supported_errors as error:
-            await (fail(error, 1) if kwargs.get("with_failure_count") else fail(error))
-            raise
-
-
-def version_check(shown_url: str) -> Callable[[Any], Coroutine[Any, Any, None]]:
-    """The async twin of ``compat.version_check``: the handshake, then one HELLO per client."""
-    checked = False
-
-    async def on_connect(connection: Any) -> None:  # a redis.asyncio Connection (untyped)
-        nonlocal checked
-        await connection.on_connect_check_health(check_health=False)
-        if checked:
-            return
-        await connection.send_command("HELLO", getattr(connection, "protocol", None) or 2)
-        try:
-            error = hello_error(await connection.read_response(), shown_url)
-        except redis.ResponseError as exc:  # no HELLO at all: older than 6.0
-            error = hello_error(exc, shown_url)
-        if error is not None:
-            await connection.disconnect()
-            raise error
-        checked = True
-
-    return on_connect
+        return await try_once(self._supported_errors, do, fail, kwargs)
 
 
 def aconnect(url: str, memory: Any = None) -> AsyncClient:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,34 +110,6 @@ def too_old(server: Server, shown_url: str) -> ConfigurationError | None:
         f"the broker at {shown_url} runs {server.text}; taskforge needs {MINIMUM_TEXT} or later "
         "(it uses BLMOVE, which older servers lack)"
     )
-
-
-def version_check(shown_url: str) -> Callable[[Any], None]:
-    """A redis-py ``redis_connect_func``: the usual handshake, then, once per client, a version check.
-
-    The check is one HELLO on the first connection of the pool (HELLO needs
-    no ACL permission); every later connection only does the handshake.
-    """
-    checked = False
-
-    def on_connect(connection: Any) -> None:  # a redis.Connection (untyped)
-        nonlocal checked
-        # Without a health check: its PING, failing on a socket that is no Redis (a TLS port),
-        # would reconnect through this very function, again and again.
-        connection.on_connect_check_health(check_health=False)
-        if checked:
-            return
-        connection.send_command("HELLO", getattr(connection, "protocol", None) or 2)
-        try:
-            error = hello_error(connection.read_response(), shown_url)
-        except redis.ResponseError as exc:  # no HELLO at all: older than 6.0
-            error = hello_error(exc, shown_url)
-        if error is not None:
-            connection.disconnect()
-            raise error
-        checked = True
-
-    return on_connect
 
 
 def hello_error(reply: Any, shown_url: str) -> ConfigurationError | None:

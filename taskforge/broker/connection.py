@@ -22,7 +22,8 @@ from redis.maint_notifications import MaintNotificationsConfig
 from redis.retry import Retry
 
 from ..errors import BrokerUnavailable, ConfigurationError
-from .compat import MINIMUM_TEXT, unknown_command, version_check
+from ._sync.handshake import try_once, version_check
+from .compat import MINIMUM_TEXT, unknown_command
 from .redaction import redact as redact  # every output path hides passwords through this one function
 from .redaction import unsafe_userinfo
 from .scaled import CLUSTER, SCALED_SCHEMES, SENTINEL, cluster_client, sentinel_client
@@ -78,11 +79,7 @@ class CountingRetry(Retry):
     def call_with_retry(self, do: Any, fail: Any, *args: Any, **kwargs: Any) -> Any:
         if getattr(_resends, "once", False):
             # Inside sent_once(): a failed command is not re-sent behind the caller's back.
-            try:
-                return do()
-            except self._supported_errors as error:
-                fail(error, 1) if kwargs.get("with_failure_count") else fail(error)
-                raise
+            return try_once(self._supported_errors, do, fail, kwargs)
 
         def counted(*failure: Any) -> Any:
             _resends.count = resends() + 1
@@ -164,7 +161,7 @@ def quiet_handshake(shown_url: str) -> dict[str, object]:
     under RESP3, ``CLIENT MAINT_NOTIFICATIONS`` (denied on 6.2). It ignores
     the errors, but each leaves an entry in the server's ACL LOG per
     connection; neither is of use to taskforge. The version check runs
-    once per client (see ``compat.version_check``).
+    once per client (see ``_async/handshake.py``).
     """
     return {
         "driver_info": None,

@@ -1,0 +1,1 @@
+"""Code written once, awaited; ``scripts/make_sync.py`` writes its sync twin in ``../_sync/`` (checked in CI)."""
