@@ -96,6 +96,15 @@ class TaskForge:
     def __repr__(self) -> str:
         return f"<TaskForge {self.name} broker={redact(self.url)} tasks={len(self.tasks)}>"
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Every attribute as usual, but ``eager``: the old switch would silently do nothing now."""
+        if name == "eager":
+            raise AttributeError(
+                "app.eager is gone: eager mode is the testing kit's switch, "
+                "taskforge.testing.set_eager(app, True) (or the fixture's taskforge_app(app, eager=True))"
+            )
+        super().__setattr__(name, value)
+
     @property
     def broker(self) -> Broker:
         """The queue operations on this app's Redis, connected on first use."""

@@ -94,6 +94,9 @@ def test_eager_is_an_after_enqueue_callback_switched_on_and_off() -> None:
     assert double.delay(21).status() is JobState.SUCCEEDED
     set_eager(app, False)
     assert app.after_enqueue == [] and double.delay(1).status() is JobState.PENDING
+    with pytest.raises(AttributeError, match=r"set_eager\(app, True\)"):
+        app.eager = True  # type: ignore[attr-defined]  # the old switch: an error, not a silent no-op
+    assert is_eager(app) is False
 
 
 def test_use_broker_swaps_and_returns_the_previous_one() -> None:
