@@ -122,9 +122,23 @@ class Senders:
             thread.join(timeout=60)
         assert not any(t.is_alive() for t in self.threads), "a producer did not stop within 60 s"
 
+    def check_all(self, moments: dict[str, float], master: int, others: list[int]) -> None:
+        """``check`` of every sender (by name: since when), all reported together: one failing alone tells apart
+        a producer's fault from a node's."""
+        failures = []
+        for sender in self.all:
+            try:
+                self.check(sender, moments[sender.name], master, others)
+            except AssertionError as exc:
+                failures.append(str(exc))
+        assert not failures, "\n".join(failures)
+
     @staticmethod
-    def check(sender: Sender, moment: float, master: int) -> None:
-        """``sender`` never failed, and its sends since ``moment`` were quick and stored on ``master``."""
+    def check(sender: Sender, moment: float, master: int, others: list[int]) -> None:
+        """``sender`` never failed, and its sends since ``moment`` were quick and stored on ``master``.
+
+        ``others``: every data node, asked where missing jobs went when some are.
+        """
         assert not sender.errors(), f"{sender.name}: a send failed through the failover: {sender.errors()[0]!r}"
         after = sender.after(moment)
         assert len(after) >= AFTER, f"{sender.name}: {len(after)} sends after the failover"
@@ -133,8 +147,26 @@ class Senders:
         redis = client(master)
         missing = [s.job_id for s in after if not redis.exists(QueueKeys(QUEUES[0]).job(str(s.job_id)))]
         assert not missing, (
-            f"{sender.name}: {len(missing)} of the jobs sent after the failover are not on the new master"
+            f"{sender.name}: {len(missing)} of the {len(after)} jobs sent after the failover are not on the new"
+            f" master; {where(missing, others)}"
         )
+
+
+def where(job_ids: list[str | None], ports: list[int]) -> str:
+    """Where the missing jobs are, and each node's role: what a failure needs to be understood."""
+    seen = []
+    for port in ports:
+        try:
+            node = client(port)
+            role = node.info("replication")["role"]
+            found = sum(bool(node.exists(QueueKeys(QUEUES[0]).job(str(i)))) for i in job_ids)
+        except Exception as exc:  # a node down is a finding too
+            seen.append(f"{port}: {exc!r}")
+            continue
+        seen.append(f"{port} ({role}): {found} of them, {node.dbsize()} keys")
+        if role == "slave":
+            seen[-1] += f", replicating {node.info('replication').get('master_port')}"
+    return "; ".join(seen)
 
 
 @contextmanager

@@ -236,6 +236,11 @@ class SentinelSet(Servers):
         wait_until(self.healthy, 60, "three sentinels that see each other and the synced replica")
 
     @property
+    def data_nodes(self) -> list[int]:
+        """The master and the replica, whichever is which now."""
+        return [self.master, self.replica]
+
+    @property
     def url(self) -> str:
         return "redis+sentinel://" + ",".join(f"{HOST}:{p}" for p in self.sentinels) + f"/{self.SERVICE}"
 

@@ -74,8 +74,8 @@ def test_producers_made_before_a_failover_send_to_the_new_master(sentinel) -> No
         sentinel.restart(victim, "--replicaof", HOST, str(heir))
         whole = replica_again(victim)
         senders.wait_for(senders.all, whole)
-    for sender in senders.all:
-        senders.check(sender, promoted if sender in senders.plain else whole, heir)
+    checked = {s.name: (promoted if s in senders.plain else whole) for s in senders.all}
+    senders.check_all(checked, heir, sentinel.data_nodes)
 
 
 def test_producers_made_before_a_coordinated_failover_send_to_the_new_master(sentinel) -> None:
@@ -88,8 +88,7 @@ def test_producers_made_before_a_coordinated_failover_send_to_the_new_master(sen
         wait_until(lambda: sentinel.current_master() == heir, 30, "the sentinels to promote the replica")
         whole = replica_again(old)
         senders.wait_for(senders.all, whole)
-    for sender in senders.all:
-        senders.check(sender, whole, heir)
+    senders.check_all({s.name: whole for s in senders.all}, heir, sentinel.data_nodes)
 
 
 def coordinated_failover(sentinel) -> bool:

@@ -62,6 +62,8 @@ def test_scrapes_during_a_run_show_the_counters_moving(start_worker, redis_url: 
             if done
             and dead
             and value(now, "taskforge_jobs_retried_total", queue="default", task="userapp.retry_me") == 2
+            # Its second retry counts when it goes back to wait: settled is its third run's success.
+            and value(now, "taskforge_jobs_succeeded_total", queue="default", task="userapp.retry_me") == 1
             and value(now, "taskforge_jobs_expired_last_hour", queue="default") == 1
             else None
         )
