@@ -8,7 +8,8 @@ ran.
 The suite runs in parallel: the hooks below start six pytest-xdist workers
 unless ``-n`` says otherwise (see tests/parallel.py). Each xdist worker
 process gets a Redis database of its own on the server of
-``TASKFORGE_TEST_REDIS``: the Nth of ``TASKFORGE_TEST_REDIS_DBS`` (a comma
+``TASKFORGE_TEST_REDIS`` (unset, a ``redis-server`` the run starts on a free
+port: tests/own_server.py): the Nth of ``TASKFORGE_TEST_REDIS_DBS`` (a comma
 list; by default that URL's database, then the others from 15 down to 0,
 skipping 10, the chaos test's side store). The worker puts its URL back into
 ``TASKFORGE_TEST_REDIS``, so every process a test starts inherits it (and
@@ -40,7 +41,7 @@ import pytest
 import redis
 
 from taskforge import TaskForge
-from tests import parallel
+from tests import own_server, parallel
 from tests.scaled.servers import Cluster, SentinelSet
 
 REDIS_VAR = "TASKFORGE_TEST_REDIS"
@@ -50,7 +51,10 @@ REDIS_VAR = "TASKFORGE_TEST_REDIS"
 ADMIN_VAR = "TASKFORGE_TEST_ADMIN_REDIS"
 DBS_VAR = "TASKFORGE_TEST_REDIS_DBS"
 CHAOS_SIDE_DB = 10  # tests/chaos records its runs there (CHAOS_SIDE_REDIS): never a worker's database
-BASE_REDIS_URL = os.environ.get(REDIS_VAR, "redis://127.0.0.1:6379/15")
+# Unless told a server, the run starts its own (tests/own_server.py): in the controller, before
+# the xdist workers, which inherit its address; none of them starts another.
+NO_SERVER = own_server.start(REDIS_VAR, "CHAOS_SIDE_REDIS")
+BASE_REDIS_URL = os.environ.get(REDIS_VAR, "redis://127.0.0.1:1/15")  # port 1: nothing answers, the tests skip
 R = TypeVar("R", pytest.TestReport, pytest.CollectReport)
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -215,7 +219,7 @@ def real_redis_or_skip() -> redis.Redis:
     try:
         client.ping()
     except redis.ConnectionError as exc:
-        skip_or_fail(f"no Redis at {REDIS_URL}: {exc}")
+        skip_or_fail(NO_SERVER or f"no Redis at {REDIS_URL}: {exc}")
     return client
 
 

@@ -6,8 +6,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
+import redis
 
 from tests.conftest import CHAOS_SIDE_DB, worker_databases, worker_url
 
@@ -51,7 +53,8 @@ def url_in(env: dict[str, str]) -> str:
 
 
 def test_a_process_started_by_a_workers_test_keeps_the_workers_database() -> None:
-    worker = {"PYTEST_XDIST_WORKER": "gw3", "PYTEST_XDIST_TESTRUNUID": "run1", "PYTHONPATH": str(ROOT)}
+    told = {"TASKFORGE_TEST_REDIS": "redis://127.0.0.1:6379/15"}
+    worker = {"PYTEST_XDIST_WORKER": "gw3", "PYTEST_XDIST_TESTRUNUID": "run1", "PYTHONPATH": str(ROOT), **told}
     assert url_in(worker) == "redis://127.0.0.1:6379/12"
     # What the worker exports to what its tests start: a pytest run by a test stays on database 12.
     exported = {"TASKFORGE_TEST_REDIS": "redis://127.0.0.1:6379/12", "TASKFORGE_TEST_REDIS_WORKER": "run1:gw3"}
@@ -68,6 +71,7 @@ def test_spare_databases_come_from_the_end_so_a_replaced_worker_never_takes_one(
     )
     base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "TASKFORGE_TEST_REDIS"))}
     env = {"PYTEST_XDIST_WORKER": "gw0", "PYTEST_XDIST_TESTRUNUID": "r", "PYTEST_XDIST_WORKER_COUNT": "6"}
+    env["TASKFORGE_TEST_REDIS"] = "redis://127.0.0.1:6379/15"
     done = subprocess.run(
         [sys.executable, "-c", code],
         env={**base, **env, "PYTHONPATH": str(ROOT)},
@@ -80,3 +84,28 @@ def test_spare_databases_come_from_the_end_so_a_replaced_worker_never_takes_one(
     spare0, spare1, replacement = done.stdout.split()
     assert (spare0, spare1) == ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/1")
     assert replacement == "redis://127.0.0.1:6379/8"  # [15, 14, 13, 12, 11, 9, 8, ...][6]
+
+
+def test_untold_the_suite_starts_its_own_server_and_stops_it() -> None:
+    """The README's test command never empties a database of the developer's own Redis on 6379."""
+    code = (
+        "import os, redis, tests.conftest as c; "
+        "client = redis.Redis.from_url(c.REDIS_URL); client.set('here', 1); "
+        "print(c.REDIS_URL, os.environ['CHAOS_SIDE_REDIS'], client.dbsize(), client.config_get('save')['save'] or '-')"
+    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "TASKFORGE_TEST_", "CHAOS_"))}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**base, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    url, side, keys, save = done.stdout.split()
+    port = urlsplit(url).port
+    assert port not in (None, 6379) and url.endswith("/15") and keys == "1" and save == "-"
+    assert side == f"redis://127.0.0.1:{port}/10"
+    with pytest.raises(redis.ConnectionError):  # stopped when the process that started it ended
+        redis.Redis(port=port, socket_connect_timeout=1).ping()

@@ -257,7 +257,8 @@ def summary(infos: list[JobInfo], worker_pid: int, url: str, elapsed: float) -> 
         *scheduled_lines(by_task.get(demo_app.send_reminder.name, [])),
         "",
         "Do it with your own code: `taskforge broker` (or a real Redis), then `taskforge worker myapp:app`,",
-        "and `taskforge status myapp:app` to watch; see examples/quickstart.",
+        "and `taskforge status myapp:app` to watch. The app this demo ran, to start from:",
+        f"  {Path(demo_app.__file__).resolve()}",
     ]
     return "\n".join(lines)
 

@@ -49,7 +49,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv.EnvBuilder(with_pip=True).create(env_dir)
     bin_dir = env_dir / "bin"
     # pip's cache (shared with every other install on this machine) keeps this to seconds.
-    done = run(bin_dir / "python", "-m", "pip", "install", "-q", wheel, timeout=300)
+    # A PYTHONPATH naming a tree with an installed-metadata folder (``pip install .`` leaves one) would
+    # make pip find the distribution already there and install nothing.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = run(bin_dir / "python", "-m", "pip", "install", "-q", wheel, timeout=300, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     return bin_dir
 
@@ -72,6 +75,9 @@ def test_demo_runs_from_the_installed_package(installed: Path, tmp_path: Path) -
     out = run(installed / "taskforge", "demo", timeout=90, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL)
     assert out.returncode == 0, out.stdout + out.stderr
     assert re.search(r"(\d+)/\1 jobs finished", out.stdout), out.stdout
+    # What it points to for a start is a file the installed package carries (a clone's examples/ is not).
+    app_file = Path(next(line.strip() for line in out.stdout.splitlines() if line.endswith("demo_app.py")))
+    assert app_file.name == "demo_app.py" and app_file.is_file() and str(ROOT) not in str(app_file), out.stdout
 
 
 def mypy(installed: Path, module: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
