@@ -7,7 +7,12 @@ read the listing (``status.py``) never import the worker package, and every
 key taskforge writes is built in ``broker/``.
 
 Each worker keeps a hash that expires unless its heartbeat renews it, plus a
-score in one zset, so a worker that was SIGKILLed disappears by itself.
+score in one zset, so a worker that was SIGKILLed disappears by itself. It
+is listed as alive until ``alive_until`` (its last beat plus ten heartbeats,
+on Redis's clock); the hash itself stays as long as the leases it may have
+held (``keep_ms``), so that a worker started on the same host after a slow
+restart can still prove it gone and take its jobs back at once
+(``worker/rescue.py``), rather than waiting out their leases.
 """
 
 from __future__ import annotations
@@ -24,16 +29,20 @@ Client = redis.Redis | redis.RedisCluster  # what broker.connection.connect() re
 Field = str | int  # what a worker's hash holds: text, JSON text and numbers
 
 # A zset entry older than this belongs to a worker long gone: its hash has
-# expired, only the index entry is left to trim.
-STALE_AFTER_MS = 60_000
+# expired (it lives its lease past the last beat: an hour is a lease no
+# one sets), only the index entry is left to trim.
+STALE_AFTER_MS = 3_600_000
 
 
-def beat(client: Client, worker_id: str, fields: Mapping[str, Field], ttl_ms: int, now_ms: int) -> None:
-    """Write one worker's description and keep it alive for ``ttl_ms`` more."""
+def beat(
+    client: Client, worker_id: str, fields: Mapping[str, Field], ttl_ms: int, now_ms: int, keep_ms: int = 0
+) -> None:
+    """Write one worker's description: listed alive for ``ttl_ms`` more, kept ``keep_ms`` past that."""
     key = keys.worker_key(worker_id)
     pipe = client.pipeline(transaction=False)
-    pipe.hset(key, mapping=dict(fields))  # type: ignore[arg-type]  # redis-py's Mapping is invariant in its key
-    pipe.pexpire(key, ttl_ms)
+    written: dict[str, Field] = {**fields, "alive_until": now_ms + ttl_ms}
+    pipe.hset(key, mapping=written)  # type: ignore[arg-type]  # redis-py's Mapping is invariant in its key
+    pipe.pexpire(key, ttl_ms + keep_ms)
     pipe.zadd(keys.WORKERS, {worker_id: now_ms})
     pipe.zremrangebyscore(keys.WORKERS, "-inf", now_ms - STALE_AFTER_MS)
     pipe.execute()
@@ -47,8 +56,11 @@ def remove(client: Client, worker_id: str) -> None:
     pipe.execute()
 
 
-def live_workers(client: Client, host: str | None = None) -> list[dict[str, Any]]:
+def live_workers(client: Client, host: str | None = None, lost: bool = False) -> list[dict[str, Any]]:
     """Every worker whose heartbeat has not expired, oldest first; with ``host``, only that host's.
+
+    With ``lost``, also those whose heartbeats stopped but whose hash is kept
+    for the leases they may hold: what the same-host rescue looks through.
 
     A worker's id starts with its host name, so the others' hashes are not read.
     An entry taskforge did not write (an id that is not UTF-8, a hash of junk)
@@ -65,14 +77,25 @@ def live_workers(client: Client, host: str | None = None) -> list[dict[str, Any]
     for worker_id in ids:
         pipe.hgetall(keys.worker_key(worker_id))
     rows = pipe.execute(raise_on_error=False)
+    now_ms = 0 if lost else redis_ms(client)
     listing = []
     for worker_id, fields in zip(ids, rows, strict=True):
         key = keys.worker_key(worker_id)
         fields = junk.reply(fields, key, {})
         entry = decode(fields, key) if fields else None
-        if entry is not None:
+        # 0: a worker of an older version, listed as long as its hash lives.
+        if entry is not None and (lost or not entry["alive_until"] or entry["alive_until"] >= now_ms):
             listing.append(entry)
     return listing
+
+
+def redis_ms(client: Client) -> int:
+    """Redis's clock, which wrote ``alive_until``: a reader's own clock may be off."""
+    reply: Any = client.time()
+    if isinstance(reply, dict):  # a cluster client asked several nodes: any one's clock
+        reply = next(iter(reply.values()))
+    seconds, micros = reply
+    return int(seconds) * 1000 + int(micros) // 1000
 
 
 def decode(fields: Mapping[bytes, bytes], key: str = keys.WORKERS) -> dict[str, Any] | None:
@@ -107,6 +130,7 @@ def decode(fields: Mapping[bytes, bytes], key: str = keys.WORKERS) -> dict[str, 
         "jobs_done": number("jobs_done"),
         "current": [job for job in listed("current") if isinstance(job, dict)],
         "heartbeat": number("heartbeat"),
+        "alive_until": number("alive_until"),
         "clock_offset_ms": number("clock_offset_ms"),  # its wall clock minus Redis's
         # What other workers read: the tasks it serves, its claim tokens' prefix, what proves it gone.
         # None: a worker of an older version (or junk), tasks unknown.

@@ -40,6 +40,7 @@ class WorkerRegistry:
         concurrency: int,
         ttl: float,
         tasks: Iterable[str] = (),
+        keep: float = 0.0,
         owner: str = "",
         clock: RedisClock | None = None,
     ) -> None:
@@ -49,6 +50,9 @@ class WorkerRegistry:
         self.clock = clock or RedisClock(client)
         self.id = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(2).hex()}"
         self.ttl_ms = int(ttl * 1000)
+        # Once its beats stop, the entry outlives the alive listing by ``keep`` (the lease): a worker
+        # restarted on this host later than ``ttl`` still proves it gone and takes its jobs back.
+        self.keep_ms = int(keep * 1000)
         self.owner = owner or owner_tag()
         # The tasks this worker serves: another worker leaves their jobs to it (``foreign.py``).
         # Host, boot, pid namespace and the processes with their start times: what proves it gone.
@@ -78,7 +82,7 @@ class WorkerRegistry:
             "processes": json.dumps(processes),
             "clock_offset_ms": self.clock.offset_ms,
         }
-        workers.beat(self.client, self.id, fields, self.ttl_ms, now)
+        workers.beat(self.client, self.id, fields, self.ttl_ms, now, self.keep_ms)
 
     def remove(self) -> None:
         workers.remove(self.client, self.id)

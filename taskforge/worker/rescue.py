@@ -15,9 +15,11 @@ refunded), the token cleared so a late write from the dead worker is fenced.
 
 A worker on another machine, in another container, or on a listing without
 these facts (an older version) is never judged: its claims expire as before.
-The dead worker's listing lives ``10 x HEARTBEAT_EVERY`` (20 s) after its
-last heartbeat, so a worker started later than that finds nothing to
-rescue, and the lease, by then mostly run out, brings the jobs back.
+The dead worker is listed as alive ``10 x HEARTBEAT_EVERY`` (20 s) after its
+last heartbeat, and its entry is kept a lease longer (``broker/workers.py``):
+a worker restarted later than 20 s still finds it, however long the restart
+took; once the entry is gone, so are its leases, and the reclaim brings the
+jobs back.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ class Rescue:
         if not self.facts["boot"] or not self.facts["pidns"]:
             return set()  # nothing can be proved here (no /proc): leases expire as before
         queues: set[str] = set()
-        for entry in workers.live_workers(self.client, host=self.facts["host"]):
+        for entry in workers.live_workers(self.client, host=self.facts["host"], lost=True):
             if entry["id"] == self.own_id or not entry["owner"] or not identity.provably_gone(entry, self.facts):
                 continue
             queues |= self.expire(entry)

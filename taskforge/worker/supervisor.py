@@ -79,6 +79,7 @@ class Supervisor:
             options.concurrency * options.threads,
             ttl=10 * HEARTBEAT_EVERY,
             tasks=app.tasks,
+            keep=options.lease_ms / 1000,
             owner=owner,
             clock=self.clock,
         )

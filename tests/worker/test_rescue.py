@@ -62,6 +62,30 @@ def test_a_killed_workers_job_reruns_within_seconds_when_a_worker_starts_on_the_
     assert first.pid not in [w["pid"] for w in workers.live_workers(producer.broker.client)]
 
 
+def test_a_restart_slower_than_the_listing_still_finds_the_killed_workers_job(start_worker, producer, side) -> None:
+    """A service restart of 25 s: the dead worker is no longer listed as alive, yet its jobs are found at once."""
+    first = start_worker("-c", "1", "--grace", "1")  # the default 60 s lease
+    producer.send("userapp.sleepy", "late", 60)
+    wait_for(lambda: side.llen("side:late:started"), 30, "the job to start")
+    listed(producer, first)
+    kill_whole(first)
+    killed_at = time.monotonic()
+    # The alive listing forgets it after 10 heartbeats (20 s): the restart comes later than that.
+    wait_for(
+        lambda: first.pid not in [w["pid"] for w in workers.live_workers(producer.broker.client)],
+        40,
+        "the dead worker to leave the listing of live workers",
+        interval=1,
+    )
+    time.sleep(max(0.0, 25 - (time.monotonic() - killed_at)))
+    started = time.monotonic()
+    second = start_worker("-c", "1", "--grace", "1")
+    wait_for(lambda: side.llen("side:late:started") >= 2, RERUN_WITHIN, "the job to rerun")
+    assert time.monotonic() - killed_at < 60, "it waited out the lease"
+    assert "is gone" in second.output(), second.output()
+    assert time.monotonic() - started < RERUN_WITHIN
+
+
 def test_a_running_worker_rescues_a_killed_neighbours_job(start_worker, producer, side) -> None:
     idle = start_worker("-c", "1", "--grace", "1", "-q", "other", "-q", "default")
     listed(producer, idle)
