@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from . import celery_names
@@ -27,6 +27,7 @@ from .search import JobPage, find_jobs, query
 from .sending import SendHook, check_hook
 from .task import Task, TaskOptions
 from .workflows.reports import install as listen_for_steps
+from .zones import AppZone
 
 if TYPE_CHECKING:
     from .broker.aio import AsyncBroker
@@ -64,6 +65,7 @@ class TaskForge:
         durability: str = "async",
         max_job_size: int = DEFAULT_MAX_JOB_SIZE,
         include: Sequence[str] = (),
+        timezone: str | tzinfo | None = None,
     ) -> None:
         checked_count("max_size", max_size, 0, " (0: unbounded)")
         checked_count("max_job_size", max_job_size, 0, " bytes (0: no limit)")
@@ -80,6 +82,8 @@ class TaskForge:
         # At most this many finished records per queue (BullMQ's removeOnComplete: {count}); a mapping: per queue.
         self.retention_count = RetentionCounts.of(retention_count)
         self.durability = durability
+        # Where a naive apply_at() time is read (zones.py): zone.tzinfo, UTC unless given (with a warning then).
+        self.zone = AppZone.of(timezone)
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.hooks = Hooks()
         self.finals = Finals()  # told of each final transition (finals.py): workflows carry a step's report on

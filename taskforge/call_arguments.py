@@ -14,22 +14,22 @@ being silently ignored.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 from . import celery_names
 from .bounds import MAX_SECONDS, is_real_number
 from .errors import ConfigurationError
+from .zones import AppZone
 
 MAX_JOB_ID = 200
 
 
-def due_ms(when: datetime) -> int:
-    """``apply_at``'s time as ms since the epoch, on the producer's clock; a naive datetime is UTC."""
+def due_ms(when: datetime, zone: AppZone, where: str = "apply_at()") -> int:
+    """``apply_at``'s time as ms since the epoch, on the producer's clock; a naive datetime is in the app's zone."""
     if not isinstance(when, datetime):
         raise ConfigurationError(f"apply_at() needs a datetime, got {type(when).__name__}: {when!r}")
-    if when.tzinfo is None:  # a naive datetime means UTC, as everywhere in the API
-        when = when.replace(tzinfo=timezone.utc)
+    when = zone.instant(when, where)
     try:
         return int(when.timestamp() * 1000)
     except (OverflowError, ValueError):
@@ -73,6 +73,7 @@ def celery_call(
     countdown: timedelta | float | None,
     eta: datetime | None,
     celery_options: Mapping[str, object],
+    zone: AppZone,
 ) -> tuple[tuple[Any, ...], dict[str, Any], dict[str, int]]:
     """(args, kwargs, timing) for ``Task._enqueue_one``: ``countdown`` is ``apply_in``, ``eta`` ``apply_at``."""
     celery_names.reject_options(f"{task}.apply_async()", celery_options)
@@ -93,7 +94,7 @@ def celery_call(
         if countdown is not None:
             timing["delay_ms"] = delay_ms(countdown)
         elif eta is not None:
-            timing["due_ms"] = due_ms(eta)
+            timing["due_ms"] = due_ms(eta, zone, f"{task}.apply_async(eta=...)")
     except ConfigurationError as exc:  # its words name apply_in/apply_at: say which argument of this call
         given = "countdown" if countdown is not None else "eta"
         raise ConfigurationError(f"{task}.apply_async({given}=...): {exc}") from None

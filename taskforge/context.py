@@ -58,7 +58,8 @@ class CurrentJob:
         self._sleep(0, max(0, int(seconds * 1000)))
 
     def sleep_until(self, when: datetime) -> None:
-        """``sleep`` until ``when`` (a naive datetime means UTC); a time past returns at once in later runs too."""
+        """``sleep`` until ``when`` (a naive datetime means UTC, not the app's ``timezone=``: the durable steps'
+        contract); a time past returns at once in later runs too."""
         if not isinstance(when, datetime):
             raise ValueError(f"sleep_until({when!r}): use a datetime")
         aware = when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .finals import Finals
     from .handle import JobHandle
     from .sending import SendHook
+    from .zones import AppZone
 
 
 class BrokerAccess(Protocol):
@@ -45,6 +46,11 @@ class Producer(BrokerAccess, Protocol):
 
     @property
     def send_hooks(self) -> Sequence[SendHook]: ...
+
+    @property
+    def zone(self) -> AppZone:
+        """Where a naive ``apply_at()`` time is read (``zones.py``)."""
+        ...
 
     @property
     def after_enqueue(self) -> Sequence[Callable[[JobHandle[Any]], object]]:

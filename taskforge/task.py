@@ -112,8 +112,8 @@ class Task(Generic[P, R]):
         return self._enqueue_one(args, kwargs)
 
     def apply_at(self, when: datetime, /, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
-        """Queue a run for ``when`` (naive means UTC; a past time means now)."""
-        return self._enqueue_one(args, kwargs, due_ms=due_ms(when))
+        """Queue a run for ``when`` (a naive datetime is in the app's time zone; a past time means now)."""
+        return self._enqueue_one(args, kwargs, due_ms=due_ms(when, self.app.zone, f"{self.name}.apply_at()"))
 
     def apply_in(self, delay: timedelta | float, /, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
         """Queue a run after ``delay`` (a timedelta or seconds), timed by Redis's clock."""
@@ -138,7 +138,9 @@ class Task(Generic[P, R]):
         normal, high, critical). Any other Celery option raises ``TypeError``
         naming the taskforge way, so nothing is silently ignored.
         """
-        call_args, call_kwargs, timing = celery_call(self.name, args, kwargs, countdown, eta, celery_options)
+        call_args, call_kwargs, timing = celery_call(
+            self.name, args, kwargs, countdown, eta, celery_options, self.app.zone
+        )
         return self._celery_task(queue, priority, task_id)._enqueue_one(call_args, call_kwargs, **timing)
 
     async def aapply_async(
@@ -153,7 +155,9 @@ class Task(Generic[P, R]):
         **celery_options: NoReturn,
     ) -> JobHandle[R]:
         """``apply_async()``, awaited: never blocks the event loop (every task has it, as it has ``adelay``)."""
-        call_args, call_kwargs, timing = celery_call(self.name, args, kwargs, countdown, eta, celery_options)
+        call_args, call_kwargs, timing = celery_call(
+            self.name, args, kwargs, countdown, eta, celery_options, self.app.zone
+        )
         return await self._celery_task(queue, priority, task_id)._aenqueue_one(call_args, call_kwargs, **timing)
 
     def _celery_task(self, queue: str | None, priority: Priority | str | int | None, task_id: str | None) -> Task[P, R]:
@@ -300,7 +304,7 @@ class Task(Generic[P, R]):
 
     async def aapply_at(self, when: datetime, /, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
         """``apply_at()``, awaited."""
-        return await self._aenqueue_one(args, kwargs, due_ms=due_ms(when))
+        return await self._aenqueue_one(args, kwargs, due_ms=due_ms(when, self.app.zone, f"{self.name}.aapply_at()"))
 
     async def aapply_in(self, delay: timedelta | float, /, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
         """``apply_in()``, awaited."""

@@ -63,6 +63,7 @@ API_MODULES = [
     "taskforge.workflows.reports",
     "taskforge.workflows.resume",
     "taskforge.workflows.spec",
+    "taskforge.zones",
 ]
 # The operator tools: what a person runs or reads (status documents, metrics, log lines, loading
 # ``module:app``, the development broker and demo, bulk actions and forgetting a queue, ``--since``),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 import click
@@ -17,7 +17,7 @@ ENQUEUE_HELP = """Queue a job for TASK_NAME and print its id.
 TASK_NAME is the task's full name (module.function, as `taskforge status`
 and the worker's log show it). Arguments are JSON: --args an array,
 --kwargs an object. --in waits a number of seconds; --at takes an ISO 8601
-time (no offset means UTC). Without --priority the task's own priority
+time (no offset: the app's time zone, TaskForge(timezone=...), else UTC). Without --priority the task's own priority
 applies.
 
 \b
@@ -47,7 +47,7 @@ def parse_at(text: str) -> datetime:
         when = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
     except ValueError:
         fail(f"--at {text!r} is not an ISO 8601 time; use e.g. 2027-01-01T09:00:00+01:00", USAGE)
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return when  # a naive one is read in the app's time zone, once the app is loaded
 
 
 def parse_in(text: str) -> float:
@@ -108,7 +108,7 @@ def enqueue(
             )
         try:
             if when is not None:
-                handle = task.apply_at(when, *args, **kwargs)
+                handle = task.apply_at(the_app.zone.instant(when, "taskforge enqueue --at"), *args, **kwargs)
             elif delay is not None:
                 handle = task.apply_in(delay, *args, **kwargs)
             else:

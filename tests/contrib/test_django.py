@@ -414,7 +414,8 @@ def test_get_result_keeps_using_and_enqueued_at(project: Path) -> None:
     assert default_task_backend.app.job(result.id).info().queue == "emails"
 
 
-def test_a_naive_run_after_without_use_tz_is_in_time_zone(project: Path) -> None:
+def test_a_naive_run_after_without_use_tz_is_in_time_zone(project: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The backend reads it in ``TIME_ZONE`` itself: the app gets an aware time and has no naive one to warn of."""
     from datetime import datetime, timedelta
     from zoneinfo import ZoneInfo
 
@@ -429,6 +430,7 @@ def test_a_naive_run_after_without_use_tz_is_in_time_zone(project: Path) -> None
         info = default_task_backend.app.job(result.id).info()
         assert info.scheduled_at is not None
         assert abs(info.scheduled_at - naive.replace(tzinfo=tokyo)) < timedelta(seconds=1)
+    assert not [r for r in caplog.records if "naive datetime" in r.getMessage()]
 
 
 def test_get_result_of_a_job_whose_path_is_not_a_task_is_suspicious(project: Path) -> None:
