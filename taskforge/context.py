@@ -205,6 +205,11 @@ def current_job() -> CurrentJob:
     return job
 
 
+def running() -> CurrentJob | None:
+    """The job the caller runs, or None outside a task: ``current_job()`` that does not raise."""
+    return _current.get()
+
+
 def enter(claim: Claim, broker: ClaimsRole | None, steps: StepsRole | None = None) -> object:
     job = CurrentJob(claim.id, claim.attempts, claim.task, claim.queue, claim.token, broker, claim.headers or {}, steps)
     return _current.set(job)

@@ -7,7 +7,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar, cast
 
-from . import celery_names, streams
+from . import celery_names, joins, streams
 from .broker import job_plans
 from .broker.keys import QueueKeys
 from .broker.plan import Plan
@@ -208,12 +208,16 @@ class JobHandle(Generic[R]):
             self.app.finals.ended(broker, FinalTransition(self.queue, self.id, "cancelled"))
         return outcome
 
-    def result(self, timeout: float | None = None) -> R:
+    def result(self, timeout: float | None = None, *, allow_join: bool = False) -> R:
         """Wait for the job to finish and return its value.
 
         Blocks on Redis (no polling loop spinning the CPU). Raises TaskFailed if
         the job ended dead or cancelled, TimeoutError if ``timeout`` seconds pass.
+        Inside a running task a wait (any ``timeout`` but 0) raises RuntimeError
+        unless ``allow_join``; in ``app.drain()`` and eager mode it runs the job
+        first (``taskforge/joins.py`` says why).
         """
+        joins.before_waiting(self._join(timeout, allow_join))
         deadline = None if timeout is None else time.monotonic() + timeout
         broker = self.app.broker
         while True:
@@ -223,6 +227,14 @@ class JobHandle(Generic[R]):
             if ended(state):
                 return self._outcome(self.queue, self._fields())
             broker.jobs.wait_done(self.queue, self.id, time_left(self.id, deadline, timeout, state))
+
+    def _join(self, timeout: float | None, allow_join: bool) -> joins.Join:
+        return joins.Join(self.app, f"job {self.id}", timeout, allow_join, self._settled, self.status)
+
+    def _settled(self) -> bool:
+        """Whether a wait would end now: the job ended, or is gone (the wait then says so)."""
+        state = self.app.broker.jobs.await_state(self.queue, self.id)
+        return state is None or ended(state)
 
     def stream(self, timeout: float | None = None) -> Iterator[Any]:
         """Every item the job streamed (``current_job().stream``), in order from the first, then live ones.
@@ -250,7 +262,7 @@ class JobHandle(Generic[R]):
             self.id, info.state.value, info.error, info.traceback, info.failure, error_type=info.error_type
         )
 
-    def get(self, timeout: float | None = None, **celery_options: NoReturn) -> R:
+    def get(self, timeout: float | None = None, *, allow_join: bool = False, **celery_options: NoReturn) -> R:
         """``result(timeout)`` under Celery's name, for code being ported.
 
         Celery's other options (``propagate``, ``interval``...) raise
@@ -258,12 +270,12 @@ class JobHandle(Generic[R]):
         ``TaskFailed``, and the wait blocks on Redis rather than polling.
         """
         celery_names.reject_get_options("JobHandle.get()", celery_options)
-        return self.result(timeout)
+        return self.result(timeout, allow_join=allow_join)
 
-    async def aget(self, timeout: float | None = None, **celery_options: NoReturn) -> R:
+    async def aget(self, timeout: float | None = None, *, allow_join: bool = False, **celery_options: NoReturn) -> R:
         """``get()``, awaited: ``aresult(timeout)``."""
         celery_names.reject_get_options("JobHandle.aget()", celery_options)
-        return await self.aresult(timeout)
+        return await self.aresult(timeout, allow_join=allow_join)
 
     if not TYPE_CHECKING:  # hidden from type checkers: a typo stays a static error
 
@@ -316,12 +328,15 @@ class JobHandle(Generic[R]):
             await self.app.finals.aended(broker, FinalTransition(queue, self.id, "cancelled"))
         return outcome
 
-    async def aresult(self, timeout: float | None = None) -> R:
+    async def aresult(self, timeout: float | None = None, *, allow_join: bool = False) -> R:
         """``result()``, awaited: a blocking pop on the job's done list, in slices, never a polling loop.
 
         Other coroutines of the loop run meanwhile. Raises TaskFailed if the job
-        ended dead or cancelled, TimeoutError if ``timeout`` seconds pass.
+        ended dead or cancelled, TimeoutError if ``timeout`` seconds pass. Inside
+        a running task the same rule as ``result()``: the awaiting task holds
+        its slot as surely as a blocked one.
         """
+        await joins.abefore_waiting(self._join(timeout, allow_join))
         deadline = None if timeout is None else time.monotonic() + timeout
         broker = async_access(self.app).async_broker()
         queue = await self._aqueue()

@@ -20,6 +20,7 @@ once), and it loads the worker's runner only when a drain starts, so a producer 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import threading
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
+from . import joins
 from .handle import JobHandle
 
 if TYPE_CHECKING:
@@ -76,16 +78,45 @@ def passes(
     app: TaskForge, advance: timedelta | float | None, max_jobs: int, run: Callable[[Claim], None]
 ) -> list[JobInfo]:
     """A drain, written once for ``drain`` and ``adrain``: pass over every queue, running what each
-    claims with ``run``, until a pass claims nothing (or ``max_jobs`` ran)."""
+    claims with ``run``, until a pass claims nothing (or ``max_jobs`` ran).
+
+    While it runs, a task's join on a job of ``app`` runs more passes of the same
+    drain until that job has ended (``taskforge/joins.py``); what they run is
+    reported with the rest, in the order it ran.
+    """
     seconds = advance.total_seconds() if isinstance(advance, timedelta) else advance
-    broker = app.broker
     ran: list[JobInfo] = []
+
+    def until(done: Callable[[], bool]) -> None:
+        sweep(app, None, max_jobs, run, ran, done)
+
+    token = joins.draining(joins.InProcess(app, until))
+    try:
+        sweep(app, seconds, max_jobs, run, ran, lambda: False)
+    finally:
+        joins.undrain(token)
+    return ran
+
+
+def sweep(
+    app: TaskForge,
+    seconds: float | None,
+    max_jobs: int,
+    run: Callable[[Claim], None],
+    ran: list[JobInfo],
+    done: Callable[[], bool],
+) -> None:
+    """Claim and run the app's ready jobs one at a time, appending each to ``ran``, until a pass claims
+    nothing, ``max_jobs`` ran, or ``done()`` (asked before each claim: a claimed job is always run)."""
+    broker = app.broker
     retries = 0
-    while len(ran) < max_jobs:
+    while len(ran) < max_jobs and not done():
         # Read again each pass: a workflow's next step may be on a queue not seen before.
         queues = list(dict.fromkeys([*app.queues(), *broker.jobs.queues()]))
         claimed = again = False
         for queue in queues:
+            if done():
+                return
             if seconds:
                 broker.claims.fast_forward(queue, seconds)
             claims, wait = broker.claims.dequeue(queue, DRAIN_LEASE_MS)
@@ -95,8 +126,7 @@ def passes(
                 ran.append(JobHandle(app, claim.id, queue).info())
                 claimed = True
         if not claimed and (not again or (retries := retries + 1) > MAX_RETRIES):
-            return ran
-    return ran
+            return
 
 
 def is_async(app: TaskForge, claim: Claim) -> bool:
@@ -122,7 +152,8 @@ def run_async(app: TaskForge, claim: Claim) -> None:
         except BaseException as exc:  # raised again in the caller's thread
             failure.append(exc)
 
-    thread = threading.Thread(target=run, name="taskforge-drain-loop")
+    # In this context, so that a join inside the job sees the drain it runs in (``joins.py``).
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), name="taskforge-drain-loop")
     thread.start()
     thread.join()
     if failure:

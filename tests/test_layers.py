@@ -34,6 +34,7 @@ API_MODULES = [
     "taskforge.job",
     "taskforge.job_ids",
     "taskforge.job_json",
+    "taskforge.joins",
     "taskforge.building",
     "taskforge.periodic",
     "taskforge.protocols",

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, cast
 
-from .. import celery_names
+from .. import celery_names, joins
 from ..errors import WorkflowNotFound
 from ..handle import JobHandle, async_access
 from ..sending import announce
@@ -73,23 +73,32 @@ class WorkflowHandle(Generic[R]):
             announce(listeners, JobHandle(self.app, step_id(self.id, index), queue))
         return reply.before == "dead"
 
-    def result(self, timeout: float | None = None) -> R:
+    def result(self, timeout: float | None = None, *, allow_join: bool = False) -> R:
         """Wait for the workflow to end; the last step's result (a list for a group).
 
         Raises TaskFailed naming the step that ended it dead or cancelled,
-        TimeoutError if ``timeout`` seconds pass.
+        TimeoutError if ``timeout`` seconds pass. Inside a running task, the
+        rule of ``JobHandle.result()``: a wait raises RuntimeError unless
+        ``allow_join``, and runs the steps first in ``app.drain()``.
         """
+        joins.before_waiting(self._join(timeout, allow_join))
         return cast(R, self.app.broker.drive(waiting(self.id, self._time_left(timeout))))
 
-    def get(self, timeout: float | None = None, **celery_options: NoReturn) -> R:
+    def get(self, timeout: float | None = None, *, allow_join: bool = False, **celery_options: NoReturn) -> R:
         """``result(timeout)`` under Celery's name: a port's ``chord(...)(...).get()`` keeps working."""
         celery_names.reject_get_options("WorkflowHandle.get()", celery_options)
-        return self.result(timeout)
+        return self.result(timeout, allow_join=allow_join)
 
-    async def aget(self, timeout: float | None = None, **celery_options: NoReturn) -> R:
+    async def aget(self, timeout: float | None = None, *, allow_join: bool = False, **celery_options: NoReturn) -> R:
         """``get()``, awaited: ``aresult(timeout)``."""
         celery_names.reject_get_options("WorkflowHandle.aget()", celery_options)
-        return await self.aresult(timeout)
+        return await self.aresult(timeout, allow_join=allow_join)
+
+    def _join(self, timeout: float | None, allow_join: bool) -> joins.Join:
+        return joins.Join(self.app, f"workflow {self.id}", timeout, allow_join, self._finished, self.status)
+
+    def _finished(self) -> bool:
+        return self.status().finished
 
     if not TYPE_CHECKING:  # hidden from type checkers: a typo stays a static error
 
@@ -129,8 +138,9 @@ class WorkflowHandle(Generic[R]):
 
         return self._resumed(await aresume(async_access(self.app).async_broker(), self.id))
 
-    async def aresult(self, timeout: float | None = None) -> R:
-        """``result()``, awaited: a blocking pop on the workflow's done list, in slices."""
+    async def aresult(self, timeout: float | None = None, *, allow_join: bool = False) -> R:
+        """``result()``, awaited: a blocking pop on the workflow's done list, in slices; the same rule in a task."""
+        await joins.abefore_waiting(self._join(timeout, allow_join))
         return cast(R, await async_access(self.app).async_broker().drive(waiting(self.id, self._time_left(timeout))))
 
     async def ainfo(self) -> WorkflowInfo:
