@@ -34,6 +34,7 @@ API_MODULES = [
     "taskforge.job",
     "taskforge.job_ids",
     "taskforge.job_json",
+    "taskforge.other_names",
     "taskforge.building",
     "taskforge.periodic",
     "taskforge.protocols",
