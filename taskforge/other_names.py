@@ -61,7 +61,7 @@ QUEUE: Hints = {
     "count": ("RQ", "app.find_jobs(queue=name, state='pending') pages the queue's jobs; taskforge status counts"),
     "job_ids": ("RQ", "app.find_jobs(queue=name) pages the queue's jobs"),
     "jobs": ("RQ", "app.find_jobs(queue=name) pages the queue's jobs"),
-    "empty": ("RQ", "taskforge purge (the CLI) empties a queue; cancel jobs one by one with app.job(id).cancel()"),
+    "empty": ("RQ", "taskforge purge APP --queue NAME (the CLI) deletes a queue's queued jobs"),
 }
 
 # ``handle.X`` on a JobHandle (RQ's Job, Dramatiq's Message, Huey's Result)
