@@ -101,10 +101,10 @@ class TaskForge:
         return f"<TaskForge {self.name} broker={redact(self.url)} tasks={len(self.tasks)}>"
 
     def __setattr__(self, name: str, value: Any) -> None:
-        """Every attribute as usual, but ``eager``: the old switch would silently do nothing now."""
-        if name == "eager":
+        """Every attribute as usual, but ``eager`` and Huey's ``immediate``: setting them would do nothing."""
+        if name in ("eager", "immediate"):  # Huey's switch is app.immediate
             raise AttributeError(
-                "app.eager is gone: eager mode is the testing kit's switch, "
+                f"app.{name} is not a switch: eager mode is the testing kit's switch, "
                 "taskforge.testing.set_eager(app, True) (or the fixture's taskforge_app(app, eager=True))"
             )
         super().__setattr__(name, value)

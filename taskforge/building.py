@@ -33,7 +33,8 @@ def build_job(
     ``due_ms`` is an absolute time on the producer's clock (``apply_at``),
     ``delay_ms`` a delay resolved on Redis's clock (``apply_in``).
     """
-    payload = dumps_call(args, kwargs)  # first: a key that is no str is a SerializationError, as documented
+    task.check_call_options(kwargs)  # RQ's depends_on=... named before it fails to serialize
+    payload = dumps_call(args, kwargs)  # then: a key that is no str is a SerializationError, as documented
     task.check_call(args, kwargs)
     opts = task.options
     unique_digest, lock_ttl_ms = "", 0

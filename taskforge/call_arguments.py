@@ -8,7 +8,9 @@ broker stores the time as ``due_ms`` or ``delay_ms`` in the job record.
 call here (``celery_call``): only code ported from Celery goes through it,
 and every argument is checked before anything is stored, so a Celery option
 taskforge lacks raises ``TypeError`` naming the taskforge way instead of
-being silently ignored.
+being silently ignored. Dramatiq's ``send_with_options`` goes the same way
+(``dramatiq_call``): its ``delay`` is milliseconds, its other options are
+``with_options``'s where taskforge has them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from . import celery_names
+from . import celery_names, other_names
 from .bounds import MAX_SECONDS, is_real_number
 from .errors import ConfigurationError
 from .zones import AppZone
@@ -77,14 +79,7 @@ def celery_call(
 ) -> tuple[tuple[Any, ...], dict[str, Any], dict[str, int]]:
     """(args, kwargs, timing) for ``Task._enqueue_one``: ``countdown`` is ``apply_in``, ``eta`` ``apply_at``."""
     celery_names.reject_options(f"{task}.apply_async()", celery_options)
-    if args is None:
-        args = ()
-    if not isinstance(args, (tuple, list)):
-        raise TypeError(f"{task}.apply_async(args={args!r}): args is a tuple or list of positional arguments")
-    if kwargs is None:
-        kwargs = {}
-    if not isinstance(kwargs, Mapping):
-        raise TypeError(f"{task}.apply_async(kwargs={kwargs!r}): kwargs is a dict of keyword arguments")
+    call_args, call_kwargs = call_lists(f"{task}.apply_async", args, kwargs)
     if countdown is not None and eta is not None:
         raise ConfigurationError(
             f"{task}.apply_async(): countdown= and eta= together; give one (countdown is apply_in, eta is apply_at)"
@@ -98,4 +93,41 @@ def celery_call(
     except ConfigurationError as exc:  # its words name apply_in/apply_at: say which argument of this call
         given = "countdown" if countdown is not None else "eta"
         raise ConfigurationError(f"{task}.apply_async({given}=...): {exc}") from None
-    return tuple(args), dict(kwargs), timing
+    return call_args, call_kwargs, timing
+
+
+def call_lists(where: str, args: object, kwargs: object) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``args`` and ``kwargs`` given as lists (Celery's and Dramatiq's spelling), checked."""
+    if args is None:
+        args = ()
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"{where}(args={args!r}): args is a tuple or list of positional arguments")
+    if kwargs is None:
+        kwargs = {}
+    if not isinstance(kwargs, Mapping):
+        raise TypeError(f"{where}(kwargs={kwargs!r}): kwargs is a dict of keyword arguments")
+    return tuple(args), dict(kwargs)
+
+
+def dramatiq_call(
+    task: str, args: object, kwargs: object, delay: object, options: Mapping[str, object], taken: frozenset[str]
+) -> tuple[tuple[Any, ...], dict[str, Any], dict[str, int]]:
+    """(args, kwargs, timing) of ``send_with_options``: ``delay`` in ms is ``apply_in``; the options not in
+    ``taken`` (those ``with_options`` has) raise TypeError naming the taskforge way."""
+    where = f"{task}.send_with_options"
+    other_names.refuse_options(
+        f"{where}()", {k: v for k, v in options.items() if k not in taken}, other_names.SEND_OPTIONS
+    )
+    call_args, call_kwargs = call_lists(where, args, kwargs)
+    if delay is None:
+        return call_args, call_kwargs, {}
+    if isinstance(delay, timedelta):
+        seconds = delay.total_seconds()
+    elif is_real_number(delay):
+        seconds = float(delay) / 1000  # type: ignore[arg-type]
+    else:
+        raise ConfigurationError(f"{where}(delay=...): milliseconds (an int) or a timedelta, got {delay!r}")
+    try:
+        return call_args, call_kwargs, {"delay_ms": delay_ms(seconds)}
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{where}(delay=...): {exc}") from None

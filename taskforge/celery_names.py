@@ -6,12 +6,17 @@ A Celery port meets these first: ``from taskforge import AsyncResult``,
 keyword argument" would send the reader to the docs; these errors name the
 taskforge way in the message itself. Kept in one table per place so the
 migration page (``docs/tutorials/coming-from.md``) and the errors cannot drift apart unnoticed
-(``tests/test_celery_landing.py`` walks them).
+(``tests/test_celery_landing.py`` walks them). The RQ, Dramatiq and Huey
+names are in ``other_names.py``; the errors here consult them next.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+
+from .other_names import MODULE as OTHER_MODULE
+from .other_names import OPTIONS as OTHER_OPTIONS
+from .other_names import OWNERS, attribute_hint, option_hints
 
 # ``from taskforge import X``
 MODULE = {
@@ -130,29 +135,33 @@ def _message(where: str, name: str, table: Mapping[str, str]) -> str:
 
 
 def module_error(name: str) -> ImportError | None:
-    """The error for ``from taskforge import name``, or None when Celery has no such name either.
+    """The error for ``from taskforge import name``, or None when no other queue has such a name either.
 
     An ImportError, not an AttributeError: ``from m import x`` replaces an
     AttributeError with its own bare "cannot import name", losing the hint.
     """
-    if name not in MODULE:
-        return None
-    return ImportError(_message("taskforge", name, MODULE), name=name)
+    if name in MODULE:
+        return ImportError(_message("taskforge", name, MODULE), name=name)
+    other = attribute_hint("taskforge", name, OTHER_MODULE)
+    return None if other is None else ImportError(other, name=name)
 
 
 def attribute_error(owner: str, name: str, table: Mapping[str, str]) -> AttributeError:
-    """The error for ``owner.name``: the hint for a Celery name, else Python's own wording."""
+    """The error for ``owner.name``: the hint for a Celery name, then another queue's, else Python's own wording."""
     if name in table:
         return AttributeError(_message(owner, name, table))
-    return AttributeError(f"{owner!r} object has no attribute {name!r}")
+    other = attribute_hint(owner, name, OWNERS.get(owner, {}))
+    return AttributeError(other or f"{owner!r} object has no attribute {name!r}")
 
 
 def reject_options(where: str, options: Mapping[str, object]) -> None:
-    """TypeError for keyword options taskforge does not take, naming the taskforge way for Celery's."""
+    """TypeError for keyword options taskforge does not take, naming the taskforge way for Celery's (and
+    RQ's, Dramatiq's and Huey's)."""
     if not options:
         return
     hints = [f"{name}=: {OPTIONS[name]}" for name in options if name in OPTIONS]
-    unknown = [name for name in options if name not in OPTIONS]
+    hints += option_hints({k: v for k, v in options.items() if k not in OPTIONS}, OTHER_OPTIONS)
+    unknown = [name for name in options if name not in OPTIONS and name not in OTHER_OPTIONS]
     parts = []
     if hints:
         parts.append("; ".join(hints))

@@ -7,7 +7,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar, cast
 
-from . import celery_names, joins, streams
+from . import celery_names, joins, other_names, streams
 from .broker import job_plans
 from .broker.keys import QueueKeys
 from .broker.plan import Plan
@@ -282,6 +282,11 @@ class JobHandle(Generic[R]):
         def __getattr__(self, name: str) -> Any:
             """Only for names not found: Celery's (``state``, ``ready``...) name the taskforge way."""
             raise celery_names.attribute_error("JobHandle", name, celery_names.HANDLE)
+
+        @staticmethod
+        def fetch(*args: Any, **kwargs: Any) -> NoReturn:
+            """RQ's ``Job.fetch(id, connection=...)``: a handle comes from its app, which knows the broker."""
+            raise TypeError(f"JobHandle.fetch(): {other_names.MODULE['Job'][1]} (RQ's Job.fetch(id, connection=...))")
 
     # -- the same, awaited: they never block the event loop ------------------
 

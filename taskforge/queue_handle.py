@@ -11,16 +11,25 @@ settings, its tasks and the way in for producers; what is done to one queue
 belongs to that queue, as what is done to one job belongs to its
 ``JobHandle`` (``app.job(id)``). ``app.pause(queue)`` and its siblings stay,
 as one-line delegations here.
+
+RQ puts a job on a queue (``q.enqueue(f, *args)``, ``enqueue_in``,
+``enqueue_at``); so does a handle, given a task (or a task's name): the
+same job as ``task.with_options(queue=name).delay(...)``. A plain function
+is no task: that raises, naming ``@app.task``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
+from . import other_names
 from .broker.keys import validate_queue_name
+from .task import Task
 
 if TYPE_CHECKING:
     from .app import TaskForge
+    from .handle import JobHandle
 
 
 class QueueHandle:
@@ -40,6 +49,32 @@ class QueueHandle:
 
     def __hash__(self) -> int:
         return hash((id(self.app), self.name))
+
+    def enqueue(self, task: Task[..., Any] | str, /, *args: Any, **kwargs: Any) -> JobHandle[Any]:
+        """RQ's ``q.enqueue(f, *args, **kwargs)``: ``task.delay(*args, **kwargs)`` on this queue."""
+        return self._task(task, "enqueue").delay(*args, **kwargs)
+
+    def enqueue_in(
+        self, delay: timedelta | float, task: Task[..., Any] | str, /, *args: Any, **kwargs: Any
+    ) -> JobHandle[Any]:
+        """RQ's ``q.enqueue_in(timedelta, f, ...)``: ``task.apply_in(delay, ...)`` on this queue."""
+        return self._task(task, "enqueue_in").apply_in(delay, *args, **kwargs)
+
+    def enqueue_at(self, when: datetime, task: Task[..., Any] | str, /, *args: Any, **kwargs: Any) -> JobHandle[Any]:
+        """RQ's ``q.enqueue_at(datetime, f, ...)``: ``task.apply_at(when, ...)`` on this queue."""
+        return self._task(task, "enqueue_at").apply_at(when, *args, **kwargs)
+
+    def _task(self, task: object, method: str) -> Task[..., Any]:
+        """The task whose jobs go to this queue; a task's name is looked up as ``app.send`` does."""
+        if isinstance(task, str):
+            task = self.app.task_for(task)
+        if not isinstance(task, Task):
+            name = getattr(task, "__name__", None) or repr(task)
+            raise TypeError(
+                f"queue.{method}({name}): {name} is not a task: register it with @app.task, "
+                f"then {name}.delay(...) queues it (or app.queue({self.name!r}).{method}(task, ...))"
+            )
+        return task.with_options(queue=self.name)
 
     def pause(self) -> bool:
         """Workers start no new job of this queue until ``resume()``; enqueueing still works.
@@ -67,3 +102,10 @@ class QueueHandle:
     async def apaused(self) -> bool:
         """``paused()``, awaited."""
         return self.name in await self.app.async_broker().flow.paused([self.name])
+
+    if not TYPE_CHECKING:  # hidden from type checkers: a typo stays a static error
+
+        def __getattr__(self, name: str) -> Any:
+            """Only for names not found: RQ's Queue methods (``fetch_job``, ``count``...) name the taskforge way."""
+            hint = other_names.attribute_hint("QueueHandle", name, other_names.QUEUE)
+            raise AttributeError(hint or f"'QueueHandle' object has no attribute {name!r}")

@@ -10,10 +10,10 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, ParamSpec, TypeVar
 
-from . import celery_names
+from . import celery_names, other_names
 from .bounds import is_real_number
 from .building import build_job
-from .call_arguments import celery_call, delay_ms, due_ms, validate_job_id
+from .call_arguments import celery_call, delay_ms, dramatiq_call, due_ms, validate_job_id
 from .decorator_options import PER_CALL, Keep, for_call
 from .errors import ConfigurationError, SerializationError
 from .handle import JobHandle, async_access
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+# What ``send_with_options`` hands to ``with_options``: its per-call options, then the call's own.
+SEND_TAKEN = frozenset((*PER_CALL, "job_id", "key"))
 
 
 class Task(Generic[P, R]):
@@ -85,6 +88,11 @@ class Task(Generic[P, R]):
             self._signature.bind(*args, **kwargs)
         except TypeError as exc:
             raise TypeError(f"{self.name}: {exc}; the job was not queued") from None
+
+    def check_call_options(self, kwargs: Mapping[str, Any]) -> None:
+        """TypeError, before serializing, for RQ's call options (``depends_on=``...) the function has no
+        parameter for: the error names the taskforge way, not a handle that cannot be serialized."""
+        other_names.refuse_call_options(self.name, self._signature, kwargs)
 
     def bound_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
         """The call's arguments by parameter name, defaults filled in (None: no signature to bind to)."""
@@ -159,6 +167,33 @@ class Task(Generic[P, R]):
             self.name, args, kwargs, countdown, eta, celery_options, self.app.zone
         )
         return await self._celery_task(queue, priority, task_id)._aenqueue_one(call_args, call_kwargs, **timing)
+
+    def send(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
+        """Dramatiq's spelling of ``delay()``: the same job, for code being ported."""
+        return self.delay(*args, **kwargs)
+
+    async def asend(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
+        """``send()``, awaited: ``adelay()``."""
+        return await self.adelay(*args, **kwargs)
+
+    def send_with_options(
+        self, *, args: Any = None, kwargs: Any = None, delay: timedelta | float | None = None, **options: Any
+    ) -> JobHandle[R]:
+        """Dramatiq's ``send_with_options``: ``delay`` is milliseconds (``apply_in``), and the options
+        ``with_options`` takes (``queue=``, ``priority=``, ``max_attempts=``, ``timeout=``, ``expires=``,
+        ``job_id=``...) apply to this job; Dramatiq's others raise ``TypeError`` naming the taskforge way."""
+        call_args, call_kwargs, timing = dramatiq_call(self.name, args, kwargs, delay, options, SEND_TAKEN)
+        return self._optioned(options)._enqueue_one(call_args, call_kwargs, **timing)
+
+    async def asend_with_options(
+        self, *, args: Any = None, kwargs: Any = None, delay: timedelta | float | None = None, **options: Any
+    ) -> JobHandle[R]:
+        """``send_with_options()``, awaited."""
+        call_args, call_kwargs, timing = dramatiq_call(self.name, args, kwargs, delay, options, SEND_TAKEN)
+        return await self._optioned(options)._aenqueue_one(call_args, call_kwargs, **timing)
+
+    def _optioned(self, options: dict[str, Any]) -> Task[P, R]:
+        return self.with_options(**options) if options else self
 
     def _celery_task(self, queue: str | None, priority: Priority | str | int | None, task_id: str | None) -> Task[P, R]:
         """This task, or a copy with ``apply_async``'s queue, priority and id."""

@@ -35,6 +35,7 @@ API_MODULES = [
     "taskforge.job_ids",
     "taskforge.job_json",
     "taskforge.joins",
+    "taskforge.other_names",
     "taskforge.building",
     "taskforge.periodic",
     "taskforge.protocols",
