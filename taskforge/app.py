@@ -25,6 +25,7 @@ from .periodic import Schedule
 from .queue_handle import QueueHandle
 from .search import JobPage, find_jobs, query
 from .sending import SendHook, check_hook
+from .stacking import refuse_stacked
 from .task import Task, TaskOptions
 from .workflows.reports import install as listen_for_steps
 from .zones import AppZone
@@ -199,6 +200,7 @@ class TaskForge:
         name, backoff = declared.name, declared.backoff
 
         def register(fn: Callable[P, R]) -> Task[P, R]:
+            refuse_stacked("@app.task", fn, self.schedules)
             if not callable(fn):
                 raise ConfigurationError(f"@app.task decorates a function, not {fn!r}")
             qualname = getattr(fn, "__qualname__", None)  # a partial or a callable object has none
@@ -221,19 +223,23 @@ class TaskForge:
         cron: str | None = None,
         every: timedelta | float | None = None,
         timezone: str = "UTC",
+        catch_up: bool = True,
         **options: Any,
     ) -> Callable[[Callable[[], R]], Task[[], R]]:
         """Register a task that the workers enqueue on schedule, once per tick.
 
         ``cron`` is a 5-field cron expression evaluated in ``timezone``;
         ``every`` a fixed interval (ticks aligned on multiples of it since the
-        epoch, so every worker agrees). Other options are ``@app.task``'s.
+        epoch, so every worker agrees). ``catch_up=False``: a starting worker
+        does not enqueue the tick that fell before its start. Other options
+        are ``@app.task``'s.
         """
 
         def register(fn: Callable[[], R]) -> Task[[], R]:
+            refuse_stacked("@app.periodic", fn, self.schedules, "cron" if cron is not None else "every")
             task = self.task(**options)(fn)
             try:
-                self.schedules.append(Schedule.build(task, cron, timezone, every))
+                self.schedules.append(Schedule.build(task, cron, timezone, every, catch_up))
             except ConfigurationError:
                 del self.tasks[task.name]
                 raise

@@ -7,7 +7,8 @@ key with SET NX (TTL two periods) in the same atomic step that stores the job.
 
 Ticks missed while no worker ran are not replayed in a burst: a scheduler
 that starts enqueues only the most recent tick (at most one catch-up), and
-only if no worker enqueued it already.
+only if no worker enqueued it already; ``catch_up=False`` skips that one
+too, so the task's first run is its next tick.
 
 Which tick is due comes from Redis's clock (``broker/clock.py``), not the
 worker's: workers whose clocks disagree by minutes still agree on the tick,
@@ -45,9 +46,14 @@ class Schedule:
     cron: str | None = None
     timezone: str = "UTC"
     every: float | None = None
+    catch_up: bool = True  # a starting scheduler enqueues the latest tick, before its start, if no worker did
 
     @classmethod
-    def build(cls, task: Task[Any, Any], cron: str | None, tz: str, every: timedelta | float | None) -> Schedule:
+    def build(
+        cls, task: Task[Any, Any], cron: str | None, tz: str, every: timedelta | float | None, catch_up: bool = True
+    ) -> Schedule:
+        if not isinstance(catch_up, bool):
+            raise ConfigurationError(f"catch_up={catch_up!r}: use True or False")
         if (cron is None) == (every is None):
             raise ConfigurationError("@app.periodic needs exactly one of cron='*/5 * * * *' or every=timedelta(...)")
         seconds = None
@@ -64,7 +70,8 @@ class Schedule:
 
             if not isinstance(cron, str) or not croniter.is_valid(cron):
                 raise ConfigurationError(f"cron={cron!r}: not a valid cron expression (e.g. '*/5 * * * *')")
-        return cls(task=task, cron=cron, timezone=tz, every=None if seconds is None else float(seconds))
+        every_s = None if seconds is None else float(seconds)
+        return cls(task=task, cron=cron, timezone=tz, every=every_s, catch_up=catch_up)
 
     def latest(self, now: datetime) -> datetime:
         """The most recent tick at or before ``now`` (an aware datetime)."""
@@ -117,6 +124,9 @@ class Scheduler:
             tick = schedule.latest(now)
             last = self.done.get(schedule.task.name)
             if last == tick:
+                continue
+            if last is None and not schedule.catch_up:
+                self.done[schedule.task.name] = tick  # before this start: its first tick is the next one
                 continue
             before = schedule.latest(tick - timedelta(milliseconds=1))
             # A running scheduler that missed the tick before this one (its process stalled past

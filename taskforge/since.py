@@ -1,9 +1,9 @@
-"""``30s``, ``15m``, ``1h``, ``2d``: how far back a search looks, as people type it.
+"""``30s``, ``15m``, ``1h``, ``2d``: a duration as people type it, for how far back a search looks or how long to wait.
 
 One parser for every place that takes the text (the dashboard's search form
-and API, ``taskforge jobs --since``), so they accept and refuse the same
-things. It raises ``ValueError`` and leaves the wording of the refusal's
-context (an option, a form field) to its caller.
+and API, ``taskforge jobs --since``, ``taskforge enqueue --in``), so they
+accept and refuse the same things. It raises ``ValueError`` and leaves the
+wording of the refusal's context (an option, a form field) to its caller.
 """
 
 from __future__ import annotations
@@ -17,15 +17,23 @@ FORMS = "30s, 15m, 1h or 2d"
 EARLIEST = datetime(1, 1, 2)  # a day after datetime.min: room for any time zone
 
 
-def parse_since(text: str) -> timedelta:
-    """``"1h"`` -> ``timedelta(hours=1)``; a ``ValueError`` for anything else, zero, or beyond the calendar."""
+def parse_duration(text: str) -> timedelta:
+    """``"15m"`` -> ``timedelta(minutes=15)``; a ``ValueError`` saying what to give for anything else or zero."""
     found = SINCE.fullmatch(text.strip())
     if not found or int(found.group(1)) == 0:
-        raise ValueError(f"since {text!r}: give a positive number and a unit, like {FORMS}")
+        raise ValueError(f"give a positive number and a unit, like {FORMS}")
     try:
-        delta = timedelta(**{UNITS[found.group(2)]: int(found.group(1))})
+        return timedelta(**{UNITS[found.group(2)]: int(found.group(1))})
     except OverflowError:
-        delta = timedelta.max
+        return timedelta.max
+
+
+def parse_since(text: str) -> timedelta:
+    """``"1h"`` -> ``timedelta(hours=1)``; a ``ValueError`` for anything else, zero, or beyond the calendar."""
+    try:
+        delta = parse_duration(text)
+    except ValueError as exc:
+        raise ValueError(f"since {text!r}: {exc}") from None
     if delta >= datetime.now() - EARLIEST:  # a search subtracts it from now: refuse here what it could not
         raise ValueError(f"since {text!r}: that is further back than the calendar goes")
     return delta

@@ -42,6 +42,7 @@ API_MODULES = [
     "taskforge.queue_handle",
     "taskforge.search",
     "taskforge.sending",
+    "taskforge.stacking",
     "taskforge.serialization",
     "taskforge.serialization.codec",
     "taskforge.serialization.format",

@@ -9,21 +9,25 @@ from typing import Any
 import click
 
 from ..job import Priority
+from ..since import parse_duration
 from ..task import Task
 from .common import USAGE, cli_errors, fail, open_app, refuse_memory
+from .task_names import full_task_name
 
 ENQUEUE_HELP = """Queue a job for TASK_NAME and print its id.
 
 TASK_NAME is the task's full name (module.function, as `taskforge status`
-and the worker's log show it). Arguments are JSON: --args an array,
---kwargs an object. --in waits a number of seconds; --at takes an ISO 8601
-time (no offset: the app's time zone, TaskForge(timezone=...), else UTC). Without --priority the task's own priority
+and the worker's log show it) or its short name (the part after the last
+dot) when no other task of the app has it. Arguments are JSON: --args an
+array, --kwargs an object. --in waits seconds or a duration (30s, 15m, 2h,
+1d); --at takes an ISO 8601 time (no offset: the app's time zone,
+TaskForge(timezone=...), else UTC). Without --priority the task's own priority
 applies.
 
 \b
 Example:
   taskforge enqueue myapp:app myapp.send_email --kwargs '{"to": "a@b.c"}'
-  taskforge enqueue myapp:app myapp.resize --args '[42, "big"]' --priority high --in 30
+  taskforge enqueue myapp:app resize --args '[42, "big"]' --priority high --in 15m
   taskforge enqueue myapp:app myapp.report --at 2027-01-01T09:00:00+01:00
 """
 
@@ -51,12 +55,16 @@ def parse_at(text: str) -> datetime:
 
 
 def parse_in(text: str) -> float:
+    """Seconds (``30``, ``0.5``) or a duration as ``--since`` takes it (``30s``, ``15m``, ``2h``, ``1d``)."""
     try:
         seconds = float(text)
     except ValueError:
-        seconds = -1.0
+        try:
+            return parse_duration(text).total_seconds()
+        except ValueError:
+            seconds = -1.0
     if not seconds >= 0 or seconds == float("inf"):
-        fail(f"--in {text!r}: use a number of seconds >= 0, e.g. --in 30", USAGE)
+        fail(f"--in {text!r}: give seconds >= 0 or a duration like 30s, 15m, 2h or 1d", USAGE)
     return seconds
 
 
@@ -76,7 +84,7 @@ def parse_priority(text: str | None) -> Priority | None:
 @click.option("--args", "args_json", metavar="JSON", help="Positional arguments, a JSON array.")
 @click.option("--kwargs", "kwargs_json", metavar="JSON", help="Keyword arguments, a JSON object.")
 @click.option("-p", "--priority", metavar="P", help="low, normal, high or critical (or 0-3).")
-@click.option("--in", "in_seconds", metavar="SECONDS", help="Run after this many seconds.")
+@click.option("--in", "in_seconds", metavar="DELAY", help="Run after this long: seconds, or 30s, 15m, 2h, 1d.")
 @click.option("--at", "at_time", metavar="ISO8601", help="Run at this time.")
 def enqueue(
     app: str,
@@ -96,6 +104,7 @@ def enqueue(
     when = parse_at(at_time) if at_time is not None else None
     the_app = open_app(app)
     refuse_memory(the_app, app, "the job would vanish when this command exits")
+    task_name = full_task_name(the_app, task_name)
     with cli_errors():
         task: Task[..., Any] = the_app.task_for(task_name)
         if chosen is not None:

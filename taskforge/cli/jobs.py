@@ -17,6 +17,7 @@ from .dead import first_line
 from .job import STATE_COLOURS
 from .purge import confirm_destructive, plural, stdin_is_terminal
 from .table import cell, relative, render
+from .task_names import full_task_name
 
 JOBS_HELP = """Find jobs, newest first by creation; or retry, cancel or delete every job that matches.
 
@@ -28,7 +29,9 @@ Example:
   taskforge jobs myapp:app --queue mail --state succeeded --delete
 
 --match finds text (any case) in the job's id, task name, key, arguments or
-error; --key matches a key exactly; --since takes 30s, 15m, 1h or 2d (created
+error; --task takes a task's full name, or its short name (after the last
+dot) when only one task of the app has it, and any other name as given (a
+task that is gone may still have jobs); --key matches a key exactly; --since takes 30s, 15m, 1h or 2d (created
 since). A page stops at --limit jobs, or sooner when a rare text took a
 while to look for; then it ends with the --cursor that goes on. --json
 prints {"jobs": [objects with the fields of `taskforge job --json`],
@@ -55,7 +58,7 @@ def since_option(raw: str | None) -> timedelta | None:
 @click.argument("app")
 @click.option("-q", "--queue", default=None, help="Only this queue (default: every queue).")
 @click.option("--state", default=None, help="Only jobs in this state (pending, scheduled, running, retrying, ...).")
-@click.option("--task", default=None, help="Only jobs of this task (its full name).")
+@click.option("--task", default=None, help="Only jobs of this task (its full name, or its short name if unique).")
 @click.option("--key", default=None, help="Only jobs with this key (exactly).")
 @click.option("--match", default=None, help="Only jobs with this text in id, task, key, arguments or error.")
 @click.option("--since", "since_raw", default=None, help="Only jobs created since: 30s, 15m, 1h, 2d.")
@@ -92,6 +95,8 @@ def jobs(
     if action and not yes and not stdin_is_terminal():
         fail(f"refusing to {action} jobs without --yes (stdin is not a terminal to confirm on)", USAGE)
     the_app = open_app(app)
+    if task is not None:
+        task = full_task_name(the_app, task)
     with cli_errors():
         try:
             filters = query(the_app, queue=queue, state=state, task=task, key=key, match=match, since=since)
