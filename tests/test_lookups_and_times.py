@@ -1,10 +1,41 @@
-"""RQ's habits: a run knows when its job was enqueued and when it started."""
+"""RQ's habits: a lookup of an unknown id fails at once (like `Job.fetch`), a run knows its enqueue and start."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta, timezone
 
-from taskforge import TaskForge, current_job
+import pytest
+
+from taskforge import JobNotFound, JobState, TaskForge, TaskforgeError, current_job
+
+
+def test_a_lookup_of_an_unknown_id_raises_job_not_found(app: TaskForge) -> None:
+    @app.task
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    with pytest.raises(JobNotFound, match="no-such-id") as caught:
+        app.job("no-such-id")
+    assert isinstance(caught.value, TaskforgeError) and isinstance(caught.value, LookupError)
+    handle = add.with_options(queue="elsewhere").delay(1, 2)
+    found = app.job(handle.id)  # a queue the app does not name is searched too
+    assert found == handle and found.queue == "elsewhere" and found.status() is JobState.PENDING
+
+
+def test_an_awaited_lookup_never_blocks_and_raises_alike(app: TaskForge) -> None:
+    @app.task
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    async def lookups() -> None:
+        handle = await add.adelay(1, 2)
+        assert (await app.ajob(handle.id)).queue == "default"
+        with pytest.raises(JobNotFound):
+            await app.ajob("no-such-id")
+        await app.aclose()
+
+    asyncio.run(lookups())
 
 
 def test_current_job_knows_when_it_was_enqueued_and_started(app: TaskForge) -> None:
