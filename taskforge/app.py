@@ -17,7 +17,7 @@ from .decorator_options import OPTION_NAMES, DecoratorOptions
 from .decorator_options import build as build_options
 from .errors import ConfigurationError
 from .finals import Finals
-from .handle import JobHandle, afind_queue, aknown_queues, find_queue, known_queues
+from .handle import JobHandle, aknown_queues, find_queue, in_event_loop, known_queues
 from .hooks import Event, Hooks, Middleware
 from .import_names import module_name, module_names
 from .job import BackoffPolicy, JobInfo, JobState, Priority
@@ -377,26 +377,21 @@ class TaskForge:
 
         Looked up at once, as RQ's ``Job.fetch`` does: an id with no record
         (never sent, or finished longer ago than ``retention``) raises
-        ``JobNotFound`` here, not at some later call. The queues of this app
-        are asked first, in one round trip; then every other queue Redis knows.
+        ``JobNotFound`` here rather than at some later call; the app's own
+        queues are asked in one round trip, then every other queue. Called
+        in a running event loop, it leaves the lookup to the handle's first
+        awaited call (``await h.ainfo()`` raises ``JobNotFound``), so the
+        loop is never blocked on Redis.
         """
-        return JobHandle(self, _job_id(job_id), find_queue(self, job_id))
-
-    async def ajob(self, job_id: str) -> JobHandle[Any]:
-        """``job()``, awaited: the lookup never blocks the event loop."""
-        return JobHandle(self, _job_id(job_id), await afind_queue(self, job_id))
+        if not isinstance(job_id, str) or not job_id:
+            raise ConfigurationError(f"job id {job_id!r}: use the id string a JobHandle gave you")
+        return JobHandle(self, job_id, None if in_event_loop() else find_queue(self, job_id))
 
     if not TYPE_CHECKING:  # hidden from type checkers: a typo stays a static error
 
         def __getattr__(self, name: str) -> Any:
             """Only for names not found: Celery's (``AsyncResult``, ``send_task``...) name the taskforge way."""
             raise celery_names.attribute_error("TaskForge", name, celery_names.APP)
-
-
-def _job_id(job_id: object) -> str:
-    if not isinstance(job_id, str) or not job_id:
-        raise ConfigurationError(f"job id {job_id!r}: use the id string a JobHandle gave you")
-    return job_id
 
 
 def _unregistered(*args: Any, **kwargs: Any) -> Any:

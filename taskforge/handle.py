@@ -57,6 +57,15 @@ async def aknown_queues(app: AsyncAccess) -> list[str]:
     return list(dict.fromkeys([*app.queues(), *await app.async_broker().jobs.queues()]))
 
 
+def in_event_loop() -> bool:
+    """Whether the caller runs in an event loop, where a sync Redis call would hold every other task up."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def find_queue(app: BrokerAccess, job_id: str) -> str:
     """Which queue holds ``job_id``: the app's own queues first, then every known queue."""
     return app.broker.drive(locating(app.queues(), job_id))

@@ -23,16 +23,17 @@ def test_a_lookup_of_an_unknown_id_raises_job_not_found(app: TaskForge) -> None:
     assert found == handle and found.queue == "elsewhere" and found.status() is JobState.PENDING
 
 
-def test_an_awaited_lookup_never_blocks_and_raises_alike(app: TaskForge) -> None:
+def test_in_an_event_loop_the_lookup_waits_for_the_first_awaited_call(app: TaskForge) -> None:
     @app.task
     def add(a: int, b: int) -> int:
         return a + b
 
     async def lookups() -> None:
         handle = await add.adelay(1, 2)
-        assert (await app.ajob(handle.id)).queue == "default"
+        assert await app.job(handle.id).astatus() is JobState.PENDING
+        missing = app.job("no-such-id")  # no sync Redis call inside the loop
         with pytest.raises(JobNotFound):
-            await app.ajob("no-such-id")
+            await missing.ainfo()
         await app.aclose()
 
     asyncio.run(lookups())

@@ -136,7 +136,7 @@ class TaskforgeBackend(BaseTaskBackend):  # type: ignore[misc]
 
     async def aget_result(self, result_id: str) -> TaskResult:
         try:
-            info = await (await self.app.ajob(result_id)).ainfo()
+            info = await self.app.job(result_id).ainfo()
         except (JobNotFound, ConfigurationError):
             raise TaskResultDoesNotExist(result_id) from None
         return self._result(info)
