@@ -17,7 +17,7 @@ from .decorator_options import OPTION_NAMES, DecoratorOptions
 from .decorator_options import build as build_options
 from .errors import ConfigurationError
 from .finals import Finals
-from .handle import JobHandle, aknown_queues, known_queues
+from .handle import JobHandle, aknown_queues, find_queue, in_event_loop, known_queues
 from .hooks import Event, Hooks, Middleware
 from .import_names import module_name, module_names
 from .job import BackoffPolicy, JobInfo, JobState, Priority
@@ -383,10 +383,19 @@ class TaskForge:
         return find_jobs(self, filters, limit, cursor)
 
     def job(self, job_id: str) -> JobHandle[Any]:
-        """A handle for a job id received from elsewhere (another process, a log line)."""
+        """The handle of a job id received from elsewhere (another process, a log line, a URL).
+
+        Looked up at once, as RQ's ``Job.fetch`` does: an id with no record
+        (never sent, or finished longer ago than ``retention``) raises
+        ``JobNotFound`` here rather than at some later call; the app's own
+        queues are asked in one round trip, then every other queue. Called
+        in a running event loop, it leaves the lookup to the handle's first
+        awaited call (``await h.ainfo()`` raises ``JobNotFound``), so the
+        loop is never blocked on Redis.
+        """
         if not isinstance(job_id, str) or not job_id:
             raise ConfigurationError(f"job id {job_id!r}: use the id string a JobHandle gave you")
-        return JobHandle(self, job_id)
+        return JobHandle(self, job_id, None if in_event_loop() else find_queue(self, job_id))
 
     if not TYPE_CHECKING:  # hidden from type checkers: a typo stays a static error
 

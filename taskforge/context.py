@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import ConfigurationError, LeaseLost, SerializationError, TaskforgeError
+from .job import ms_to_datetime
 from .serialization import dumps, loads
 
 if TYPE_CHECKING:
@@ -27,7 +28,15 @@ _current: ContextVar[CurrentJob | None] = ContextVar("taskforge_current_job", de
 
 @dataclass(frozen=True)
 class CurrentJob:
-    """The job the calling task runs: its id, attempt (1 for the first run), headers and progress."""
+    """The job the calling task runs: its id, attempt (1 for the first run), headers and progress.
+
+    ``enqueued_at`` is when the job was stored (Redis's clock, as
+    ``JobInfo.created_at``); ``started_at`` when this run started (the
+    worker's clock, read as it began the run: a retry's is its own). Both
+    are aware datetimes in UTC, as RQ's ``job.enqueued_at`` and
+    ``job.started_at`` are; ``enqueued_at`` is None only for a record
+    written without its time (by hand).
+    """
 
     id: str
     attempt: int
@@ -37,6 +46,8 @@ class CurrentJob:
     _broker: ClaimsRole | None
     headers: Mapping[str, str] = field(default_factory=dict)  # set at enqueue by producer hooks
     _steps: StepsRole | None = None
+    enqueued_at: datetime | None = None
+    started_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     _seen: set[str] = field(default_factory=set)  # the step names this run reached
     _sleeps: list[int] = field(default_factory=lambda: [0])  # how many sleeps this run reached
     _streamed: list[int] = field(default_factory=lambda: [0])  # how many items this run streamed
@@ -211,7 +222,10 @@ def running() -> CurrentJob | None:
 
 
 def enter(claim: Claim, broker: ClaimsRole | None, steps: StepsRole | None = None) -> object:
-    job = CurrentJob(claim.id, claim.attempts, claim.task, claim.queue, claim.token, broker, claim.headers or {}, steps)
+    """Make ``claim`` the calling context's ``current_job()``; its run starts now (``started_at``)."""
+    headers = claim.headers or {}
+    enqueued = ms_to_datetime(claim.created_at)
+    job = CurrentJob(claim.id, claim.attempts, claim.task, claim.queue, claim.token, broker, headers, steps, enqueued)
     return _current.set(job)
 
 

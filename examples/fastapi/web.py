@@ -35,7 +35,7 @@ async def enqueue(name: str, size: int = 128) -> dict[str, str]:
 @api.get("/jobs/{job_id}")
 async def job_status(job_id: str, wait: float = 0.0) -> dict[str, object]:
     """A job's state; with ``wait`` seconds, await its result that long first."""
-    handle = taskforge_app.job(job_id)
+    handle = taskforge_app.job(job_id)  # in a running loop, the lookup waits for the first awaited call
     try:
         if wait > 0:
             return {"job": job_id, "state": "succeeded", "result": await handle.aresult(timeout=wait)}

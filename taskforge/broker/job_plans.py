@@ -20,7 +20,7 @@ from . import batches, calls, junk, keys
 from .calls import ScriptCall
 from .durability import confirmed_enqueue
 from .keys import QueueKeys
-from .plan import Command, Plan, Script, Scripts, Settings, WaitList, one, through_failover
+from .plan import Command, Pipeline, Plan, Script, Scripts, Settings, WaitList, one, through_failover
 from .record import NewJob
 from .replies import AbortOutcome, CancelOutcome, EnqueueRefused
 from .stream_reads import STREAM_BATCH, StreamRead, block_ms, damaged, entries, state_text
@@ -46,6 +46,22 @@ def read(queue: str, job_id: str) -> Plan[dict[bytes, bytes] | None]:
     key = QueueKeys(queue).job(job_id)
     fields = yield Command(lambda client: client.hgetall(key), guard=None, on_error=_none)
     return fields or None
+
+
+def holding(queues: Sequence[str], job_id: str) -> Plan[str | None]:
+    """The first of ``queues`` that holds a record of ``job_id``, asked of all in one round trip; None for none.
+
+    A key of another type (written by something else) holds no job, as ``read`` answers.
+    """
+    if not queues:
+        return None
+
+    def fill(pipe: Any) -> None:
+        for queue in queues:
+            pipe.type(QueueKeys(queue).job(job_id))
+
+    types = yield Pipeline(fill, guard=None)
+    return next((queue for queue, kind in zip(queues, types, strict=True) if kind in (b"hash", "hash")), None)
 
 
 def queues() -> Plan[list[str]]:

@@ -201,6 +201,7 @@ class ClaimRow(NamedTuple):
     workflow: bytes  # '' or the id of the workflow the job is a step of
     headers: bytes  # '' or a JSON object of strings (producer hooks' headers)
     scheduled_at: bytes  # '' or when the job was last due (ms): with its id, when it became ready (``timings.py``)
+    created_at: bytes  # when it was enqueued (ms, Redis's clock): ``current_job().enqueued_at``
 
 
 ROW_HEAD = 3  # id, attempts, damage: what the claim script works out
@@ -226,6 +227,7 @@ class Claim:
     workflow: str = ""  # a workflow step: its outcome is reported to that workflow
     headers: dict[str, str] | None = None  # the job's headers; None when it was sent without any
     scheduled_at: int | None = None  # ms: when it was last scheduled or retried for (its wait counts from then)
+    created_at: int | None = None  # ms: when it was enqueued (``current_job().enqueued_at``)
 
 
 def claim_of(row: ClaimRow, job_id: str, queue: str, token: str, call: tuple[tuple[Any, ...], dict[str, Any]]) -> Claim:
@@ -245,6 +247,7 @@ def claim_of(row: ClaimRow, job_id: str, queue: str, token: str, call: tuple[tup
         workflow=text(row.workflow) or "",
         headers=decode_headers(row.headers),
         scheduled_at=number(row.scheduled_at),
+        created_at=number(row.created_at),
     )
 
 

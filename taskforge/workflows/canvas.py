@@ -210,9 +210,7 @@ class Group:
     """Steps side by side; their results, in member order, are the group's result."""
 
     def __init__(self, members: Iterable[object], on_failure: Signature[Any] | None = None) -> None:
-        self.members = tuple(_node(m, "group()") for m in members)
-        if not self.members:
-            raise ConfigurationError("group() needs at least one member")
+        self.members = tuple(_node(m, "group()") for m in members)  # none is fine: its result is []
         if on_failure is not None and not isinstance(on_failure, Signature):
             raise ConfigurationError(f"on_failure: expected task.s(...) or task.si(...), got {on_failure!r}")
         self.on_failure = on_failure
@@ -225,7 +223,13 @@ class Group:
         return _pipe(self, other)
 
     def place(self, steps: list[Step], after: list[int], given: Shape | None) -> tuple[list[int], Shape]:
-        """Every member side by side; the result is the list of theirs (``Signature.place``)."""
+        """Every member side by side; the result is the list of theirs (``Signature.place``).
+
+        A group of no member ends where it began: what follows it waits for
+        ``after`` as it would have waited for the members, and receives ``[]``.
+        """
+        if not self.members:
+            return list(after), []
         ends_all: list[int] = []
         shapes: list[Shape] = []
         for member in self.members:

@@ -27,6 +27,7 @@ from ..handle import JobHandle
 from ..sending import Outgoing, announce, around
 from ..serialization import dumps, dumps_call
 from .delivery import sending, step_id
+from .empty import EmptyWorkflow
 from .handle import WorkflowHandle
 from .plan import Plan, Shape, leaves, make_plan
 from .record import StepField, WorkflowField
@@ -130,8 +131,8 @@ def outgoing(workflow: str, first: Task[Any, Any], plan: Plan) -> Outgoing:
 class Launch:
     """A workflow checked and recorded, not yet stored: what the sync and the async launch share."""
 
-    def __init__(self, root: Node, on_failure: Signature[Any] | None, broker_of: Callable[[Any], object]) -> None:
-        self.plan = plan = make_plan(root)
+    def __init__(self, plan: Plan, on_failure: Signature[Any] | None, broker_of: Callable[[Any], object]) -> None:
+        self.plan = plan
         self.app: Producer = plan.steps[0].signature.task.app  # the first step, depth-first
         self.fields = record_fields(plan, on_failure)
         if len({id(broker_of(step.signature.task.app)) for step in plan.steps}) > 1:
@@ -158,7 +159,13 @@ class Launch:
 
 
 def launch(root: Node, on_failure: Signature[Any] | None) -> WorkflowHandle[Any]:
-    launching = Launch(root, on_failure, lambda app: app.broker)
+    """Store and start ``root``; a workflow of no step (an empty group) is finished at once (``empty.py``)."""
+    plan = make_plan(root)
+    return _launch(plan, on_failure) if plan.steps else EmptyWorkflow(plan)
+
+
+def _launch(plan: Plan, on_failure: Signature[Any] | None) -> WorkflowHandle[Any]:
+    launching = Launch(plan, on_failure, lambda app: app.broker)
     with around(launching.app.send_hooks, launching.outgoing()) as headers:
         launching.app.broker.drive(launching.storing(launching.app.broker.settings, headers))
     return launching.started()

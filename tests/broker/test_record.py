@@ -211,6 +211,7 @@ def test_every_claimed_field_reaches_the_claim() -> None:
         workflow=b"w1",
         headers=b'{"k":"v"}',
         scheduled_at=b"1700000000000",
+        created_at=b"1699999999000",
     )
     claim = claim_of(row, "j", "q", "tok", ((1,), {"a": 2}))
     expected = {
@@ -228,6 +229,7 @@ def test_every_claimed_field_reaches_the_claim() -> None:
         "workflow": "w1",
         "headers": {"k": "v"},
         "scheduled_at": 1700000000000,
+        "created_at": 1699999999000,
     }
     names = {f.name for f in dataclasses.fields(Claim)}
     dropped = set(ClaimRow._fields) - {"payload", "damage"} - names
