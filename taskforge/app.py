@@ -314,16 +314,12 @@ class TaskForge:
     def queues(self) -> list[str]:
         """The queues a worker of this app serves by default: its tasks' queues, then ``default``.
 
-        ``default`` always: ``app.send`` of a task the producer does not know puts the
-        job there, and a worker must see it, if only to dead-letter it as unknown.
+        ``default`` always: ``app.send`` of an unknown task puts the job there, to be dead-lettered.
         """
         return list(dict.fromkeys([*(t.queue for t in self.tasks.values()), "default"]))
 
     def queue(self, name: str) -> QueueHandle:
-        """A handle on one queue by name, to pause and resume it: ``app.queue("mail").pause()``.
-
-        The name is checked here (``ConfigurationError``); nothing is sent until a method is called.
-        """
+        """A handle on one queue, ``app.queue("mail").pause()``: the name checked here, nothing sent yet."""
         return QueueHandle(self, name)
 
     def pause(self, queue: str) -> None:
@@ -383,15 +379,11 @@ class TaskForge:
         return find_jobs(self, filters, limit, cursor)
 
     def job(self, job_id: str) -> JobHandle[Any]:
-        """The handle of a job id received from elsewhere (another process, a log line, a URL).
+        """The handle of a job id from elsewhere, looked up at once as RQ's ``Job.fetch`` is.
 
-        Looked up at once, as RQ's ``Job.fetch`` does: an id with no record
-        (never sent, or finished longer ago than ``retention``) raises
-        ``JobNotFound`` here rather than at some later call; the app's own
-        queues are asked in one round trip, then every other queue. Called
-        in a running event loop, it leaves the lookup to the handle's first
-        awaited call (``await h.ainfo()`` raises ``JobNotFound``), so the
-        loop is never blocked on Redis.
+        An id with no record (never sent, or past ``retention``) raises ``JobNotFound`` here, not
+        later. In a running event loop the first awaited call looks (``await h.ainfo()`` raises):
+        the loop is never blocked on Redis.
         """
         if not isinstance(job_id, str) or not job_id:
             raise ConfigurationError(f"job id {job_id!r}: use the id string a JobHandle gave you")

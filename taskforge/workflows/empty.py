@@ -40,8 +40,8 @@ class EmptyWorkflow(WorkflowHandle[R]):
     def info(self) -> WorkflowInfo:
         return WorkflowInfo(self.id, WorkflowState.SUCCEEDED, self._at, self._at, None)
 
-    def result(self, timeout: float | None = None) -> R:
-        return self._result
+    def result(self, timeout: float | None = None, *, allow_join: bool = False) -> R:
+        return self._result  # nothing to wait for, so no worker slot held waiting: allowed inside a task
 
     def cancel(self) -> bool:
         return False  # finished already, as cancel() of any finished workflow answers
@@ -55,7 +55,7 @@ class EmptyWorkflow(WorkflowHandle[R]):
     async def ainfo(self) -> WorkflowInfo:
         return self.info()
 
-    async def aresult(self, timeout: float | None = None) -> R:
+    async def aresult(self, timeout: float | None = None, *, allow_join: bool = False) -> R:
         return self._result
 
     async def acancel(self) -> bool:
