@@ -149,9 +149,12 @@ def test_a_callable_without_a_qualname_needs_a_name() -> None:
         def __call__(self, a, b):
             return a + b
 
-    for nameless in (functools.partial(add, 1), Adder(), app.task(add)):
+    for nameless in (functools.partial(add, 1), Adder()):
         with pytest.raises(ConfigurationError, match="pass name="):
             TaskForge("other", broker="memory://").task(nameless)
+    # A task has no __qualname__ either, but what it needs is no second decorator, not a name.
+    with pytest.raises(ConfigurationError, match="is already a task; decorate the function once"):
+        TaskForge("other", broker="memory://").task(app.task(add))
     assert app.task(name="add.one")(functools.partial(add, 1))(2) == 3
     assert app.task(name="adder")(Adder())(2, 3) == 5
     with pytest.raises(ConfigurationError, match="decorates a function"):
