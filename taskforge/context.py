@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import math
+import os
+import socket
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -24,6 +26,12 @@ T = TypeVar("T")
 PROGRESS_META_LIMIT = 64 * 1024  # bytes of msgpack: meta is for a few counters, not for results
 
 _current: ContextVar[CurrentJob | None] = ContextVar("taskforge_current_job", default=None)
+_worker = [""]  # the id of the worker this process is a child of (``set_worker``); "" outside a worker
+
+
+def set_worker(worker_id: str) -> None:
+    """Called once by a worker's child: ``current_job().worker_id`` then names its worker."""
+    _worker[0] = worker_id
 
 
 @dataclass(frozen=True)
@@ -187,6 +195,12 @@ class CurrentJob:
         if self._broker is not None:
             fraction = min(1.0, max(0.0, float(fraction)))
             self._broker.progress(self.queue, self.id, self._token, fraction, message, packed)
+
+    @property
+    def worker_id(self) -> str:
+        """The id of the worker running this job as ``taskforge status`` lists it (``host:pid:xxxx``);
+        outside a worker (``app.drain()``, eager) the host and pid of the calling process."""
+        return _worker[0] or f"{socket.gethostname()}:{os.getpid()}"
 
     if not TYPE_CHECKING:  # hidden from type checkers: a typo stays a static error
 

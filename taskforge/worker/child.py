@@ -36,6 +36,7 @@ from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
 from ..broker.stats import FLUSH_EVERY_S
+from ..context import set_worker
 from ..logs import configure_logging
 from ..workflow_seam import NAME
 from . import soft
@@ -77,6 +78,7 @@ class ChildConfig:
     owner: str = ""  # prefix of this worker's claim tokens: finds its jobs if it is killed (``rescue.py``)
     prefetch: int = 0  # jobs a lane claims at once: --prefetch N, or 0 for auto (``batches.py``)
     max_memory_mb: int = 0  # --max-memory-per-child: replaced once past this resident size (``memory.py``)
+    worker_id: str = ""  # the worker's id as its registry entry gives it: ``current_job().worker_id``
 
 
 def die_with_parent(parent: int) -> None:
@@ -322,6 +324,7 @@ def child_main(config: ChildConfig, pipe: Connection, control: Connection | None
     ignore_hup()  # so does a closing terminal's SIGHUP: a warm restart, the supervisor's to run
     die_with_parent(config.supervisor_pid or os.getppid())
     configure_logging(config.log_level, f"child {config.index} pid {os.getpid()}")
+    set_worker(config.worker_id)
     child = Child(config, pipe, control, None if board is None else Board(board))
     signal.signal(signal.SIGTERM, child.request_stop)
     soft.install()

@@ -146,6 +146,7 @@ class Pool:
     ) -> None:
         self.spec = app_spec
         self.owner = owner  # the prefix of every claim token of this worker's children
+        self.worker_id = ""  # the worker's registry id, set by the supervisor: the children's current_job().worker_id
         self.options = options
         self.metrics = metrics
         self.ctx = multiprocessing.get_context("spawn")
@@ -191,6 +192,7 @@ class Pool:
             async_slots=options.async_slots,
             owner=self.owner,
             prefetch=options.prefetch,
+            worker_id=self.worker_id,
         )
         with hup_blocked():  # for the child, and for multiprocessing's resource tracker, started with the board
             board = Board.new(self.ctx, options.threads)

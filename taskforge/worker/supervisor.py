@@ -83,6 +83,7 @@ class Supervisor:
             owner=owner,
             clock=self.clock,
         )
+        self.pool.worker_id = self.registry.id
         scheduler = Scheduler(app.schedules, self.clock) if options.periodic and app.schedules else None
         outage = Outage(app.url)
         # Ticks are taken on their own thread, on time whatever the loop does (ticker.py).
