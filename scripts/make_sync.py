@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "taskforge"
 GENERATED = "# Generated from its async source by scripts/make_sync.py: do not edit."
 # Names whose sync spelling is not the async one without its "a" (unasync's own rules drop async and await).
-REPLACEMENTS = {"_arun": "_run", "asend_robust": "send_robust"}
+REPLACEMENTS = {"_arun": "_run", "asend_robust": "send_robust", "astep": "step", "_akeep": "_keep"}
 
 
 def generated(source: Path) -> str:

@@ -73,3 +73,11 @@ async def aquery_database() -> int:
 def double_dictionary(key: Any) -> dict[Any, Any]:
     """Django's documented example: a tuple argument arrives a list, which cannot be a dict key."""
     return {key: key * 2}
+
+
+@task(takes_context=True)
+def fails_first(context: Any, always: bool) -> int:
+    """Raises in its first run (in every run if ``always``): enqueued with two attempts, it is retried once."""
+    if always or context.attempt == 1:
+        raise OutOfStock(f"attempt {context.attempt}")
+    return int(context.attempt)

@@ -491,3 +491,64 @@ def test_only_this_projects_secret_key_vouches_for_a_path(project: Path) -> None
 
     with override_settings(SECRET_KEY="rotated", SECRET_KEY_FALLBACKS=[settings.SECRET_KEY]):
         assert vouched("shop.tasks.thumbnail", mac)
+
+
+# -- What Django keeps per attempt, and the system check: each test below failed before its fix ---------
+
+
+def with_two_attempts(task: Any, *args: Any) -> Any:
+    """Enqueue ``task`` as the backend does, with two attempts where the example's backend gives one."""
+    from django.tasks import default_task_backend
+
+    runner, call, _ = default_task_backend._prepare(task, args, {})
+    handle = runner.with_options(max_attempts=2).delay(*call)
+    return default_task_backend.get_result(handle.id)
+
+
+def test_worker_ids_name_the_worker_that_ran_each_attempt(worker: Worker) -> None:
+    import re
+    import socket
+
+    from django.tasks import TaskResultStatus
+
+    from tests.contrib.django_tasks import fails_first
+
+    result = finished(with_two_attempts(fails_first, False), "a task that fails once, then succeeds")
+    assert result.status == TaskResultStatus.SUCCESSFUL, [e.traceback for e in result.errors]
+    assert result.return_value == 2 and result.attempts == 2
+    # The worker's id as its registry entry (and `taskforge status`) gives it: host, supervisor pid, a tag.
+    pattern = rf"{re.escape(socket.gethostname())}:{worker.pid}:[0-9a-f]{{4}}"
+    assert all(re.fullmatch(pattern, worker_id) for worker_id in result.worker_ids), result.worker_ids
+
+
+def test_started_at_is_the_first_runs_after_a_retry(worker: Worker) -> None:
+    from tests.contrib.django_tasks import OutOfStock, fails_first
+
+    result = finished(with_two_attempts(fails_first, False), "a task that fails once, then succeeds")
+    assert result.attempts == 2
+    assert result.started_at < result.last_attempted_at  # the first run's start, then the retry's
+    assert result.enqueued_at <= result.started_at and result.last_attempted_at <= result.finished_at
+    [error] = result.errors  # the first run's, kept after the success
+    assert error.exception_class is OutOfStock and "attempt 1" in error.traceback
+
+
+def test_every_failed_attempt_keeps_its_own_error(worker: Worker) -> None:
+    from django.tasks import TaskResultStatus
+
+    from tests.contrib.django_tasks import OutOfStock, fails_first
+
+    result = finished(with_two_attempts(fails_first, True), "a task that fails twice")
+    assert result.status == TaskResultStatus.FAILED and result.attempts == 2
+    first, second = result.errors
+    assert first.exception_class is OutOfStock and second.exception_class is OutOfStock
+    assert "OutOfStock: attempt 1" in first.traceback and "OutOfStock: attempt 2" in second.traceback
+
+
+def test_the_system_check_warns_of_a_broker_it_cannot_reach(project: Path) -> None:
+    from taskforge.contrib.django import TaskforgeBackend
+
+    down = TaskforgeBackend("down", {"QUEUES": [], "OPTIONS": {"BROKER": "redis://ada:s3cret@127.0.0.1:1/0"}})
+    [warning] = down.check()
+    assert warning.id == "taskforge.W001" and "TASKS['down']" in warning.msg
+    assert "redis://ada:***@127.0.0.1:1/0" in warning.msg and "s3cret" not in warning.msg
+    assert "Connection refused" in warning.msg  # the reason, as the connection gave it

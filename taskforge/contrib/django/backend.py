@@ -18,7 +18,7 @@ from django.utils.module_loading import import_string
 
 from ...app import TaskForge
 from ...decorator_options import check_option
-from ...errors import ConfigurationError, JobNotFound
+from ...errors import BrokerUnavailable, ConfigurationError, JobNotFound
 from ...handle import JobHandle
 from ...job import JobInfo, Priority
 from ...task import Task
@@ -26,7 +26,7 @@ from ._async.running import _arun
 from ._sync.running import _run
 from .connections import manage_connections
 from .paths import MAC, path_mac
-from .results import _STATUS, _task_result, task_error, task_from
+from .results import _STATUS, _task_result, runs, task_errors, task_from
 from .runner import ARUN, RUN
 from .values import as_json, aware, from_text, now, to_text
 
@@ -148,7 +148,7 @@ class TaskforgeBackend(BaseTaskBackend):  # type: ignore[misc]
         meta = info.args[4] if len(info.args) == 5 and isinstance(info.args[4], dict) else {}
         task = task_from(info.id, path, meta)
         status = _STATUS.get(info.state, TaskResultStatus.READY)
-        errors = [task_error(info)] if status == TaskResultStatus.FAILED or (info.error and info.attempts > 1) else []
+        worker_ids, started_at = runs(info)
         finished = status in (TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED)
         result = _task_result(
             task,
@@ -158,21 +158,25 @@ class TaskforgeBackend(BaseTaskBackend):  # type: ignore[misc]
             dict(kwargs),
             self.alias,
             enqueued_at=from_text(meta.get("enqueued_at")) or info.created_at,
-            started_at=info.started_at,
+            started_at=started_at,
+            last_attempted_at=info.started_at,
             finished_at=info.finished_at if finished else None,
-            errors=errors,
-            worker_ids=[f"taskforge:{info.queue}"] * info.attempts,
+            errors=task_errors(info, status == TaskResultStatus.FAILED),
+            worker_ids=worker_ids,
         )
         if status == TaskResultStatus.SUCCESSFUL:
             object.__setattr__(result, "_return_value", info.result)
         return result
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
-        """``manage.py check``: queue names taskforge cannot serve (checked as ``@app.task(queue=...)`` checks them).
+        """``manage.py check``: queue names taskforge cannot serve (checked as ``@app.task(queue=...)`` checks them),
+        and a broker that cannot be reached.
 
         An empty ``QUEUES`` (any queue allowed) is Django's own setting and not
         flagged, as Django's tests require; ``manage.py taskforge_worker`` then
-        serves the backend's default queue unless given ``-q``.
+        serves the backend's default queue unless given ``-q``. An unreachable
+        broker is a warning, not an error: Redis down for a moment must not stop
+        ``migrate`` or ``runserver``, but nothing enqueued reaches it meanwhile.
         """
         found: list[checks.CheckMessage] = []
         for name in sorted(self.queues):
@@ -180,4 +184,8 @@ class TaskforgeBackend(BaseTaskBackend):  # type: ignore[misc]
                 check_option("queue", name)
             except ConfigurationError as exc:
                 found.append(checks.Error(f"TASKS[{self.alias!r}]['QUEUES']: {exc}", id="taskforge.E001"))
+        try:
+            self.app.broker.ping()
+        except BrokerUnavailable as exc:  # its message names the URL, password hidden, and the reason
+            found.append(checks.Warning(f"TASKS[{self.alias!r}]: {exc}", id="taskforge.W001"))
         return found

@@ -12,6 +12,11 @@ where Django's receiver logs the traceback. A receiver that raises is
 logged by Django (``send_robust``) and does not change the task's outcome.
 The return value is normalized to JSON, so a value JSON cannot hold fails
 the task with ``TypeError``, as Django requires.
+
+Each run also keeps, as a durable step of its job (``CurrentJob.step``),
+what Django's ``TaskResult`` holds per attempt and the job record keeps only
+for the latest: which worker ran it and when it started (``ATTEMPT``), and
+the error it raised (``ERROR``). ``results.py`` reads them back.
 """
 
 from __future__ import annotations
@@ -23,12 +28,26 @@ from django.tasks import TaskResult, TaskResultStatus
 from django.tasks.base import Task as DjangoTask
 from django.tasks.base import TaskError
 
-from ...context import current_job
+from ...context import CurrentJob, Slept, current_job
 from .results import _task_result, task_from
 from .values import for_django, from_text, now
 
 RUN = "django.task"
 ARUN = "django.atask"
+
+
+def attempt_record(job: CurrentJob) -> dict[str, str]:
+    """What ``TaskResult.worker_ids`` and the first run's ``started_at`` are rebuilt from."""
+    return {"worker_id": job.worker_id, "started_at": job.started_at.isoformat()}
+
+
+def error_record(exc: BaseException) -> dict[str, str] | None:
+    """The ``TaskError`` of a run that raised; None for a run that only slept (``CurrentJob.sleep``)."""
+    if isinstance(exc, Slept):
+        return None
+    kind = type(exc)
+    path = f"{kind.__module__}.{kind.__qualname__}"
+    return {"exception_class_path": path, "traceback": "".join(format_exception(exc))}
 
 
 def _running(path: str, args: list[Any], kwargs: dict[str, Any], meta: Any) -> tuple[DjangoTask, TaskResult]:
@@ -45,17 +64,15 @@ def _running(path: str, args: list[Any], kwargs: dict[str, Any], meta: Any) -> t
         task.backend,
         enqueued_at=from_text(meta.get("enqueued_at")),
         started_at=now(),
-        worker_ids=[f"taskforge:{job.queue}"] * job.attempt,
+        worker_ids=[job.worker_id] * job.attempt,
     )
     return task, result
 
 
 def _failed(result: TaskResult, exc: BaseException) -> None:
-    kind = type(exc)
-    error = TaskError(
-        exception_class_path=f"{kind.__module__}.{kind.__qualname__}", traceback="".join(format_exception(exc))
-    )
-    result.errors.append(error)
+    record = error_record(exc)
+    if record is not None:
+        result.errors.append(TaskError(**record))
     object.__setattr__(result, "status", TaskResultStatus.FAILED)
     object.__setattr__(result, "finished_at", for_django(now()))
 

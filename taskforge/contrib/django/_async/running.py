@@ -8,18 +8,24 @@ drift apart. See ``runner.py`` for what the signals and the JSON check do.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from django.tasks.base import TaskContext
 from django.tasks.signals import task_finished, task_started
 
-from ..runner import _failed, _running, _succeeded
+from ....context import CurrentJob, current_job
+from ....errors import TaskforgeError
+from ..results import ATTEMPT, ERROR
+from ..runner import _failed, _running, _succeeded, attempt_record, error_record
 from ..values import as_json
 
 
 async def _arun(path: str, args: list[Any], kwargs: dict[str, Any], takes_context: bool, meta: Any = None) -> Any:
     """The runner task: the task imported by path, called with its arguments, its signals sent around it."""
     task, result = _running(path, args, kwargs, meta)
+    job = current_job()
+    await _akeep(job, ATTEMPT.format(job.attempt), attempt_record(job))
     sender = type(task.get_backend())
     await task_started.asend_robust(sender, task_result=result)
     try:
@@ -29,9 +35,18 @@ async def _arun(path: str, args: list[Any], kwargs: dict[str, Any], takes_contex
             value = await task.func(*args, **kwargs)
         value = as_json(value)
     except BaseException as exc:
+        await _akeep(job, ERROR.format(job.attempt), error_record(exc))
         _failed(result, exc)
         await task_finished.asend_robust(sender, task_result=result)
         raise
     _succeeded(result, value)
     await task_finished.asend_robust(sender, task_result=result)
     return value
+
+
+async def _akeep(job: CurrentJob, name: str, record: dict[str, str] | None) -> None:
+    """Keep ``record`` as the job's step ``name`` (``runner.py``): a run that lost its job or Redis keeps
+    nothing and ends as it would have."""
+    if record is not None:
+        with contextlib.suppress(TaskforgeError, ConnectionError):
+            await job.astep(name, dict, record)
