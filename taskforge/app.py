@@ -21,6 +21,7 @@ from .handle import JobHandle, aknown_queues, find_queue, in_event_loop, known_q
 from .hooks import Event, Hooks, Middleware
 from .import_names import module_name, module_names
 from .job import BackoffPolicy, JobInfo, JobState, Priority
+from .named_limits import NamedLimits
 from .periodic import Schedule
 from .queue_handle import QueueHandle
 from .search import JobPage, find_jobs, query
@@ -86,6 +87,7 @@ class TaskForge:
         # Where a naive apply_at() time is read (zones.py): zone.tzinfo, UTC unless given (with a warning then).
         self.zone = AppZone.of(timezone)
         self.tasks: dict[str, Task[Any, Any]] = {}
+        self.named_limits = NamedLimits()  # app.limit's, and the queue each is held in
         self.hooks = Hooks()
         self.finals = Finals()  # told of each final transition (finals.py): workflows carry a step's report on
         listen_for_steps(self.finals)
@@ -143,15 +145,9 @@ class TaskForge:
         """Close the running loop's connections now (they are closed at the loop's end anyway)."""
         await self._async_brokers.aclose()
 
-    def use_broker(self, broker: Broker | None) -> Broker | None:
-        """Talk through ``broker`` from now on (None: connect to the URL again on next use).
-
-        Returns the broker the app had, so a caller that swaps it (the testing
-        kit's ``memory://`` broker) can put it back.
-        """
-        previous, self._broker = self._broker, broker
-        self._async_brokers.clear()  # the next a-call follows the new broker (memory:// shares its server)
-        return previous
+    def limit(self, name: str, *, concurrency: int | None = None, rate: str | None = None) -> None:
+        """A limit shared by the tasks naming it (``@app.task(limits=[name])``), across workers: see named_limits.py."""
+        self.named_limits.define(name, concurrency, rate)
 
     @overload
     def task(self, func: Callable[P, R], /) -> Task[P, R]: ...
@@ -181,6 +177,7 @@ class TaskForge:
         debounce_max_wait: float | None = None,
         key_concurrency: int | None = None,
         key_rate_limit: str | None = None,
+        limits: list[str] | tuple[str, ...] | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -209,7 +206,7 @@ class TaskForge:
             task_name = name or f"{module_name(fn)}.{qualname}"
             if task_name in self.tasks:
                 raise ConfigurationError(f"two tasks named {task_name!r}; give one of them another name= option")
-            registered = Task(self, fn, task_name, options, backoff)
+            registered = Task(self, fn, task_name, self.named_limits.resolve(task_name, options), backoff)
             self.tasks[task_name] = registered
             return registered
 

@@ -66,7 +66,7 @@ def build_job(
         due_ms=due_ms,
         delay_ms=delay_ms,
         inherit=not task.registered,
-        limits=opts.limits,
+        limits=opts.limit_text,
         unique_digest=unique_digest,
         lock_ttl_ms=lock_ttl_ms,
         expires_at_ms=expires_at_ms,
@@ -115,7 +115,7 @@ def check_size(task: Task[Any, Any], payload: bytes, unique_digest: str, fields:
     if not limit:
         return
     opts = task.options
-    options = [int(opts.priority), opts.max_attempts, opts.timeout, opts.limits, unique_digest, opts.job_id]
+    options = [int(opts.priority), opts.max_attempts, opts.timeout, opts.limit_text, unique_digest, opts.job_id]
     options += (fields or {}).values()
     size = len(payload) + len(task.name.encode()) + sum(len(str(o).encode()) for o in options if o is not None)
     if size > limit:

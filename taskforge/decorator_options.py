@@ -27,6 +27,7 @@ from .bounds import checked_count, checked_seconds
 from .broker.keys import validate_queue_name
 from .errors import ConfigurationError
 from .job import BackoffPolicy, Priority, backoff_policy
+from .named_limits import limit_names
 from .task_options import UNIQUE_DEFAULT_TTL, TaskOptions, exception_classes, parse_expires, parse_rate_limit
 
 
@@ -229,6 +230,13 @@ class DecoratorOptions:
         None,
         '`"N/unit"`: at most N starts per key in any such window (needs `key`)',
         parse=lambda name, value: parse_rate_limit(value, name),
+    )
+    limits: list[str] | tuple[str, ...] | None = option(
+        None,
+        "names of the app's shared limits (`app.limit(name, concurrency=N, rate=...)`, defined before the task) "
+        "this task's runs count against, across all workers; a limit's tasks must be in one queue",
+        parse=limit_names,
+        empty=(),
     )
 
 

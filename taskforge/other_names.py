@@ -46,7 +46,8 @@ APP: Hints = {
     "lock_task": (
         "Huey",
         "@app.task(concurrency=1) runs one job of the task at a time across workers "
-        "(key=..., key_concurrency=1 for one per argument); unique=True refuses a second job "
+        "(key=..., key_concurrency=1 for one per argument); a lock shared by several tasks is "
+        "app.limit('name', concurrency=1) and @app.task(limits=['name']); unique=True refuses a second job "
         "while one is queued or running",
     ),
     "immediate": ("Huey", "taskforge.testing.set_eager(app, True), or app.drain() in tests"),

@@ -18,6 +18,7 @@ from .decorator_options import PER_CALL, Keep, for_call
 from .errors import ConfigurationError, SerializationError
 from .handle import JobHandle, async_access
 from .job import BackoffPolicy, Priority, backoff_policy
+from .named_limits import check_queue
 from .sending import Outgoing, announce, sending
 from .task_options import TaskOptions, check_key_parameter, parse_rate_limit, validate_call_key
 
@@ -233,6 +234,7 @@ class Task(Generic[P, R]):
         clone: Task[P, R] = Task.__new__(Task)
         clone.__dict__.update(self.__dict__)
         clone.options = replace(self.options, **changes) if changes else self.options
+        check_queue(self.options, clone.options.queue)
         if explicit:
             clone.registered = True  # explicit options win over the worker's definition
         return clone

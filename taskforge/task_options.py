@@ -75,12 +75,18 @@ class TaskOptions:
     debounce_max_wait: float | None = None  # seconds after the burst's first call at the latest (None: no cap)
     key_concurrency: int = 0  # at most this many jobs of the task per key run at once (0: no cap)
     key_rate_limit: tuple[int, float] | None = None  # at most N starts per key per window
+    limits: tuple[str, ...] = ()  # the names of the app's shared limits (app.limit) its runs count against
     retry_set_per_call: bool = False  # with_options chose the retry filters: the job record carries them
+    shared_limits: str = ""  # those limits as the scripts read them, "|name=rate:period_ms:concurrency" each
 
     @property
-    def limits(self) -> str:
-        """The limits as the enqueue script stores them ('' when unlimited)."""
-        return limits_text(self.rate_limit, self.concurrency)
+    def limit_text(self) -> str:
+        """The limits as the enqueue script stores them ('' when unlimited): the task's own, then the
+        shared ones it names (named_limits.py), each counted under its own name."""
+        own = limits_text(self.rate_limit, self.concurrency)
+        if not self.shared_limits:
+            return own
+        return (own or "0:1000:0") + self.shared_limits
 
     @property
     def key_limits(self) -> str:

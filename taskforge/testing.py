@@ -55,11 +55,23 @@ def taskforge_app() -> Iterator[Callable[..., TaskForge]]:
         memory = Broker(
             connect("memory://"), "memory://", int(target.retention * 1000), int(target.dead_retention * 1000)
         )
-        swapped.append((target, target.use_broker(memory), is_eager(target)))
+        swapped.append((target, use_broker(target, memory), is_eager(target)))
         set_eager(target, eager)
         return target
 
     yield make
     for target, broker, eager in reversed(swapped):
-        target.use_broker(broker)
+        use_broker(target, broker)
         set_eager(target, eager)
+
+
+def use_broker(app: TaskForge, broker: Broker | None) -> Broker | None:
+    """Make ``app`` talk through ``broker`` from now on (None: connect to its URL again on next use).
+
+    Returns the broker the app had, so a caller that swaps it (the fixture's
+    ``memory://`` broker) can put it back. A function of the testing kit
+    rather than a method, which keeps the app's facade small.
+    """
+    previous, app._broker = app._broker, broker
+    app._async_brokers.clear()  # the next a-call follows the new broker (memory:// shares its server)
+    return previous

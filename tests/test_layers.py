@@ -34,6 +34,7 @@ API_MODULES = [
     "taskforge.job",
     "taskforge.job_ids",
     "taskforge.job_json",
+    "taskforge.named_limits",
     "taskforge.joins",
     "taskforge.other_names",
     "taskforge.building",

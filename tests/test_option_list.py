@@ -30,7 +30,12 @@ PACKAGE = Path(taskforge.__file__).parent
 REPO = PACKAGE.parent
 DECLARED_TYPES = {f.name: f.type for f in dataclasses.fields(DecoratorOptions)}
 CALL_ONLY = ["job_id", "key"]  # with_options's own: the call's job id and key, not options of the task
-KEPT_BY_WITH_OPTIONS_ONLY = {"job_id", "call_key", "retry_set_per_call"}
+KEPT_BY_WITH_OPTIONS_ONLY = {
+    "job_id",
+    "call_key",
+    "retry_set_per_call",
+    "shared_limits",
+}  # shared_limits: set by the app
 
 Parameter = tuple[str, str, Any]  # (name, annotation as normalised source, default value)
 

@@ -196,7 +196,7 @@ def test_job_fetch_and_rq_names_name_app_job(app: TaskForge, add) -> None:
 def test_huey_decorators_name_the_taskforge_way(app: TaskForge) -> None:
     with pytest.raises(AttributeError, match=r"\(a Huey name\): @app\.periodic\(cron="):
         app.periodic_task("*/5 * * * *")  # type: ignore[attr-defined]
-    with pytest.raises(AttributeError, match=r"\(a Huey name\): .*concurrency=1"):
+    with pytest.raises(AttributeError, match=r"\(a Huey name\): .*concurrency=1.*app\.limit\('name', concurrency=1\)"):
         app.lock_task("reports")  # type: ignore[attr-defined]
     with pytest.raises(AttributeError, match=r"set_eager"):
         app.immediate = True  # type: ignore[attr-defined]

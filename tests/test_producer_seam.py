@@ -15,7 +15,7 @@ from taskforge.building import build_job
 from taskforge.finals import Finals
 from taskforge.protocols import Producer
 from taskforge.serialization import loads_call
-from taskforge.testing import is_eager, set_eager
+from taskforge.testing import is_eager, set_eager, use_broker
 
 
 def memory_broker() -> Broker:
@@ -103,8 +103,8 @@ def test_use_broker_swaps_and_returns_the_previous_one() -> None:
     app = TaskForge("b", broker="memory://")
     first = app.broker
     other = memory_broker()
-    assert app.use_broker(other) is first and app.broker is other
-    assert app.use_broker(None) is other
+    assert use_broker(app, other) is first and app.broker is other
+    assert use_broker(app, None) is other
     assert app._broker is None and app.broker is not other  # connects again from the URL
 
 

@@ -14,6 +14,7 @@ import pytest
 from taskforge import ConfigurationError, JobState, TaskForge
 from taskforge.broker import calls
 from taskforge.broker.keys import QueueKeys, search_index
+from taskforge.testing import use_broker
 from taskforge.worker.housekeeping import DamageLog, Sweeper
 
 
@@ -150,7 +151,7 @@ def test_a_count_lowered_is_reached_by_the_sweep(broker_url: str) -> None:
     app.drain()
     lowered = TaskForge("tests", broker=broker_url, retention_count=4)
     if broker_url.startswith("memory:"):
-        lowered.use_broker(app.broker)
+        use_broker(lowered, app.broker)
         app.broker.link.retention_count.update(lowered.retention_count)
     lowered.broker.cleanup.sweep("default", 5.0)
     assert len(records(app)) == 4 and expiring(app) == 4

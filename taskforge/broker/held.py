@@ -82,7 +82,8 @@ def rate_text(rate: int, period_ms: int) -> str:
 def _spec(raw: bytes | None) -> tuple[int, int, int]:
     """(rate, period_ms, concurrency) of a limits hash value "rate:period_ms:concurrency" (zeros when missing)."""
     try:
-        rate, period, concurrency = (int(part) for part in (raw or b"").decode().split(":"))
+        own = (raw or b"").decode().split("|")[0]  # the task's own limits, before the shared ones it names
+        rate, period, concurrency = (int(part) for part in own.split(":"))
     except ValueError:
         return 0, 1000, 0
     return rate, period, concurrency

@@ -130,7 +130,7 @@ class NewJob:
     due_ms: int | None = None  # absolute, producer's clock (apply_at)
     delay_ms: int = 0  # relative, resolved on Redis's clock (apply_in, retries)
     inherit: bool = False  # sent by name: the worker's task definition supplies max_attempts, timeout
-    limits: str = ""  # "rate:period_ms:concurrency" for a rate- or concurrency-limited task
+    limits: str = ""  # "rate:period_ms:concurrency" (then "|name=..." per shared limit) for a limited task
     unique_digest: str = ""  # a unique job: the digest of its task and unique key ('' = not unique)
     lock_ttl_ms: int = 0  # TTL of the unique lock or periodic tick key
     tick_ms: int | None = None  # a periodic tick (ms since the epoch): enqueued once across all workers

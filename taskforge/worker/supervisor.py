@@ -189,7 +189,7 @@ class Supervisor:
         """Publish this worker's task limits, so jobs sent by name obey them too."""
         by_queue: dict[str, dict[str, str]] = {}
         for task in self.app.tasks.values():
-            by_queue.setdefault(task.queue, {})[task.name] = task.options.limits
+            by_queue.setdefault(task.queue, {})[task.name] = task.options.limit_text
         for queue, limits in by_queue.items():
             self.app.broker.claims.register_limits(queue, limits)
 

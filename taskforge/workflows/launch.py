@@ -70,7 +70,7 @@ def step_spec(signature: Signature[Any], given: Shape | None, where: str, summar
         priority=int(opts.priority),
         max_attempts=opts.max_attempts,
         timeout_ms=None if opts.timeout is None else int(opts.timeout * 1000),
-        limits=opts.limits,
+        limits=opts.limit_text,
         inherit=not task.registered,
         call=payload,
         input=given,

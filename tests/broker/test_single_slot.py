@@ -118,11 +118,13 @@ def every_script(app: TaskForge, queue: str) -> None:
     def single(n: int) -> int:
         return n
 
-    @app.task(queue=queue, rate_limit="100/s", concurrency=2)
+    app.limit(f"shared-{queue}", concurrency=5, rate="100/s")  # a named limit's keys are the queue's too
+
+    @app.task(queue=queue, rate_limit="100/s", concurrency=2, limits=[f"shared-{queue}"])
     def limited(n: int) -> int:
         return n
 
-    @app.task(queue=queue, key="account", key_concurrency=1, key_rate_limit="100/s")
+    @app.task(queue=queue, key="account", key_concurrency=1, key_rate_limit="100/s", limits=[f"shared-{queue}"])
     def keyed(account: str) -> str:
         return account
 

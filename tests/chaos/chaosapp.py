@@ -160,6 +160,30 @@ def keyed(token, account, seconds):
     return token
 
 
+# A limit shared by screen_a, screen_b and their async twins: at most SHARED_CAP of them run at
+# once across every worker, whichever task (checked from the runs' records).
+SHARED_CAP = 2
+app.limit("screens", concurrency=SHARED_CAP)
+
+
+@app.task(limits=["screens"], max_attempts=PATIENT, backoff=0.1)
+def screen_a(token, seconds):
+    """One of two tasks sharing the "screens" limit (app.limit): named limits through the faults."""
+    _start(token, "screen_a")
+    time.sleep(seconds)
+    _end(token, "ok")
+    return token
+
+
+@app.task(limits=["screens"], max_attempts=PATIENT, backoff=0.1)
+def screen_b(token, seconds):
+    """The other task sharing "screens"."""
+    _start(token, "screen_b")
+    time.sleep(seconds)
+    _end(token, "ok")
+    return token
+
+
 @app.task(key="account", max_attempts=PATIENT, backoff=0.1)
 def turns(token, account):
     """A job with a key and no limits: it waits in the main pending set at its key's turn."""
@@ -282,6 +306,22 @@ async def aio_doomed(token):
     await _astart(token, "aio_doomed")
     await _aend(token, "raise")
     raise ValueError(f"aio_doomed {token}: always fails")
+
+
+@app.task(limits=["screens"], max_attempts=PATIENT, backoff=0.1)
+async def aio_screen_a(token, seconds):
+    await _astart(token, "aio_screen_a")
+    await asyncio.sleep(seconds)
+    await _aend(token, "ok")
+    return token
+
+
+@app.task(limits=["screens"], max_attempts=PATIENT, backoff=0.1)
+async def aio_screen_b(token, seconds):
+    await _astart(token, "aio_screen_b")
+    await asyncio.sleep(seconds)
+    await _aend(token, "ok")
+    return token
 
 
 @app.task(max_attempts=PATIENT, backoff=0.1)

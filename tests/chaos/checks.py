@@ -19,7 +19,7 @@ from .flow_checks import Flow, FlowTally, check_flows, read_flows, stale_entries
 from .flows import FlowPlan, FlowProducer
 from .index_checks import check_index
 from .jobs import KINDS, JobPlan
-from .key_checks import check_key_caps
+from .key_checks import check_key_caps, check_shared_cap
 from .procs import WorkerProcess, tracebacks
 from .producer import Producer
 
@@ -397,6 +397,7 @@ def check_all(
     explained, unexplained = count_duplicates(driver, producer, jobs, token_of, runs, report)
     flows = check_workflows(url, client, side, prefix, driver, flow_producer.flows, runs, report)
     key_caps = check_key_caps(jobs, runs, driver.faults, report.problem)
+    key_caps += "; " + check_shared_cap(jobs, runs, driver.faults, report.problem)
     for line in readers.join(60):
         report.problem(line)
     durable = check_durable(client, side, prefix, jobs, records, readers)

@@ -52,6 +52,8 @@ KINDS = {
         Kind("bulk", 0.16, queue="bulk"),
         Kind("keyed", 0.08),
         Kind("turns", 0.06),
+        Kind("screen_a", 0.03),
+        Kind("screen_b", 0.03),
         Kind("durable", 0.03),
     )
 }
@@ -59,6 +61,8 @@ KINDS = {
 PRIORITIES = ("low", "normal", "high", "critical")
 ACCOUNTS = ("acct-0", "acct-1", "acct-2", "acct-3")  # the keys of the keyed jobs: few, so their cap binds
 KEY_CAP = 2  # chaosapp.KEY_CAP
+SHARED = ("screen_a", "screen_b")  # the kinds whose tasks share one named limit (app.limit), and its cap:
+SHARED_CAP = 2  # chaosapp.SHARED_CAP
 CUSTOMERS = tuple(f"cust-{n}" for n in range(6))  # the keys of the turns jobs (a task without limits)
 # The share of jobs sent to a kind's async twin (chaosapp.aio_<name>), at least.
 ASYNC_SHARE = 0.3
@@ -104,6 +108,8 @@ def plan_jobs(rng: random.Random, n: int) -> list[JobPlan]:
             extra = (rng.choice((1, 1, 2)),)
         elif kind == "keyed":
             extra = (rng.choice(ACCOUNTS), round(rng.uniform(0.05, 0.4), 3))
+        elif kind in SHARED:
+            extra = (round(rng.uniform(0.05, 0.3), 3),)
         elif kind == "turns":
             extra = (rng.choice(CUSTOMERS),)
         elif kind == "durable":

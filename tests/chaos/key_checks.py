@@ -1,4 +1,5 @@
-"""The per-key cap under faults: no account ever ran more than KEY_CAP jobs of one keyed task at once.
+"""The caps under faults: no account ever ran more than KEY_CAP jobs of one keyed task at once, and
+never more than SHARED_CAP jobs of the tasks sharing one named limit ran at once, whichever task.
 
 The cap is per task and key (docs/howto/keys.md: another task's jobs with the same key are
 not counted), so ``keyed`` and its async twin ``aio_keyed`` are counted apart.
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from ..intervals import most_at_once
 from .analysis import Run, disruption
 from .faults import Fault
-from .jobs import KEY_CAP, JobPlan
+from .jobs import KEY_CAP, SHARED, SHARED_CAP, JobPlan
 
 
 def clean_runs(jobs: list[JobPlan], runs: dict[int, list[Run]], faults: list[Fault]) -> dict[str, list[Run]]:
@@ -51,3 +52,25 @@ def check_key_caps(
             )
     shown = ", ".join(f"{a}={p}" for a, p in sorted(peaks.items())) or "none"
     return f"keyed runs counted for the cap: {counted}, most at once per account (cap {KEY_CAP}): {shown}"
+
+
+def check_shared_cap(
+    jobs: list[JobPlan], runs: dict[int, list[Run]], faults: list[Fault], problem: Callable[[str], None]
+) -> str:
+    """The named limit shared by the SHARED kinds (sync and async twins alike, one limit): its clean
+    runs never more than SHARED_CAP at once. Adds a problem if they were; returns a line for the stats."""
+    found = [
+        run
+        for job in jobs
+        if job.kind in SHARED and job.token is not None
+        for run in runs.get(job.token, [])
+        if run.end is not None and run.outcome == "ok" and disruption(run, faults) is None
+    ]
+    peak = most_at_once([(r.start, r.end or r.start) for r in found])
+    if peak > SHARED_CAP:
+        shown = "; ".join(f"token {r.token} {r.describe()}" for r in sorted(found, key=lambda r: r.start))
+        problem(
+            f"SHARED LIMIT EXCEEDED: {peak} runs at once of the tasks sharing limit 'screens' "
+            f"(concurrency={SHARED_CAP}); their clean runs: {shown}"
+        )
+    return f"runs under the shared limit: {len(found)}, most at once {peak} (cap {SHARED_CAP})"

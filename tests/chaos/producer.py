@@ -18,7 +18,7 @@ from typing import Any
 
 from taskforge import BrokerUnavailable, TaskForge
 
-from .jobs import APP_MODULE, KEY_CAP, KINDS, PATIENT, JobPlan
+from .jobs import APP_MODULE, KEY_CAP, KINDS, PATIENT, SHARED_CAP, JobPlan
 
 GIVE_UP_AFTER = 120.0  # one logical job that cannot be enqueued for this long fails the test
 
@@ -31,6 +31,10 @@ def _turns_stand_in(token: int, account: str) -> None:
     """Never runs here: the producer's declaration of chaosapp's keyed tasks without limits."""
 
 
+def _shared_stand_in(token: int, seconds: float) -> None:
+    """Never runs here: the producer's declaration of chaosapp's tasks sharing the "screens" limit."""
+
+
 class Producer(threading.Thread):
     def __init__(self, url: str, jobs: list[JobPlan], pace: Callable[[], int], log: Callable[[str], None]) -> None:
         super().__init__(name="chaos-producer", daemon=True)
@@ -41,6 +45,10 @@ class Producer(threading.Thread):
             self.app.task(name=f"{APP_MODULE}.{name}", key="account", key_concurrency=KEY_CAP, max_attempts=PATIENT)(
                 _keyed_stand_in
             )
+        # The same for the tasks sharing a named limit: their jobs carry it, whether a worker published it yet or not.
+        self.app.limit("screens", concurrency=SHARED_CAP)
+        for name in ("screen_a", "screen_b", "aio_screen_a", "aio_screen_b"):
+            self.app.task(name=f"{APP_MODULE}.{name}", limits=["screens"], max_attempts=PATIENT)(_shared_stand_in)
         for name in ("turns", "aio_turns"):
             self.app.task(name=f"{APP_MODULE}.{name}", key="account", max_attempts=PATIENT)(_turns_stand_in)
         self.jobs = jobs

@@ -254,3 +254,21 @@ def test_the_key_cap_check_counts_clean_runs_and_sees_one_too_many() -> None:
     problems.clear()
     check_key_caps(jobs, runs, [kill], problems.append)
     assert problems == []
+
+
+def test_the_shared_limit_check_counts_every_task_naming_it_and_sees_one_too_many() -> None:
+    from .jobs import JobPlan
+    from .key_checks import check_shared_cap
+
+    jobs = [JobPlan(0, "screen_a", (0.1,), token=0), JobPlan(1, "screen_b", (0.1,), token=1)]
+    jobs.append(JobPlan(2, "screen_a", (0.1,), token=2, asynchronous=True))
+    runs = {0: [Run(0, 200, 100, 1.0, 2.0, "ok")], 1: [Run(1, 201, 100, 1.5, 2.5, "ok")]}
+    runs[2] = [Run(2, 202, 100, 2.6, 3.0, "ok")]
+    problems: list[str] = []
+    assert "most at once 2 (cap 2)" in check_shared_cap(jobs, runs, [], problems.append) and problems == []
+    runs[2] = [Run(2, 202, 100, 1.8, 1.9, "ok")]  # a third at once, of a third task naming the limit
+    check_shared_cap(jobs, runs, [], problems.append)
+    assert len(problems) == 1 and problems[0].startswith("SHARED LIMIT EXCEEDED: 3 runs at once")
+    problems.clear()
+    check_shared_cap(jobs, runs, [Fault(1, "child_kill", 1.85, 1.85, target=202)], problems.append)
+    assert problems == []

@@ -23,7 +23,7 @@ from taskforge import JobState, TaskForge
 from tests.conftest import admin_client, admin_url
 
 HERE = Path(__file__).parent
-USER_APPS = ("userapp.py", "featureapp.py", "logapp.py")
+USER_APPS = ("userapp.py", "featureapp.py", "logapp.py", "limitsapp.py")
 USER_APP = (HERE / "userapp.py").read_text()
 
 

@@ -20,6 +20,7 @@ import redis
 from taskforge import TaskForge
 from taskforge.broker import Broker
 from taskforge.broker.connection import connect
+from taskforge.testing import use_broker
 from tests.conftest import admin_client
 
 from ..conftest import REDIS_URL, real_redis_or_skip
@@ -37,11 +38,11 @@ __all__ = ["APP_SPEC", "REPO", "RESULT_TIMEOUT", "Gate", "bound", "runs", "text"
 def bound(app: TaskForge, url: str) -> Iterator[TaskForge]:
     """``app`` talking to ``url`` for a while, as a producer configured for it would."""
     broker = Broker(connect(url), url, int(app.retention * 1000), int(app.dead_retention * 1000))
-    previous = app.use_broker(broker)
+    previous = use_broker(app, broker)
     try:
         yield app
     finally:
-        app.use_broker(previous)
+        use_broker(app, previous)
         broker.client.close()
 
 

@@ -18,7 +18,7 @@
 --              a worker registered apply
 --   due        ('' = none; an absolute time chosen by the producer)
 --   delay      (relative, resolved against the server clock here)
---   limits     ('' or "rate:period_ms:concurrency": the job waits in its
+--   limits     ('' or "rate:period_ms:concurrency", and "|name=..." per shared limit: the job waits in its
 --               task's own pending set, see lib/keys.lua)
 --   unique     ('' or the lock key: while a job holding it is unfinished,
 --               the existing job is returned instead of a new one)

@@ -102,7 +102,7 @@ local function lane_jobs(want, bound, now, served)
       ok = false
       untouched[#untouched + 1], untouched[#untouched + 2] = score, member
     elseif task then
-      ok, w, spec, by_task = lane_allows(rest, task, now, started[task] or 0)
+      ok, w, spec, by_task = lane_allows(rest, task, now, started)
       if not ok then
         hold(member, lane, w, now, by_task and task)
         if w >= 0 and (wait < 0 or w < wait) then
