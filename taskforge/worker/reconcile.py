@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..broker import dependencies
 from ..workflow_seam import WorkflowSeam, installed
 
 if TYPE_CHECKING:
@@ -55,6 +56,8 @@ class Reconciler:
                     log.info("workflow %s: delivering the report of step %s left behind", workflow, job_id)
                     self.workflows.deliver_from_record(self.broker, queue, job_id, workflow)
                     repaired += 1
+        # Ends of jobs others wait for (depends_on): idempotent reports, so delivered at first sight.
+        repaired += self.broker.drive(dependencies.deliver_boxes(self.queues, self.broker.settings.retention_ms))
         cutoff = int(time.time() * 1000) - LAUNCH_GRACE_MS
         for workflow in self.broker.ledger.launching_since(cutoff):
             reply = self.broker.ledger.workflow_flight(workflow)
