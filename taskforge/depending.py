@@ -17,10 +17,11 @@ from .broker import dependencies
 from .broker.plan import Plan
 from .building import build_job
 from .errors import ConfigurationError
-from .handle import JobHandle, async_access, locating
+from .handle import JobHandle, async_access, locating, state_of
 
 if TYPE_CHECKING:
     from .broker.record import NewJob
+    from .protocols import BrokerAccess
     from .task import Task
 
 R = TypeVar("R")
@@ -83,3 +84,13 @@ async def aenqueue_after(
     [job_id] = await task._astore([job], resend=task.options.job_id is not None)
     await broker.drive(parents.hold(task.queue, job_id, found, broker.settings.retention_ms))
     return task._stored(job_id)
+
+
+def waits_for(app: BrokerAccess, queue: str, job_id: str) -> list[tuple[str, str, str]]:
+    """What a job given ``depends_on`` waits (or waited) for: (queue, id, state) of each parent,
+    state ``gone`` for a record past its retention; [] for a job given none. ``taskforge job``
+    and the dashboard's job page show it."""
+    fields = app.broker.jobs.read(queue, job_id) or {}
+    parents = dependencies.parents_of(fields.get(b"parents"))
+    found = [(parent_queue, parent, app.broker.jobs.read(parent_queue, parent)) for parent_queue, parent in parents]
+    return [(q, parent, state_of(record).value if record else "gone") for q, parent, record in found]
