@@ -10,10 +10,11 @@ anything is stored.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from .broker import dependencies
+from .broker.dependencies import Parent
 from .broker.plan import Plan
 from .building import build_job
 from .errors import ConfigurationError
@@ -51,27 +52,26 @@ class Parents:
             ids.append(job_id)
         return cls(tuple(dict.fromkeys(ids)), bool(allow_failure))
 
-    def located(self, own: list[str]) -> Plan[list[dependencies.Parent]]:
+    def located(self, own: list[str]) -> Plan[list[Parent]]:
         """(queue, id) of each parent; ``JobNotFound`` for one no queue holds."""
         found = []
         for job_id in self.ids:
             found.append(((yield from locating(own, job_id)), job_id))
         return found
 
-    def job(self, task: Task[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> NewJob:
-        """The record of a job that will wait: due far ahead until it is held (``broker/dependencies.py``)."""
-        return build_job(task, args, kwargs, due_ms=dependencies.parked_due_ms())
-
-    def hold(self, queue: str, job_id: str, found: list[dependencies.Parent], retention_ms: int) -> Plan[str]:
-        return dependencies.hold(queue, job_id, found, self.allow_failure, retention_ms)
+    def job(self, task: Task[Any, Any], call: tuple[Any, ...], kwargs: dict[str, Any], found: list[Parent]) -> NewJob:
+        """The record of a job that will wait: due far ahead until it is held (``broker/dependencies.py``),
+        with what it waits for."""
+        job = build_job(task, call, kwargs, due_ms=dependencies.parked_due_ms())
+        return replace(job, fields={**(job.fields or {}), **dependencies.fields(found, self.allow_failure)})
 
 
 def enqueue_after(task: Task[Any, R], parents: Parents, args: tuple[Any, ...], kwargs: dict[str, Any]) -> JobHandle[R]:
     """A job that waits for ``parents``: they are found (or ``JobNotFound``), it is stored, then held."""
-    broker, job = task.app.broker, parents.job(task, args, kwargs)
+    broker = task.app.broker
     found = broker.drive(parents.located(task.app.queues()))
-    [job_id] = task._store([job], resend=task.options.job_id is not None)
-    broker.drive(parents.hold(task.queue, job_id, found, broker.settings.retention_ms))
+    [job_id] = task._store([parents.job(task, args, kwargs, found)], resend=task.options.job_id is not None)
+    broker.drive(dependencies.hold(task.queue, job_id, found, broker.settings.retention_ms))
     return task._stored(job_id)
 
 
@@ -79,10 +79,10 @@ async def aenqueue_after(
     task: Task[Any, R], parents: Parents, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> JobHandle[R]:
     """``enqueue_after()``, awaited: never blocks the event loop."""
-    broker, job = async_access(task.app).async_broker(), parents.job(task, args, kwargs)
+    broker = async_access(task.app).async_broker()
     found = await broker.drive(parents.located(task.app.queues()))
-    [job_id] = await task._astore([job], resend=task.options.job_id is not None)
-    await broker.drive(parents.hold(task.queue, job_id, found, broker.settings.retention_ms))
+    [job_id] = await task._astore([parents.job(task, args, kwargs, found)], resend=task.options.job_id is not None)
+    await broker.drive(dependencies.hold(task.queue, job_id, found, broker.settings.retention_ms))
     return task._stored(job_id)
 
 

@@ -9,6 +9,8 @@ import pytest
 
 from taskforge import JobState, TaskForge
 from taskforge.broker import dependencies
+from taskforge.broker.keys import QueueKeys
+from taskforge.depending import Parents
 from taskforge.errors import JobNotFound
 
 RAN: list[str] = []
@@ -114,5 +116,34 @@ def test_async_apply_waits_too(app: TaskForge) -> None:
 
     child = asyncio.run(send())
     assert child.status() == JobState.DEFERRED
+    app.drain()
+    assert RAN == ["parent", "child"]
+
+
+def test_a_job_its_producer_left_parked_is_held_by_the_audit(app: TaskForge) -> None:
+    step, _, _ = make_tasks(app)
+    parent = step.delay("parent")
+    parents = Parents.of(step.name, parent, False, {})
+    found = app.broker.drive(parents.located(app.queues()))
+    [job_id] = step._store([parents.job(step, ("child",), {}, found)], resend=False)  # then the producer died
+    retention = app.broker.settings.retention_ms
+    assert app.broker.drive(dependencies.audit(["default"], retention)) == 1
+    assert app.job(job_id).status() == JobState.DEFERRED
+    app.drain()
+    assert RAN == ["parent", "child"]
+
+
+def test_a_lost_listing_is_listed_again_by_the_audit(app: TaskForge) -> None:
+    step, _, _ = make_tasks(app)
+    parent = step.delay("parent")
+    child = step.apply_async(("child",), depends_on=parent)
+    q = QueueKeys("default")
+    client = app.broker.client
+    client.delete(q.prefix + "dependents:" + parent.id)  # a failover lost the parent's listing
+    client.hdel(q.job(parent.id), "dependents")
+    app.drain()
+    assert RAN == ["parent"] and child.status() == JobState.DEFERRED
+    client.zadd(q.prefix + "deferred", {child.id: 0})  # deferred long ago
+    assert app.broker.drive(dependencies.audit(["default"], app.broker.settings.retention_ms)) == 1
     app.drain()
     assert RAN == ["parent", "child"]

@@ -313,8 +313,8 @@ def workflow_resume(w: WorkflowKeys, *, finish: bool) -> ScriptCall[replies.Resu
 # -- depends_on: a job that waits for jobs that exist (``dependencies.py``) ----------------------
 
 
-def defer(q: QueueKeys, *, job_id: str, parents: str, allow_failure: bool) -> ScriptCall[int]:
-    return ScriptCall("defer", q, [job_id, parents, _flag(allow_failure)], int)
+def defer(q: QueueKeys, *, job_id: str) -> ScriptCall[int]:
+    return ScriptCall("defer", q, [job_id], int)
 
 
 def depend(q: QueueKeys, *, job_id: str, dependent: str) -> ScriptCall[str]:

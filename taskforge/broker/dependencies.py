@@ -5,8 +5,8 @@ Cluster): no script can touch both jobs at once. So it goes as a
 workflow's step reports to its workflow, in single-slot steps, each
 idempotent:
 
-1. the waiting job is stored scheduled far ahead, then held ``deferred``
-   (``defer.lua``) with the list of its parents;
+1. the waiting job is stored scheduled far ahead with the list of its
+   parents, then held ``deferred`` (``defer.lua``);
 2. each parent lists it (``depend.lua``, in the parent's slot), or answers
    that it ended already: that end is reported at once;
 3. a parent's final transition leaves its state in its queue's
@@ -15,6 +15,10 @@ idempotent:
    waiting job's slot: a parent counts once, so the job goes once) and only
    then drops it. A crash in between leaves it in the box for the next
    pass: the worker's reconciler and ``app.drain()`` each deliver the boxes.
+
+A producer that dies between two of its steps, or a write a failover lost,
+leaves a job parked or deferred with nobody to tell it: the reconciler's
+``audit`` takes such jobs up again, the same idempotent steps.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from . import calls
+from . import calls, job_plans
 from .keys import QueueKeys
 from .plan import Command, Pipeline, Plan, Script
 
@@ -49,10 +53,18 @@ def parents_of(raw: bytes | str | None) -> list[Parent]:
     return [(line.partition("\t")[0], line.partition("\t")[2]) for line in text.splitlines() if "\t" in line]
 
 
-def hold(queue: str, job_id: str, parents: Sequence[Parent], allow_failure: bool, retention_ms: int) -> Plan[str]:
-    """Hold a job just stored until ``parents`` end; its state after the parents that ended were told."""
-    q = QueueKeys(queue)
-    yield Script(calls.defer(q, job_id=job_id, parents=parents_text(parents), allow_failure=allow_failure), (queue,))
+def fields(parents: Sequence[Parent], allow_failure: bool) -> dict[str, str]:
+    """The record fields a waiting job is stored with: what it waits for, whatever happens next."""
+    return {"parents": parents_text(parents), "allow_failure": "1" if allow_failure else ""}
+
+
+def hold(queue: str, job_id: str, parents: Sequence[Parent], retention_ms: int) -> Plan[str]:
+    """Hold a job just stored until ``parents`` end; its state after the parents that ended were told.
+
+    Every step is idempotent, so the producer, and the reconciler after it (``audit``), may run
+    it again, whole or in part: a parent lists the job once, counts once.
+    """
+    yield Script(calls.defer(QueueKeys(queue), job_id=job_id), (queue,))
     state = "deferred"
     for parent_queue, parent_id in dict.fromkeys(parents):
         call = calls.depend(QueueKeys(parent_queue), job_id=parent_id, dependent=f"{queue}\t{job_id}")
@@ -100,3 +112,40 @@ def deliver_boxes(queues: Sequence[str], retention_ms: int) -> Plan[int]:
             end = state.decode() if isinstance(state, bytes) else str(state)
             told += yield from deliver(queue, name, end, retention_ms)
     return told
+
+
+AUDIT_AFTER_MS = 60_000  # a job deferred this long is listed again by each parent, once a minute
+AUDIT_SLICE = 50
+
+
+def audit(queues: Sequence[str], retention_ms: int) -> Plan[int]:
+    """Take up, in slices, what a producer that died mid-call or a write Redis lost left behind.
+
+    A job stored but never held (still due far ahead, with its ``parents``) is held; a job deferred
+    for a minute is listed again by each parent, and told of those that ended. Both are ``hold``
+    again, idempotent, so running beside a live producer changes nothing. How many it looked at.
+    """
+    now = int(time.time() * 1000)
+    looked = 0
+    for queue in queues:
+        q = QueueKeys(queue)
+        parked = yield Command(partial(_range, q.scheduled, now + HELD_FOR_MS // 2, "+inf"), guard=(queue,))
+        stale = yield Command(partial(_range, q.prefix + "deferred", "-inf", now - AUDIT_AFTER_MS), guard=(queue,))
+        if stale:
+            yield Command(partial(_touch, q.prefix + "deferred", stale, now), guard=(queue,))
+        for raw in [*parked, *stale]:
+            job_id = raw.decode() if isinstance(raw, bytes) else str(raw)
+            record = yield from job_plans.read(queue, job_id)
+            parents = parents_of((record or {}).get(b"parents"))
+            if parents:  # else a job due far ahead of the user's own
+                yield from hold(queue, job_id, parents, retention_ms)
+                looked += 1
+    return looked
+
+
+def _range(key: str, low: int | str, high: int | str, client: Any) -> Any:
+    return client.zrangebyscore(key, low, high, start=0, num=AUDIT_SLICE)
+
+
+def _touch(key: str, ids: list[Any], now: int, client: Any) -> Any:
+    return client.zadd(key, dict.fromkeys(ids, now), xx=True)  # looked at again a minute from now

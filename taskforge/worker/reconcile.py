@@ -57,7 +57,9 @@ class Reconciler:
                     self.workflows.deliver_from_record(self.broker, queue, job_id, workflow)
                     repaired += 1
         # Ends of jobs others wait for (depends_on): idempotent reports, so delivered at first sight.
-        repaired += self.broker.drive(dependencies.deliver_boxes(self.queues, self.broker.settings.retention_ms))
+        retention_ms = self.broker.settings.retention_ms
+        repaired += self.broker.drive(dependencies.deliver_boxes(self.queues, retention_ms))
+        repaired += self.broker.drive(dependencies.audit(self.queues, retention_ms))  # what a dead producer left
         cutoff = int(time.time() * 1000) - LAUNCH_GRACE_MS
         for workflow in self.broker.ledger.launching_since(cutoff):
             reply = self.broker.ledger.workflow_flight(workflow)
