@@ -11,7 +11,7 @@ from taskforge import JobState, TaskForge
 from taskforge.broker import dependencies
 from taskforge.broker.keys import QueueKeys
 from taskforge.depending import Parents
-from taskforge.errors import JobNotFound
+from taskforge.errors import ConfigurationError, JobNotFound
 
 RAN: list[str] = []
 
@@ -45,6 +45,7 @@ def test_waits_until_its_parents_succeed(app: TaskForge) -> None:
     b = step.delay("b")
     child = step.apply_async(("child",), depends_on=[a, b.id])
     assert child.status() == JobState.DEFERRED
+    assert [job.id for job in app.find_jobs(state="deferred").jobs] == [child.id]  # search knows the state
     app.drain()
     assert RAN.index("child") > max(RAN.index("a"), RAN.index("b"))
     assert child.status() == JobState.SUCCEEDED
@@ -105,6 +106,21 @@ def test_the_same_report_twice_runs_it_once(app: TaskForge) -> None:
     assert broker.drive(again) == "deferred"  # a counts once: b still to come
     app.drain()
     assert RAN.count("child") == 1
+
+
+def test_a_waiting_job_can_be_cancelled(app: TaskForge) -> None:
+    step, _, _ = make_tasks(app)
+    parent = step.delay("parent")
+    child = step.apply_async(("child",), depends_on=parent)
+    assert child.cancel()
+    app.drain()
+    assert RAN == ["parent"] and child.status() == JobState.CANCELLED
+
+
+def test_countdown_with_depends_on_is_refused(app: TaskForge) -> None:
+    step, _, _ = make_tasks(app)
+    with pytest.raises(ConfigurationError, match="depends_on"):
+        step.apply_async(("child",), countdown=5, depends_on=step.delay("parent"))
 
 
 def test_async_apply_waits_too(app: TaskForge) -> None:
