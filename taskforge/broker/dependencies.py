@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from . import calls, job_plans
+from . import calls, job_plans, junk
 from .keys import QueueKeys
 from .plan import Command, Pipeline, Plan, Script
 
@@ -84,11 +84,11 @@ def deliver(queue: str, parent: str, state: str, retention_ms: int) -> Plan[int]
     """Report ``parent``'s end to every job that waits for it, then drop it from the depbox; how many."""
     q = QueueKeys(queue)
     listed = q.prefix + "dependents:" + parent
-    members = yield Command(lambda client: client.smembers(listed), guard=(queue,))
+    members = yield Command(partial(_members, listed), guard=(queue,), on_error=junk.or_default(listed, set()))
     for member in members:
-        text = member.decode(errors="replace") if isinstance(member, bytes) else str(member)
-        waiting_queue, _, waiting_id = text.partition("\t")
-        yield from report(waiting_queue, waiting_id, parent, state, retention_ms)
+        waiting_queue, _, waiting_id = _text(member).partition("\t")
+        if waiting_queue and waiting_id and state in ENDS:  # else junk: dropped with the rest
+            yield from report(waiting_queue, waiting_id, parent, state, retention_ms)
 
     def drop(pipe: object) -> None:
         pipe.hdel(q.prefix + "depbox", parent)  # type: ignore[attr-defined]
@@ -98,19 +98,29 @@ def deliver(queue: str, parent: str, state: str, retention_ms: int) -> Plan[int]
     return len(members)
 
 
+ENDS = ("succeeded", "dead", "cancelled")
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+
+
 def _box(key: str, client: Any) -> Any:
     return client.hgetall(key)
+
+
+def _members(key: str, client: Any) -> Any:
+    return client.smembers(key)
 
 
 def deliver_boxes(queues: Sequence[str], retention_ms: int) -> Plan[int]:
     """Deliver every end left in the depboxes of ``queues``; how many waiting jobs were told."""
     told = 0
     for queue in queues:
-        ends = yield Command(partial(_box, QueueKeys(queue).prefix + "depbox"), guard=(queue,))
+        box = QueueKeys(queue).prefix + "depbox"
+        ends = yield Command(partial(_box, box), guard=(queue,), on_error=junk.or_default(box, {}))
         for parent, state in ends.items():
-            name = parent.decode() if isinstance(parent, bytes) else str(parent)
-            end = state.decode() if isinstance(state, bytes) else str(state)
-            told += yield from deliver(queue, name, end, retention_ms)
+            told += yield from deliver(queue, _text(parent), _text(state), retention_ms)
     return told
 
 
@@ -129,12 +139,17 @@ def audit(queues: Sequence[str], retention_ms: int) -> Plan[int]:
     looked = 0
     for queue in queues:
         q = QueueKeys(queue)
-        parked = yield Command(partial(_range, q.scheduled, now + HELD_FOR_MS // 2, "+inf"), guard=(queue,))
-        stale = yield Command(partial(_range, q.prefix + "deferred", "-inf", now - AUDIT_AFTER_MS), guard=(queue,))
+        deferred = q.prefix + "deferred"
+        parked = yield Command(
+            partial(_range, q.scheduled, now + HELD_FOR_MS // 2, "+inf"), (queue,), junk.or_default(q.scheduled, [])
+        )
+        stale = yield Command(
+            partial(_range, deferred, "-inf", now - AUDIT_AFTER_MS), (queue,), junk.or_default(deferred, [])
+        )
         if stale:
-            yield Command(partial(_touch, q.prefix + "deferred", stale, now), guard=(queue,))
+            yield Command(partial(_touch, deferred, stale, now), guard=(queue,))
         for raw in [*parked, *stale]:
-            job_id = raw.decode() if isinstance(raw, bytes) else str(raw)
+            job_id = _text(raw)
             record = yield from job_plans.read(queue, job_id)
             parents = parents_of((record or {}).get(b"parents"))
             if parents:  # else a job due far ahead of the user's own

@@ -99,7 +99,7 @@ local function finish(id, jk, state, now, ttl, extra, meta)
   if redis.call('HEXISTS', jk, 'dependents') == 1 then
     -- Jobs wait for this one (depends_on, depend.lua): its end waits in the depbox, in this
     -- step, until reported to each of them (dep_report.lua) and dropped.
-    redis.call('HSET', PREFIX .. 'depbox', id, state)
+    redis.pcall('HSET', PREFIX .. 'depbox', id, state)  -- damaged: the audit lists its dependents again
   end
 end
 
