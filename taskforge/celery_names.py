@@ -25,7 +25,7 @@ MODULE = {
     "Celery": "TaskForge('proj', broker=...) is the app",
     "shared_task": "register tasks on the app: @app.task",
     "signature": "task.s(*args, **kwargs) (or task.si(...)) builds a signature",
-    "states": "JobState holds the states (pending, scheduled, running, retrying, succeeded, dead, cancelled)",
+    "states": "JobState holds the states (pending, scheduled, deferred, running, retrying, succeeded, dead, cancelled)",
     "current_app": "import your app where you need it; inside a task, current_job() names the job",
 }
 

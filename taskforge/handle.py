@@ -189,7 +189,7 @@ class JobHandle(Generic[R]):
         return job_info(self.id, self.queue, fields, held)
 
     def cancel(self) -> bool:
-        """True if the job was pending, scheduled or retrying and will now never run."""
+        """True if the job was pending, scheduled, retrying or deferred and will now never run."""
         return self._stop(job_plans.cancel) == 1
 
     def retry(self) -> bool:

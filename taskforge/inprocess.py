@@ -29,6 +29,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from . import joins
+from .broker import dependencies
 from .handle import JobHandle
 
 if TYPE_CHECKING:
@@ -114,6 +115,8 @@ def sweep(
         # Read again each pass: a workflow's next step may be on a queue not seen before.
         queues = list(dict.fromkeys([*app.queues(), *broker.jobs.queues()]))
         claimed = again = False
+        # Ends of jobs others wait for (depends_on), as a worker's reconciler delivers them.
+        broker.drive(dependencies.deliver_boxes(queues, broker.settings.retention_ms))
         for queue in queues:
             if done():
                 return

@@ -23,6 +23,7 @@ class JobState(str, enum.Enum):
 
     PENDING = "pending"
     SCHEDULED = "scheduled"
+    DEFERRED = "deferred"  # waits for the jobs it depends on (``apply_async(..., depends_on=...)``)
     RUNNING = "running"
     RETRYING = "retrying"
     SUCCEEDED = "succeeded"

@@ -126,7 +126,11 @@ SEND_OPTIONS: Hints = {
 
 # keywords of a call (``delay``, ``queue.enqueue``...) that RQ takes as options, not as the function's
 CALL: Hints = {
-    "depends_on": ("RQ", _CHAIN),
+    "depends_on": (
+        "RQ",
+        "task.apply_async((...), depends_on=job) waits for jobs that exist (a handle or an id, or a list; "
+        "allow_failure=True runs it even when one fails); steps sent together are a chain(...)",
+    ),
     "job_timeout": ("RQ", "@app.task(timeout=seconds), or task.with_options(timeout=seconds).delay(...)"),
     "result_ttl": ("RQ", "TaskForge(retention=...) keeps finished records that long"),
     "failure_ttl": ("RQ", "TaskForge(dead_retention=...) keeps dead records that long"),

@@ -15,6 +15,7 @@ from .bounds import is_real_number
 from .building import build_job
 from .call_arguments import celery_call, delay_ms, dramatiq_call, due_ms, validate_job_id
 from .decorator_options import PER_CALL, Keep, for_call
+from .depending import DependsOn, Parents, aenqueue_after, enqueue_after
 from .errors import ConfigurationError, SerializationError
 from .handle import JobHandle, async_access
 from .job import BackoffPolicy, Priority, backoff_policy
@@ -137,6 +138,8 @@ class Task(Generic[P, R]):
         queue: str | None = None,
         priority: Priority | str | int | None = None,
         task_id: str | None = None,
+        depends_on: DependsOn | None = None,
+        allow_failure: bool = False,
         **celery_options: NoReturn,
     ) -> JobHandle[R]:
         """Celery's spelling of ``delay()`` with options, for code being ported.
@@ -145,12 +148,15 @@ class Task(Generic[P, R]):
         ``with_options(job_id=)``, ``queue`` and ``priority`` are
         ``with_options``'s (``priority`` is a taskforge ``Priority``: low,
         normal, high, critical). Any other Celery option raises ``TypeError``
-        naming the taskforge way, so nothing is silently ignored.
+        naming the taskforge way, so nothing is silently ignored. ``depends_on``: see ``depending.py``.
         """
         call_args, call_kwargs, timing = celery_call(
             self.name, args, kwargs, countdown, eta, celery_options, self.app.zone
         )
-        return self._celery_task(queue, priority, task_id)._enqueue_one(call_args, call_kwargs, **timing)
+        task = self._celery_task(queue, priority, task_id)
+        if depends_on is None:
+            return task._enqueue_one(call_args, call_kwargs, **timing)
+        return enqueue_after(task, Parents.of(self.name, depends_on, allow_failure, timing), call_args, call_kwargs)
 
     async def aapply_async(
         self,
@@ -161,13 +167,20 @@ class Task(Generic[P, R]):
         queue: str | None = None,
         priority: Priority | str | int | None = None,
         task_id: str | None = None,
+        depends_on: DependsOn | None = None,
+        allow_failure: bool = False,
         **celery_options: NoReturn,
     ) -> JobHandle[R]:
         """``apply_async()``, awaited: never blocks the event loop (every task has it, as it has ``adelay``)."""
         call_args, call_kwargs, timing = celery_call(
             self.name, args, kwargs, countdown, eta, celery_options, self.app.zone
         )
-        return await self._celery_task(queue, priority, task_id)._aenqueue_one(call_args, call_kwargs, **timing)
+        task = self._celery_task(queue, priority, task_id)
+        if depends_on is None:
+            return await task._aenqueue_one(call_args, call_kwargs, **timing)
+        return await aenqueue_after(
+            task, Parents.of(self.name, depends_on, allow_failure, timing), call_args, call_kwargs
+        )
 
     def send(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
         """Dramatiq's spelling of ``delay()``: the same job, for code being ported."""

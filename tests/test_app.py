@@ -211,12 +211,14 @@ def test_job_state_values() -> None:
     assert [s.value for s in JobState] == [
         "pending",
         "scheduled",
+        "deferred",
         "running",
         "retrying",
         "succeeded",
         "dead",
         "cancelled",
     ]
+    assert not JobState.DEFERRED.finished  # it waits for the jobs it depends on
     assert issubclass(JobState, str) and JobState("dead") is JobState.DEAD
     assert JobState.RUNNING == "running"
 

@@ -26,6 +26,7 @@ API_MODULES = [
     "taskforge.celery_names",
     "taskforge.context",
     "taskforge.decorator_options",
+    "taskforge.depending",
     "taskforge.errors",
     "taskforge.finals",
     "taskforge.handle",

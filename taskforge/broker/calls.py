@@ -310,6 +310,21 @@ def workflow_resume(w: WorkflowKeys, *, finish: bool) -> ScriptCall[replies.Resu
     return ScriptCall("workflow_resume", w, ["1" if finish else "0"], replies.decode_workflow_resume)
 
 
+# -- depends_on: a job that waits for jobs that exist (``dependencies.py``) ----------------------
+
+
+def defer(q: QueueKeys, *, job_id: str) -> ScriptCall[int]:
+    return ScriptCall("defer", q, [job_id], int)
+
+
+def depend(q: QueueKeys, *, job_id: str, dependent: str) -> ScriptCall[str]:
+    return ScriptCall("depend", q, [job_id, dependent], replies.text)
+
+
+def dep_report(q: QueueKeys, *, job_id: str, parent: str, state: str, retention_ms: int) -> ScriptCall[str]:
+    return ScriptCall("dep_report", q, [job_id, parent, state, retention_ms], replies.text)
+
+
 # Script name -> its typed call: what the header test walks.
 CALLS: dict[str, Callable[..., ScriptCall[Any]]] = {
     "enqueue": enqueue,
@@ -348,4 +363,7 @@ CALLS: dict[str, Callable[..., ScriptCall[Any]]] = {
     "workflow_flight": workflow_flight,
     "replan_steps": replan_steps,
     "workflow_resume": workflow_resume,
+    "defer": defer,
+    "depend": depend,
+    "dep_report": dep_report,
 }

@@ -100,6 +100,9 @@ class Field(str, enum.Enum):
     LANE = "lane"  # the lane a keyed job waits in: its key, with its task's name when the task has limits
     STREAM_LENGTH = "stream_length"  # items in the job's stream (stream.lua); absent: none
     STREAM_LAST = "stream_last"  # "<token>:<n>": the run and number of the item written last (a repeat writes none)
+    PARENTS = "parents"  # depends_on: "<queue>\t<id>" lines, the jobs it waits for (stored at enqueue)
+    ALLOW_FAILURE = "allow_failure"  # '1': it runs even when one of them ends dead or cancelled
+    DEPENDENTS = "dependents"  # '1': jobs wait for this one (depend.lua): its end goes to the depbox
     DEBOUNCE_FIRST = (
         "debounce_first"  # ms: the first call of a debounced job's burst (its debounce_max_wait counts from it)
     )

@@ -160,6 +160,11 @@ def decode_state(raw: Any) -> str | None:
     return raw.decode(errors="replace") if raw else None  # junk: not a state, read as dead
 
 
+def text(raw: Any) -> str:
+    """A script's string reply as text ('' for none)."""
+    return raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw or "")
+
+
 class StepToSend(NamedTuple):
     """A workflow step whose turn came: its index, its spec (msgpack) and the results it receives.
 

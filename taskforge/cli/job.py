@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 import click
 
+from ..depending import waits_for
 from ..errors import JobNotFound
 from ..job import JobInfo, JobState
 from ..job_json import job_to_json, jsonable
@@ -51,6 +52,7 @@ STATE_COLOURS = {
     JobState.RETRYING: "yellow",
     JobState.DEAD: "red",
     JobState.CANCELLED: "magenta",
+    JobState.DEFERRED: "yellow",
 }
 
 
@@ -71,13 +73,15 @@ def job(app: str, job_id: str, as_json: bool) -> None:
     the_app = open_app(app)
     with cli_errors(), missing_is_usage():
         info = the_app.job(job_id).info()
+        parents = waits_for(the_app, info.queue, info.id)
     if as_json:
         click.echo(json.dumps(job_to_json(info), indent=2))
     else:
-        click.echo(format_job(info))
+        click.echo(format_job(info, parents))
 
 
-def format_job(info: JobInfo) -> str:
+def format_job(info: JobInfo, parents: list[tuple[str, str, str]] | None = None) -> str:
+    """The record as rows; ``parents``: what it waits for (``depends_on``), each job's queue, id, state."""
     data = info.to_dict()
     rows = [
         ("id", printable(info.id)),
@@ -97,6 +101,8 @@ def format_job(info: JobInfo) -> str:
         rows.append(("key", printable(info.key)))
     if info.held is not None:
         rows.append(("held back", click.style(printable(info.held), fg="yellow")))
+    waits = "waits for" if info.state is JobState.DEFERRED else "depended on"
+    rows += [(waits, f"{printable(job)} ({state}, queue {printable(q)})") for q, job, state in parents or ()]
     rows += [(f"header {printable(name)}", printable(value)) for name, value in info.headers.items()]
     rows += [(f"step {name}", repr(value)) for name, value in info.steps.items()]
     if info.stream_length:

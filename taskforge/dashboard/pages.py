@@ -20,6 +20,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
 from .. import status as tf_status
+from ..depending import waits_for
 from ..errors import JobNotFound
 from ..handle import JobHandle
 from ..job import JobState
@@ -145,9 +146,10 @@ def handle_for(app: Any, job_id: str, queue: str | None) -> JobHandle[Any]:
 
 
 def job(request: Request) -> Response:
-    handle = handle_for(app_of(request), request.path_params["job_id"], request.query_params.get("queue"))
-    info = handle.info()
-    return render(request, "job.html", job=info, JobState=JobState, values=values.shown(info))
+    app = app_of(request)
+    info = handle_for(app, request.path_params["job_id"], request.query_params.get("queue")).info()
+    parents = waits_for(app, info.queue, info.id)  # depends_on: each job it waits for, and its state
+    return render(request, "job.html", job=info, JobState=JobState, values=values.shown(info), parents=parents)
 
 
 def download(request: Request) -> Response:

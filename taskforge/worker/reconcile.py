@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..broker import dependencies
 from ..workflow_seam import WorkflowSeam, installed
 
 if TYPE_CHECKING:
@@ -55,6 +56,8 @@ class Reconciler:
                     log.info("workflow %s: delivering the report of step %s left behind", workflow, job_id)
                     self.workflows.deliver_from_record(self.broker, queue, job_id, workflow)
                     repaired += 1
+        # Ends of jobs others wait for (depends_on): idempotent reports, so delivered at first sight.
+        repaired += self.dependencies()
         cutoff = int(time.time() * 1000) - LAUNCH_GRACE_MS
         for workflow in self.broker.ledger.launching_since(cutoff):
             reply = self.broker.ledger.workflow_flight(workflow)
@@ -74,6 +77,18 @@ class Reconciler:
             self.next_audit = time.monotonic() + AUDIT_EVERY_S
             repaired += self.audit()
         return repaired
+
+    def dependencies(self) -> int:
+        """Ends of jobs others wait for (depends_on) reported, and what a dead producer left held;
+        a failure (damage, an outage) is logged and waits for the next pass, never stops the worker."""
+        retention_ms, told = self.broker.settings.retention_ms, 0
+        for queue in self.queues:  # one queue's damage holds up no other
+            try:
+                told += self.broker.drive(dependencies.deliver_boxes([queue], retention_ms))
+                told += self.broker.drive(dependencies.audit([queue], retention_ms))
+            except Exception as exc:
+                log.warning("depends_on: the reports of queue %s wait for the next pass (%s)", queue, exc)
+        return told
 
     def audit(self) -> int:
         """Look over a slice of the workflows running for a while, and take up what nobody will.

@@ -65,6 +65,7 @@ NOT_FIELDS = {
     "index", "index_at", "a", "t", "k", "d", "c",  # the search index, its sweep's place, its entries' prefixes
     "expiring",  # the index entries of finished records, by when each record expires
     "tidy", "forget", "lanes", "jobs", "lane_",  # forget.lua's phases and the names of what holds a job
+    "deferred", "depbox",  # depends_on: the jobs held waiting, the ends not yet reported to them
 }  # fmt: skip
 
 

@@ -220,7 +220,10 @@ def every_script(app: TaskForge, queue: str) -> None:
     # The workflow scripts, in the workflow's own slot; cancel_steps in the queue's.
     flow = chain(plain.s(1), plain.s(), on_failure=plain.si(0)).delay()
     assert b.ledger.workflow_flight(flow.id).state == "running"  # what the reconciler asks of a launch
+    # depends_on: held (defer), listed by its parent (depend), told of its end by the drain (dep_report).
+    waiting = plain.apply_async((8,), depends_on=plain.delay(7))
     app.drain()
+    assert waiting.result(timeout=5) == 8
     assert flow.result(timeout=5) == 1
     # A big delay_many and a big group, in slices and pieces (knobs set small): their keys too.
     sizes = (batches.SLICE_JOBS, workflow_pieces.PIECE_UNITS)

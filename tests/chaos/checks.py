@@ -12,6 +12,7 @@ from taskforge import TaskForge
 from taskforge.serialization import loads_call
 
 from .analysis import Run, classify, documented_keyspace, keyspace_violation, parse_runs
+from .dependencies import check_dependencies, designed_final
 from .durable_checks import StreamReaders, check_durable
 from .faults import KINDS as FAULT_KINDS
 from .faults import FaultDriver
@@ -25,7 +26,7 @@ from .producer import Producer
 
 QUEUES = {kind.queue for kind in KINDS.values()}
 FINAL = {"succeeded", "dead", "cancelled"}
-UNFINISHED_SETS = ("pending", "scheduled", "running")
+UNFINISHED_SETS = ("pending", "scheduled", "running", "deferred")
 FLOW_ENDS = ("succeeded", "dead", "cancelled", "running")
 
 
@@ -168,7 +169,6 @@ def check_outcomes(
     """Every acknowledged job final, as designed, with its side effect; returns how many were lost."""
     lost = 0
     for job in jobs:
-        kind = KINDS[job.kind]
         fields = records.get(job.job_id or "")
         if job.token is None or fields is None:
             lost += 1
@@ -184,10 +184,10 @@ def check_outcomes(
             report.problem(
                 f"LOST: job {job.job_id} ({job.kind}, token {job.token}) is still {state!r}: {error}; runs: {ran}"
             )
-        elif state != kind.final:
+        elif state != designed_final(job, jobs):
             report.problem(
                 f"job {job.job_id} ({job.kind}, token {job.token}) ended {state}, designed to end "
-                f"{kind.final}: {error}; runs: {ran}"
+                f"{designed_final(job, jobs)}: {error}; runs: {ran}"
             )
         if state == "succeeded" and not any(r.outcome == "ok" for r in runs[job.token]):
             lost += 1
@@ -393,6 +393,7 @@ def check_all(
     check_turns_left(url, client, report)
     runs = read_runs(side, prefix, sorted(producer.token_owner))
     lost = check_outcomes(jobs, records, token_of, runs, report)
+    dependents = check_dependencies(jobs, runs, report.problem)
     phantoms = check_phantoms(jobs, records, token_of, report)
     explained, unexplained = count_duplicates(driver, producer, jobs, token_of, runs, report)
     flows = check_workflows(url, client, side, prefix, driver, flow_producer.flows, runs, report)
@@ -415,7 +416,7 @@ def check_all(
         f"faults={{{faults}}} "
         f"successors enqueued once={flows.successors_once}/{flows.successors} "
         f"duplicates explained={explained + flows.explained} unexplained={unexplained + flows.unexplained} "
-        f"lost={lost + flows.lost}"
+        f"lost={lost + flows.lost} dependents={dependents}"
     )
     refused = sum(1 for x in driver.unexpected if x.refused)
     report.stats = (

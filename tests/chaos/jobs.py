@@ -83,6 +83,8 @@ class JobPlan:
     tokens: list[int] = field(default_factory=list)  # every token tried, in order
     job_id: str | None = None  # set once an enqueue call returned
     token: int | None = None  # the token of the acknowledged call
+    parents: tuple[int, ...] = ()  # depends_on: the indexes of earlier jobs it waits for (dependencies.py)
+    allow_failure: bool = False  # it runs even when one of them does not succeed
 
     def args(self, token: int) -> tuple[Any, ...]:
         return (token, *self.extra)
@@ -126,6 +128,9 @@ def plan_jobs(rng: random.Random, n: int) -> list[JobPlan]:
             continue
         jobs.append(JobPlan(len(jobs), kind, extra, priority, delay))
     make_some_async(rng, jobs)
+    from .dependencies import plan_dependencies  # it reads this module's kinds
+
+    plan_dependencies(rng, jobs)
     return jobs
 
 

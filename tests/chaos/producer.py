@@ -114,4 +114,7 @@ class Producer(threading.Thread):
             return [h.id for h in task.delay_many([job.args(t) for job, t in zip(group, tokens, strict=True)])]
         if first.delay:
             return [task.apply_in(first.delay, *first.args(tokens[0])).id]
+        if first.parents:  # sent in order: each parent's call was acknowledged before this one
+            parents = [self.jobs[index].job_id or "" for index in first.parents]
+            return [task.apply_async(first.args(tokens[0]), depends_on=parents, allow_failure=first.allow_failure).id]
         return [task.delay(*first.args(tokens[0])).id]

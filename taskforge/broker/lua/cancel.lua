@@ -1,4 +1,4 @@
--- cancel: a job that has not started (pending, scheduled, retrying) will never run.
+-- cancel: a job that has not started (pending, scheduled, retrying, deferred) will never run.
 -- KEYS[1] pending         the queue's pending set (routes the call to the queue's slot)
 -- ARGV[1] prefix          the queue's key prefix
 -- ARGV[2] job_id

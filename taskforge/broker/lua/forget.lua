@@ -13,6 +13,7 @@ local function holding()
   local sets = {
     {'pending', PENDING}, {'scheduled', SCHEDULED}, {'running', RUNNING}, {'dead', DEAD},
     {'lanes', TURNS}, {'held', HELD}, {'outbox', PREFIX .. 'outbox'},
+    {'deferred', PREFIX .. 'deferred'}, {'depbox', PREFIX .. 'depbox'},
   }
   for _, set in ipairs(sets) do
     if redis.call('EXISTS', set[2]) == 1 then

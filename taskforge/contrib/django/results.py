@@ -19,6 +19,7 @@ from .values import for_django, from_text
 _STATUS = {
     JobState.PENDING: TaskResultStatus.READY,
     JobState.SCHEDULED: TaskResultStatus.READY,
+    JobState.DEFERRED: TaskResultStatus.READY,  # waits for the jobs it depends on
     JobState.RETRYING: TaskResultStatus.READY,
     JobState.RUNNING: TaskResultStatus.RUNNING,
     JobState.SUCCEEDED: TaskResultStatus.SUCCESSFUL,

@@ -96,6 +96,11 @@ local function finish(id, jk, state, now, ttl, extra, meta)
     -- workflow's own slot; it is removed only once delivered.
     redis.call('HSET', PREFIX .. 'outbox', id, meta[3])
   end
+  if redis.call('HEXISTS', jk, 'dependents') == 1 then
+    -- Jobs wait for this one (depends_on, depend.lua): its end waits in the depbox, in this
+    -- step, until reported to each of them (dep_report.lua) and dropped.
+    redis.pcall('HSET', PREFIX .. 'depbox', id, state)  -- damaged: the audit lists its dependents again
+  end
 end
 
 -- The fencing rule (README.md): a report about a claim counts only while the
@@ -113,7 +118,7 @@ local function claim_guard(jk, token, ...)
   return f[1] == token and f[2] == 'running', f
 end
 
--- Cancel a job that has not started (pending, scheduled or retrying): it will
+-- Cancel a job that has not started (pending, scheduled, retrying or deferred): it will
 -- never run.  Shared by cancel and abort (`extra`: field/value pairs to write
 -- with the final state).  Returns 1, or 0 when the job is running or finished
 -- (too late to cancel it this way).
@@ -122,6 +127,9 @@ local function cancel_unstarted(id, jk, state, ttl, extra)
     remove_pending(id, jk)
   elseif state == 'scheduled' or state == 'retrying' then
     redis.call('ZREM', SCHEDULED, id)
+  elseif state == 'deferred' then
+    redis.call('ZREM', PREFIX .. 'deferred', id)
+    redis.call('DEL', PREFIX .. 'met:' .. id)
   else
     return 0
   end
