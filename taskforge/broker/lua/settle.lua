@@ -31,7 +31,7 @@ for i = 11, #ARGV, 3 do
     end
   else
     local ours, f = claim_guard(jk, ARGV[i + 1], 'group', 'unique', 'waiting', 'workflow',
-      'lane', 'stream_length', 'created_at', 'task', 'key')
+      'lane', 'stream_length', 'created_at', 'task', 'key', 'dependents')
     if ours then
       mine[#mine + 1] = i
       fields[#mine] = f
@@ -54,7 +54,7 @@ for n, i in ipairs(mine) do
   local jk = job_key(id)
   release_slot(id, jk, f[3], f[7])
   finish(id, jk, 'succeeded', now, tonumber(ARGV[2]), {'result', ARGV[i + 2], 'outcome_token', token},
-    {f[4], f[5], f[6], f[8], f[9], f[10], f[11]})
+    {f[4], f[5], f[6], f[8], f[9], f[10], f[11], f[12]})
 end
 if #mine > 0 then
   trim_finished(tonumber(ARGV[3]), 2 * #mine)

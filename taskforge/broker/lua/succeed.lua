@@ -31,10 +31,10 @@ local jk = job_key(id)
 local ok = 0
 local now = now_ms()
 local ours, f = claim_guard(jk, token, 'group', 'unique', 'waiting', 'workflow', 'lane',
-  'stream_length', 'created_at', 'task', 'key')
+  'stream_length', 'created_at', 'task', 'key', 'dependents')
 if ours then
   leave_running(id, jk, f[3], f[7])
-  finish(id, jk, 'succeeded', now, tonumber(ARGV[5]), {'result', ARGV[4], 'outcome_token', token}, {f[4], f[5], f[6], f[8], f[9], f[10], f[11]})
+  finish(id, jk, 'succeeded', now, tonumber(ARGV[5]), {'result', ARGV[4], 'outcome_token', token}, {f[4], f[5], f[6], f[8], f[9], f[10], f[11], f[12]})
   trim_finished(tonumber(ARGV[6]), 2)
   ok = 1
 end

@@ -66,13 +66,14 @@ end
 
 -- The end of a job: its final state (plus `extra` field/value pairs) in one
 -- HSET.  `meta` is {unique, waiting, workflow, stream_length, created_at,
--- task, key} when the caller already read those fields, else nil: every
+-- task, key, dependents} when the caller already read those fields, else nil: every
 -- redis.call costs a few microseconds inside Redis, so the hot path reads
 -- each job's fields once.  A job that streamed gets its stream the record's
 -- expiry; one that did not pays nothing for streams.  The record's EXPIRING
 -- member says when its index entries go.
 local function finish(id, jk, state, now, ttl, extra, meta)
-  meta = meta or redis.call('HMGET', jk, 'unique', 'waiting', 'workflow', 'stream_length', 'created_at', 'task', 'key')
+  meta = meta or redis.call('HMGET', jk, 'unique', 'waiting', 'workflow', 'stream_length', 'created_at', 'task', 'key',
+    'dependents')
   release_unique(id, meta[1])
   local fields = {'state', state, 'finished_at', now, 'token', ''}
   for _, v in ipairs(extra or {}) do
@@ -96,7 +97,7 @@ local function finish(id, jk, state, now, ttl, extra, meta)
     -- workflow's own slot; it is removed only once delivered.
     redis.call('HSET', PREFIX .. 'outbox', id, meta[3])
   end
-  if redis.call('HEXISTS', jk, 'dependents') == 1 then
+  if meta[8] then
     -- Jobs wait for this one (depends_on, depend.lua): its end waits in the depbox, in this
     -- step, until reported to each of them (dep_report.lua) and dropped.
     redis.pcall('HSET', PREFIX .. 'depbox', id, state)  -- damaged: the audit lists its dependents again
