@@ -82,6 +82,7 @@ class Running:
     started: float = field(default_factory=time.monotonic)
     timed_out: bool = False
     give_back: bool = False
+    interrupted: bool = False  # a shutdown's grace ran out: given back, recorded as cut short (it ran)
     outcome_unknown: bool = False  # ran and passed in a batch whose child died: its success may be unrecorded
     aborted: bool = False
     cancel_sent: float | None = None  # when the child was asked to cancel this async job
@@ -385,11 +386,12 @@ class Pool:
             signal_child(slot, signal.SIGTERM)
 
     def kill_all(self) -> None:
-        """The grace period is over: kill every child, and give its jobs back to their queues unrun."""
+        """The grace period is over: kill every child, and give its jobs back to their queues, recorded as
+        interrupted (they ran; those of a batch not started go back unrun, ``reap``)."""
         for slot in self.children.values():
             if not slot.killed:
                 for running in slot.lanes.values():
-                    running.give_back = True
+                    running.give_back = running.interrupted = True
                 slot.kill()
 
     def kill_now(self) -> None:

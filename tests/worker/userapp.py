@@ -221,3 +221,25 @@ def keyed_span(account, seconds):
 @app.task(key="account", key_rate_limit="4/s")
 def keyed_rated(account):
     return account
+
+
+@app.task(max_attempts=1)
+def slow_first(key, seconds):
+    """No retries; its first run takes ``seconds`` (long enough to be killed or stopped), the next ones none."""
+    runs = side.incr(f"side:{key}:runs")
+    side.rpush(f"side:{key}:started", os.getpid())
+    if runs == 1:
+        time.sleep(seconds)
+    return runs
+
+
+@app.task(max_attempts=1)
+def kills_its_child(key):
+    side.incr(f"side:{key}:runs")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@app.task(max_attempts=5)
+def kills_its_child_often(key):
+    side.incr(f"side:{key}:runs")
+    os._exit(9)
