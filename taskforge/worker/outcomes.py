@@ -121,6 +121,9 @@ class PendingOutcomes:
         job = running.job
         delay = retry_delay(self.app, job.task, job.attempts)
         state = self.app.broker.claims.fail(job.queue, job.job_id, job.token, error, "", delay, kind)
+        if state == "dead" and kind is FailureKind.CRASHED:  # its worker losses spent: fail.lua wrote WorkerLost
+            error = self.app.broker.claims.job_fields(job.queue, job.job_id, ["error"])[0] or error
+            kind = FailureKind.WORKER_LOST
         if state == "dead":  # the record says why: the listeners read it there
             self.app.finals.ended(self.app.broker, FinalTransition(job.queue, job.job_id, "dead"))
         duration = time.monotonic() - running.started

@@ -16,6 +16,7 @@ import signal
 import pytest
 
 from taskforge import JobState
+from taskforge.cli.job import format_job
 
 from .conftest import final, wait_for
 from .test_rescue import listed
@@ -36,6 +37,7 @@ def test_a_job_without_retries_survives_a_kill_9_of_its_whole_worker(start_worke
     assert handle.result(timeout=1) == 2
     assert (info.attempts, info.losses) == (1, 1)  # the lost run used a loss, not the only attempt
     assert info.error is not None and info.error.startswith("WorkerLost")
+    assert "lost runs" in format_job(info)
 
 
 @pytest.mark.parametrize("task", ["kills_its_child", "kills_its_child_often"])
@@ -62,6 +64,7 @@ def test_a_run_cut_short_by_shutdown_is_recorded_interrupted_and_runs_again(star
     assert (info.attempts, info.interrupted) == (0, 1)
     assert info.error is not None and info.error.startswith("Interrupted: the worker stopped (SIGTERM")
     assert info.error_type == "taskforge.errors.Interrupted"
+    assert "cut short by a worker's shutdown" in format_job(info)  # what `taskforge job` prints
     start_worker("-c", "1")
     assert final(handle, 30) is JobState.SUCCEEDED
     after = handle.info()

@@ -94,10 +94,10 @@ local function take(rows, token, now, lease, fields, charged)
     end
     if group then
       count_start(limit_spec(LIMITS, group), PREFIX .. 'active:' .. group, PREFIX .. 'rate:' .. group, id,
-        attempts, now)
+        token, now)
     end
     if lane then
-      count_start(row[8], PREFIX .. 'key_active:' .. lane, PREFIX .. 'key_rate:' .. lane, id, attempts, now)
+      count_start(row[8], PREFIX .. 'key_active:' .. lane, PREFIX .. 'key_rate:' .. lane, id, token, now)
     end
   end
   return charged
