@@ -134,6 +134,7 @@ class DecoratorOptions:
         "uses no attempt, so `max_attempts=1` still survives a `kill -9`; 0: the first loss ends it",
         "2",
         lambda name, value: checked_count(name, value, low=0, hint=" (lost runs allowed)"),
+        per_call=True,
         worker_defined=True,
     )
     timeout: float | None = option(

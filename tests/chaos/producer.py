@@ -38,11 +38,13 @@ class Producer(threading.Thread):
         # A job's key and its key's cap are decided where the call is made: the
         # producer declares the keyed tasks as the workers' app does.
         for name in ("keyed", "aio_keyed"):
-            self.app.task(name=f"{APP_MODULE}.{name}", key="account", key_concurrency=KEY_CAP, max_attempts=PATIENT)(
+            patient = {"max_attempts": PATIENT, "max_worker_losses": PATIENT}
+            self.app.task(name=f"{APP_MODULE}.{name}", key="account", key_concurrency=KEY_CAP, **patient)(
                 _keyed_stand_in
             )
         for name in ("turns", "aio_turns"):
-            self.app.task(name=f"{APP_MODULE}.{name}", key="account", max_attempts=PATIENT)(_turns_stand_in)
+            patient = {"max_attempts": PATIENT, "max_worker_losses": PATIENT}
+            self.app.task(name=f"{APP_MODULE}.{name}", key="account", **patient)(_turns_stand_in)
         self.jobs = jobs
         self.pace = pace  # how many jobs should have been enqueued by now
         self.log = log
