@@ -100,7 +100,8 @@ class Producer(threading.Thread):
         kind = KINDS[first.kind]
         if first.by_name:
             return [self.app.send(first.task, *first.args(tokens[0])).id]
-        options: dict[str, Any] = {"queue": kind.queue, "max_attempts": kind.max_attempts}
+        # Patient with the faults' kills (worker losses) as with attempts: only bad faults may end a job.
+        options: dict[str, Any] = {"queue": kind.queue, "max_attempts": kind.max_attempts, "max_worker_losses": PATIENT}
         if first.priority:
             options["priority"] = first.priority
         task = self.app.task_for(first.task).with_options(**options)
