@@ -161,6 +161,7 @@ class TaskForge:
         queue: str = "default",
         priority: Priority | str | int = Priority.NORMAL,
         max_attempts: int = 3,
+        max_worker_losses: int = 2,
         timeout: float | None = None,
         backoff: float | BackoffPolicy = 1.0,
         unique: bool = False,
@@ -185,11 +186,10 @@ class TaskForge:
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Register a function as a task: ``@app.task`` or ``@app.task(priority="high", ...)``.
 
-        Every option is checked here, so a typo fails at import time rather
-        than in a worker at 3 a.m.; Celery's options (``bind=True``...) raise
-        ``TypeError`` naming the taskforge way. (The options are declared in
-        ``decorator_options.py``, which checks their values; the second
-        overload repeats them for type checkers, and a test holds it to them.)
+        Every option is checked here, so a typo fails at import time, not in a
+        worker at 3 a.m.; Celery's options (``bind=True``...) raise ``TypeError``
+        naming the taskforge way. (Declared in ``decorator_options.py``; the
+        second overload repeats them for type checkers, held to them by a test.)
         """
         reject_options("@app.task", {k: v for k, v in given.items() if k not in OPTION_NAMES})
         declared = DecoratorOptions(**given)

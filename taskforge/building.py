@@ -41,7 +41,7 @@ def build_job(
     if opts.unique_for is not None:
         unique_digest = task.unique_lock(args, kwargs, payload)
         lock_ttl_ms = int(opts.unique_for * 1000)
-    fields = opts.retry_fields()
+    fields = opts.record_fields()
     expires_at_ms, expires_in_ms = None, 0
     if opts.expires is not None:
         if isinstance(opts.expires, datetime):

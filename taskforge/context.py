@@ -38,6 +38,10 @@ def set_worker(worker_id: str) -> None:
 class CurrentJob:
     """The job the calling task runs: its id, attempt (1 for the first run), headers and progress.
 
+    ``attempt`` counts the runs that count against ``max_attempts``: a run
+    lost with its worker or cut short by a shutdown used none, so the run
+    after it has the same number.
+
     ``enqueued_at`` is when the job was stored (Redis's clock, as
     ``JobInfo.created_at``); ``started_at`` when this run started (the
     worker's clock, read as it began the run: a retry's is its own). Both

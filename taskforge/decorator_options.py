@@ -128,6 +128,16 @@ class DecoratorOptions:
         per_call=True,
         worker_defined=True,
     )
+    max_worker_losses: int = option(
+        2,
+        "runs that may lose their worker (`kill -9`, a lost host, a child process that died: "
+        "segfault, `os._exit`, out of memory) before the job ends dead as `WorkerLost`; such a run "
+        "uses no attempt, so `max_attempts=1` still survives a `kill -9`; 0: the first loss ends it",
+        "2",
+        lambda name, value: checked_count(name, value, low=0, hint=" (lost runs allowed)"),
+        per_call=True,
+        worker_defined=True,
+    )
     timeout: float | None = option(
         None,
         "seconds a run may take before the worker kills it",

@@ -18,6 +18,7 @@ Catch ``TaskforgeError`` to handle them all::
     ├── CorruptJob                  a job's record cannot be run (junk written by something else)
     ├── Aborted                     JobHandle.abort() stopped the job
     ├── Expired                     the job was not started by its ``expires`` time
+    ├── Interrupted                 a worker's shutdown cut the run short; the job runs again
     ├── QueueNotEmpty               forgetting a queue that still holds jobs; nothing was deleted
     ├── JobNotFound                 no such job (never existed, or past its retention)
     │   └── WorkflowNotFound        no such workflow
@@ -27,7 +28,7 @@ Catch ``TaskforgeError`` to handle them all::
     ├── MetricsPortUnavailable      ``worker --metrics-port`` cannot be bound
     └── DashboardPortUnavailable    the dashboard's address cannot be bound
 
-``HardTimeout`` to ``Expired`` are never raised in the caller's process:
+``HardTimeout`` to ``Interrupted`` are never raised in the caller's process:
 they name why a worker ended a job, so that ``TaskFailed.error_type`` and
 ``JobInfo.error_type`` always hold the path of a class that imports.
 
@@ -60,6 +61,7 @@ __all__ = [
     "DashboardPortUnavailable",
     "Expired",
     "HardTimeout",
+    "Interrupted",
     "JobNotFound",
     "LeaseLost",
     "MetricsPortUnavailable",
@@ -206,6 +208,10 @@ class Expired(TaskforgeError):
     """The job was not started by its ``expires`` time: it ended cancelled, unrun."""
 
 
+class Interrupted(TaskforgeError):
+    """A worker's shutdown (its grace ran out) cut the run short: the job went back and runs again."""
+
+
 def class_path(error: BaseException | type[BaseException]) -> str:
     """``module.qualname`` of an exception (or its class): what ``error_type`` holds, e.g. ``builtins.ValueError``."""
     cls = error if isinstance(error, type) else type(error)
@@ -308,4 +314,5 @@ _KIND_CLASSES = {
     "corrupt": class_path(CorruptJob),
     "aborted": class_path(Aborted),
     "expired": class_path(Expired),
+    "interrupted": class_path(Interrupted),
 }

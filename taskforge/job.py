@@ -57,6 +57,7 @@ class FailureKind(str, enum.Enum):
     CORRUPT = "corrupt"  # its record cannot be run: junk attempts or state, a corrupt payload, no task name
     ABORTED = "aborted"  # JobHandle.abort() stopped it
     EXPIRED = "expired"  # not started by its ``expires`` time: cancelled unrun
+    INTERRUPTED = "interrupted"  # a worker's shutdown cut its run short: back in line, no attempt used
 
     def __str__(self) -> str:
         return self.value
@@ -168,6 +169,8 @@ class JobInfo:
     held: str | None = None  # why a pending job waits (its queue paused, its key's limits reached); None: nothing
     steps: dict[str, Any] = field(default_factory=dict)  # each finished durable step's result, by name
     stream_length: int = 0  # how many items the job streamed (current_job().stream)
+    losses: int = 0  # runs whose worker was lost under them (max_worker_losses); they use no attempt
+    interrupted: int = 0  # runs a worker's shutdown cut short; they use no attempt
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form with the field names of ``JobInfo`` (``job --json``)."""

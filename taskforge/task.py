@@ -221,6 +221,7 @@ class Task(Generic[P, R]):
         queue: str | None = None,
         priority: Priority | str | int | None = None,
         max_attempts: int | None = None,
+        max_worker_losses: int | None = None,
         timeout: float | None | Literal[Keep.KEEP] = Keep.KEEP,
         retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
         dont_retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,

@@ -59,6 +59,7 @@ class TaskOptions:
     queue: str = "default"
     priority: Priority = Priority.NORMAL
     max_attempts: int = 3
+    max_worker_losses: int = 2  # runs that may lose their worker (kill -9, a crashed child); they use no attempt
     timeout: float | None = None
     unique_for: float | None = None  # None: not unique
     unique_key: Callable[..., Any] | None = None
@@ -92,6 +93,12 @@ class TaskOptions:
     def key_limits(self) -> str:
         """The per-key limits as the enqueue script stores them ('' when none)."""
         return limits_text(self.key_rate_limit, self.key_concurrency)
+
+    def record_fields(self) -> dict[str, str]:
+        """The rarely set options a job record carries as plain fields: its budget of worker losses when not
+        the default (the scripts read an absent one as 2), and the retry filters ``with_options`` chose."""
+        fields = {} if self.max_worker_losses == 2 else {"max_worker_losses": str(self.max_worker_losses)}
+        return {**fields, **self.retry_fields()}
 
     def retry_fields(self) -> dict[str, str]:
         """The retry filters as the job record stores them, when with_options chose them for a call."""

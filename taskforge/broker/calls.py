@@ -161,9 +161,12 @@ def fail(
     return ScriptCall("fail", q, args, replies.decode_fail)
 
 
-def adopt(q: QueueKeys, *, job_id: str, token: str, max_attempts: int, timeout_ms: int | None) -> ScriptCall[bool]:
+def adopt(
+    q: QueueKeys, *, job_id: str, token: str, max_attempts: int, timeout_ms: int | None, max_worker_losses: int
+) -> ScriptCall[bool]:
     timeout = "" if timeout_ms is None else timeout_ms
-    return ScriptCall("adopt", q, [job_id, token, max_attempts, timeout], bool)
+    losses = "" if max_worker_losses == 2 else max_worker_losses  # the record keeps only a budget not the default
+    return ScriptCall("adopt", q, [job_id, token, max_attempts, timeout, losses], bool)
 
 
 def peek(q: QueueKeys, *, promote_limit: int) -> ScriptCall[replies.QueueHead]:
@@ -221,8 +224,9 @@ def sweep(q: QueueKeys, *, limit: int, retention_count: int = 0) -> ScriptCall[t
     return ScriptCall("sweep", q, [limit, retention_count], lambda raw: (int(raw[0]), bool(int(raw[1]))))
 
 
-def requeue(q: QueueKeys, *, job_id: str, token: str) -> ScriptCall[bool]:
-    return ScriptCall("requeue", q, [job_id, token], bool)
+def requeue(q: QueueKeys, *, job_id: str, token: str, interrupted: str = "") -> ScriptCall[bool]:
+    """Back to the queue, no attempt used: unrun, or (``interrupted``: why) a run cut short."""
+    return ScriptCall("requeue", q, [job_id, token, interrupted], bool)
 
 
 def pass_job(q: QueueKeys, *, job_id: str, token: str, delay_ms: int, cap_ms: int) -> ScriptCall[int]:

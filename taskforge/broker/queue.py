@@ -236,11 +236,18 @@ class Claims:
             self.durability.replicated_outcome(job_id, acked)
         return outcome
 
-    def adopt(self, queue: str, job_id: str, token: str, max_attempts: int, timeout: float | None) -> bool:
+    def adopt(
+        self, queue: str, job_id: str, token: str, max_attempts: int, timeout: float | None, max_worker_losses: int = 2
+    ) -> bool:
         """Give a job sent by name the options of the worker's task definition (fenced)."""
         timeout_ms = None if timeout is None else int(timeout * 1000)
         call = calls.adopt(
-            QueueKeys(queue), job_id=job_id, token=token, max_attempts=max_attempts, timeout_ms=timeout_ms
+            QueueKeys(queue),
+            job_id=job_id,
+            token=token,
+            max_attempts=max_attempts,
+            timeout_ms=timeout_ms,
+            max_worker_losses=max_worker_losses,
         )
         with self.guard(queue):
             return self.scripts.run(call)
@@ -295,9 +302,10 @@ class Claims:
         self.finish_batches(queue)  # a big enqueue whose producer stopped midway (batch_sweep.py)
         return reclaimed
 
-    def requeue(self, queue: str, job_id: str, token: str) -> bool:
+    def requeue(self, queue: str, job_id: str, token: str, interrupted: str = "") -> bool:
         with self.guard(queue):
-            return self.scripts.run(calls.requeue(QueueKeys(queue), job_id=job_id, token=token))
+            call = calls.requeue(QueueKeys(queue), job_id=job_id, token=token, interrupted=interrupted)
+            return self.scripts.run(call)
 
     def pass_job(self, queue: str, job_id: str, token: str, delay_ms: int, cap_ms: int) -> int:
         """Give a job back unrun for a worker that serves its task: the delay in ms, -1 if fenced."""

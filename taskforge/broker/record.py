@@ -68,7 +68,10 @@ class Field(str, enum.Enum):
     PRIORITY = "priority"  # 0 low .. 3 critical
     MAX_ATTEMPTS = "max_attempts"
     TIMEOUT = "timeout"  # ms, '' = none
-    ATTEMPTS = "attempts"  # runs started so far
+    ATTEMPTS = "attempts"  # runs started so far that count against max_attempts (a lost or interrupted one does not)
+    MAX_WORKER_LOSSES = "max_worker_losses"  # runs that may lose their worker before it ends dead; absent: 2
+    LOSSES = "losses"  # runs whose worker was lost (killed, crashed) under them; absent: none
+    INTERRUPTED = "interrupted"  # runs a worker's shutdown cut short (its grace ran out); absent: none
     CREATED_AT = "created_at"  # ms since the epoch, Redis's clock, like every time below
     SCHEDULED_AT = "scheduled_at"
     STARTED_AT = "started_at"
@@ -277,6 +280,8 @@ SHOWN: dict[str, tuple[Field, Callable[[Raw], Any]]] = {
     "progress_meta": (Field.PROGRESS_META, meta),
     "key": (Field.KEY, text),
     "stream_length": (Field.STREAM_LENGTH, count),
+    "losses": (Field.LOSSES, count),
+    "interrupted": (Field.INTERRUPTED, count),
 }
 DERIVED = ("id", "queue", "args", "kwargs", "result", "state", "error", "error_type", "held", "steps")
 STEP_FIELD = b"step:"  # a finished durable step's result: "step:<name>" (steps.py)

@@ -28,14 +28,15 @@ max_attempts, created_at, scheduled_at, started_at, finished_at (ISO 8601
 UTC or null), error, traceback, result, progress, progress_message, failure
 (why the latest attempt failed, a FailureKind value: exception, retry,
 timeout, crashed, worker_lost, unknown_task, serialization, corrupt, aborted,
-expired; or null), headers (an object of strings, {} for a job sent without
+expired, interrupted; or null), headers (an object of strings, {} for a job sent without
 any), error_type (the class path of that failure's error, such as
 "builtins.ValueError" or "taskforge.errors.HardTimeout"; or null),
 progress_meta (the meta of set_progress, or null), key (the job's key, or
 null), held (why a pending job waits: its queue paused, or its key's limits
 reached; or null), steps (an object: each finished durable step's result by
 its name, {} for none), stream_length (how many items the job streamed, 0
-for none).
+for none), losses (runs whose worker was lost under them: they use no
+attempt), interrupted (runs a worker's shutdown cut short: the same).
 Values in args, kwargs, result, progress_meta and steps that JSON has no type for are rendered:
 datetime, date, time as ISO 8601 strings; timedelta as seconds; UUID and
 Decimal as strings; tuple as an array; set and frozenset as sorted arrays;
@@ -80,6 +81,16 @@ def job(app: str, job_id: str, as_json: bool) -> None:
         click.echo(format_job(info, parents))
 
 
+def free_runs(info: JobInfo) -> list[tuple[str, str]]:
+    """The runs that used no attempt: lost with their worker, or cut short by a shutdown (none: no row)."""
+    rows = []
+    if info.losses:
+        rows.append(("lost runs", f"{info.losses} (worker killed or crashed; no attempt used)"))
+    if info.interrupted:
+        rows.append(("interrupted", f"{info.interrupted} (cut short by a worker's shutdown; no attempt used)"))
+    return rows
+
+
 def format_job(info: JobInfo, parents: list[tuple[str, str, str]] | None = None) -> str:
     """The record as rows; ``parents``: what it waits for (``depends_on``), each job's queue, id, state."""
     data = info.to_dict()
@@ -105,6 +116,7 @@ def format_job(info: JobInfo, parents: list[tuple[str, str, str]] | None = None)
     rows += [(waits, f"{printable(job)} ({state}, queue {printable(q)})") for q, job, state in parents or ()]
     rows += [(f"header {printable(name)}", printable(value)) for name, value in info.headers.items()]
     rows += [(f"step {name}", repr(value)) for name, value in info.steps.items()]
+    rows += free_runs(info)
     if info.stream_length:
         rows.append(("stream", f"{info.stream_length} items (JobHandle.stream() reads them)"))
     if info.state is JobState.SUCCEEDED:

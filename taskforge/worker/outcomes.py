@@ -1,10 +1,12 @@
 """Record what happened to the jobs of a child that died, killed or crashed.
 
 A child records its own jobs; when it dies mid-job the supervisor must do
-it instead: a crash or timeout fails the attempt (retry or dead by the
-usual rules), an abort records the job cancelled, and a job killed for
-someone else's sake (a shutdown, another lane's timeout) goes back to its
-queue unrun. During an outage these outcomes wait here, their leases still
+it instead: a timeout fails the attempt (retry or dead by the usual rules),
+a crash uses one of the job's worker losses instead (``max_worker_losses``:
+dead as ``WorkerLost`` once they are spent), an abort records the job
+cancelled, a run a shutdown's grace cut short goes back recorded as
+interrupted, and a job killed for someone else's sake (another lane's
+timeout) goes back to its queue unrun. During an outage these outcomes wait here, their leases still
 renewed (``held``), and are retried every tick without blocking the loop.
 """
 
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from ..metrics import WorkerMetrics
 
 log = logging.getLogger("taskforge.worker")
+INTERRUPTED = "Interrupted: the worker stopped (SIGTERM or SIGINT) and its grace ran out before the run ended"
 
 
 class PendingOutcomes:
@@ -83,8 +86,10 @@ class PendingOutcomes:
     def record(self, running: Running, code: int | None) -> None:
         broker = self.app.broker
         if running.give_back:
-            broker.claims.requeue(running.job.queue, running.job.job_id, running.job.token)
-            log.info("%s %s went back to its queue unrun", printable(running.job.task), printable(running.job.job_id))
+            why = INTERRUPTED if running.interrupted else ""
+            broker.claims.requeue(running.job.queue, running.job.job_id, running.job.token, why)
+            how = "interrupted" if why else "unrun"
+            log.info("%s %s went back to its queue %s", printable(running.job.task), printable(running.job.job_id), how)
             return
         if running.outcome_unknown:
             self.lost_with_child(running, code)
@@ -111,10 +116,14 @@ class PendingOutcomes:
             self.fail(running, error, FailureKind.CRASHED)
 
     def fail(self, running: Running, error: str, kind: FailureKind) -> None:
-        """The attempt counts: retry or dead, then the same metrics and hooks as a failure in the child."""
+        """Retry or dead (a timeout uses an attempt, a crash a worker loss: fail.lua), then the same metrics and
+        hooks as a failure in the child."""
         job = running.job
         delay = retry_delay(self.app, job.task, job.attempts)
         state = self.app.broker.claims.fail(job.queue, job.job_id, job.token, error, "", delay, kind)
+        if state == "dead" and kind is FailureKind.CRASHED:  # its worker losses spent: fail.lua wrote WorkerLost
+            error = self.app.broker.claims.job_fields(job.queue, job.job_id, ["error"])[0] or error
+            kind = FailureKind.WORKER_LOST
         if state == "dead":  # the record says why: the listeners read it there
             self.app.finals.ended(self.app.broker, FinalTransition(job.queue, job.job_id, "dead"))
         duration = time.monotonic() - running.started

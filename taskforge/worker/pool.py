@@ -1,8 +1,7 @@
 """The supervisor's children: spawn, listen, reap, respawn, and kill when a job must stop.
 
-Children are started with ``spawn``, not ``fork``: each imports the app
-afresh (docs/worker-model.md, "Process model"), and none inherits the supervisor's Redis sockets,
-threads or held locks, the classic source of forked-worker deadlocks.
+Children are started with ``spawn``, not ``fork`` (docs/worker-model.md, "Process model"): none
+inherits the supervisor's Redis sockets, threads or held locks, forked workers' classic deadlocks.
 
 The pool knows which job each lane of each child runs, from the children's
 messages, because everything the supervisor does from outside depends on
@@ -82,6 +81,7 @@ class Running:
     started: float = field(default_factory=time.monotonic)
     timed_out: bool = False
     give_back: bool = False
+    interrupted: bool = False  # a shutdown's grace ran out: given back, recorded as cut short (it ran)
     outcome_unknown: bool = False  # ran and passed in a batch whose child died: its success may be unrecorded
     aborted: bool = False
     cancel_sent: float | None = None  # when the child was asked to cancel this async job
@@ -387,11 +387,11 @@ class Pool:
             signal_child(slot, signal.SIGTERM)
 
     def kill_all(self) -> None:
-        """The grace period is over: kill every child, and give its jobs back to their queues unrun."""
+        """Grace is over: kill every child; its jobs go back recorded interrupted (unstarted ones unrun: ``reap``)."""
         for slot in self.children.values():
             if not slot.killed:
                 for running in slot.lanes.values():
-                    running.give_back = True
+                    running.give_back = running.interrupted = True
                 slot.kill()
 
     def kill_now(self) -> None:

@@ -9,7 +9,8 @@ checks them against ``/proc``. Only then are its claims expired
 (``expire_owner.lua``: the running jobs whose claim token carries its
 prefix) and reclaimed by the supervisor's next reclaim, on those queues too,
 through the one reclaim path every lost claim takes:
-back in line with the lost attempt counted, or dead on the last one (a
+back in line with a worker loss counted (not an attempt), or dead once its
+``max_worker_losses`` are spent (a
 job of one of its batches it never started: back with its attempt
 refunded), the token cleared so a late write from the dead worker is fenced.
 

@@ -386,12 +386,11 @@ def notify_failure(
 
 
 def adopted(context: RunContext, claim: Claim, outage: Outage) -> Claim:
-    """A job sent by name takes max_attempts and timeout from this worker's task."""
+    """A job sent by name takes max_attempts, max_worker_losses and timeout from this worker's task."""
     task = context.tasks.get(claim.task)
     if not claim.inherit or task is None:
         return claim
     opts = task.options
-    record(
-        context.broker.claims.adopt, claim.queue, claim.id, claim.token, opts.max_attempts, opts.timeout, outage=outage
-    )
+    adopt, losses = context.broker.claims.adopt, opts.max_worker_losses
+    record(adopt, claim.queue, claim.id, claim.token, opts.max_attempts, opts.timeout, losses, outage=outage)
     return replace(claim, max_attempts=opts.max_attempts, timeout=opts.timeout, inherit=False)

@@ -15,8 +15,8 @@ What happens on each failure:
 * the supervisor itself is SIGKILLed: the children die with it (PDEATHSIG),
   their leases stop being renewed and any other worker reclaims the jobs;
 * SIGTERM / SIGINT: children stop taking jobs, running ones get ``grace``
-  seconds, then are killed and their jobs go back to the queue unrun,
-  without using an attempt. A second signal skips the grace period;
+  seconds, then are killed and their jobs go back to the queue recorded
+  as interrupted, without using an attempt. A second signal skips the grace period;
 * SIGHUP: a warm restart (``restart.py``): every child finishes its running
   jobs and is replaced by a new process; the supervisor and its leases stay.
 """

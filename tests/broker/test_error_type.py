@@ -50,7 +50,7 @@ def imports(path: str) -> type[BaseException]:
 
 @pytest.fixture
 def work(app: TaskForge):
-    @app.task(name="work", max_attempts=2)
+    @app.task(name="work", max_attempts=2, max_worker_losses=1)
     def work() -> None:
         pass
 

@@ -35,7 +35,7 @@ def expire_leases(app: TaskForge) -> None:
 
 @pytest.fixture
 def work(app: TaskForge):
-    @app.task(name="work", max_attempts=2)
+    @app.task(name="work", max_attempts=2, max_worker_losses=1)
     def work() -> None:
         pass
 

@@ -78,6 +78,7 @@ class ModelJob:
     token: str | None = None
     lease_bound: int | None = None  # a tiny lease runs out by this Redis ms; None: a far lease
     unstarted: bool = False  # claimed after the first job of a claim, its start not said (settle)
+    losses: int = 0  # runs whose lease expired under them: each a loss, not an attempt (max_worker_losses 2)
 
 
 def redis_ms(app: TaskForge) -> int:
@@ -305,15 +306,16 @@ class QueueMachine(RuleBasedStateMachine):
         if expiring:
             wait_until(self.app, max(j.lease_bound for j in expiring))  # type: ignore[type-var]
         back, buried, dropped = self.broker.claims.reclaim(QUEUE)
-        expect_back = {j.id for j in expiring if j.attempts < j.max_attempts or j.unstarted}
-        expect_buried = {j.id for j in expiring if j.attempts >= j.max_attempts and not j.unstarted}
+        expect_back = {j.id for j in expiring if j.losses < 2 or j.unstarted}
+        expect_buried = {j.id for j in expiring if j.losses >= 2 and not j.unstarted}
         assert (set(back), set(buried), dropped) == (expect_back, expect_buried, 0)
         assert len(back) == len(expect_back) and len(buried) == len(expect_buried)
         for job in expiring:
+            job.attempts -= 1  # a lost worker uses no attempt; a job never started did not run at all
+            job.losses += not job.unstarted
             if job.id in expect_back:
                 self.release(job, "pending")
-                self.back_in_place(job)  # its old place in line: the lost attempt still counts
-                job.attempts -= job.unstarted  # unless it never started: refunded
+                self.back_in_place(job)  # its old place in line
                 job.unstarted = False
             else:
                 self.release(job, "dead")
@@ -383,7 +385,7 @@ class QueueMachine(RuleBasedStateMachine):
         expected = [i for i in dict.fromkeys(asked) if self.jobs[i].state == "dead"]
         assert moved == expected
         for job_id in moved:
-            self.jobs[job_id].attempts = 0
+            self.jobs[job_id].attempts = self.jobs[job_id].losses = 0
             self.to_back_of_line(self.jobs[job_id])
 
     @rule()
@@ -394,7 +396,7 @@ class QueueMachine(RuleBasedStateMachine):
         # cannot see, so it takes the order from the answer, checked as a set.
         assert sorted(moved) == sorted(dead) and len(moved) == len(dead)
         for job_id in moved:
-            self.jobs[job_id].attempts = 0
+            self.jobs[job_id].attempts = self.jobs[job_id].losses = 0
             self.to_back_of_line(self.jobs[job_id])
 
     # -- what must hold after every step ----------------------------------

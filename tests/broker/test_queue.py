@@ -127,8 +127,8 @@ def test_failure_retries_then_dead(app: TaskForge) -> None:
     assert again.id == handle.id and again.attempts == 1
 
 
-def test_reclaim_counts_the_attempt_and_fences_the_old_owner(app: TaskForge) -> None:
-    @app.task(max_attempts=2)
+def test_reclaim_counts_a_loss_and_fences_the_old_owner(app: TaskForge) -> None:
+    @app.task(max_attempts=2, max_worker_losses=1)
     def slow():
         pass
 
@@ -138,14 +138,16 @@ def test_reclaim_counts_the_attempt_and_fences_the_old_owner(app: TaskForge) -> 
     assert app.broker.claims.reclaim("default") == ([handle.id], [], 0)
     assert handle.status() is JobState.PENDING
     new = claim_one(app, lease_ms=50)
-    assert new.attempts == 2 and new.token != old.token
+    assert new.attempts == 1 and new.token != old.token  # a lost worker uses no attempt: the run is a loss
+    assert handle.info().losses == 1
     assert not app.broker.claims.succeed("default", old.id, old.token, b"\xc0")
     assert app.broker.claims.fail("default", old.id, old.token, "late", "", 0) == "fenced"
     assert app.broker.claims.extend("default", LEASE, [(old.id, old.token)]) == ([old.id], [])
     time.sleep(0.1)
     assert app.broker.claims.reclaim("default") == ([], [handle.id], 0)
     info = handle.info()
-    assert info.state is JobState.DEAD and "WorkerLost" in info.error
+    assert info.state is JobState.DEAD and "WorkerLost" in info.error and "max_worker_losses=1" in info.error
+    assert (info.attempts, info.losses) == (0, 2)
 
 
 def test_an_aborted_job_whose_worker_died_ends_cancelled_not_rerun(app: TaskForge) -> None:

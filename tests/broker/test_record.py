@@ -46,6 +46,7 @@ LUA = resources.files("taskforge.broker").joinpath("lua")
 NOT_FIELDS = {
     *(s.value for s in JobState),  # values of the state field
     "aborted", "corrupt", "worker_lost", "expired",  # values of the failure field the scripts write themselves
+    "crashed",  # the failure fail.lua is given for a child that died under its run: a loss, not an attempt
     "hash", "none", "zset",  # TYPE replies
     "number", "table",  # Lua type() names
     "ok",  # the status field of a TYPE reply
@@ -161,7 +162,8 @@ def test_the_failure_kinds_each_script_writes_are_the_readme_table() -> None:
     written = {(name.removesuffix(".lua"), kind) for name, text in sources.items() for kind in failure_writes(text)}
     assert written == documented, f"written, not documented: {written - documented}; back: {documented - written}"
     assert {kind for _, kind in written} <= {kind.value for kind in FailureKind}
-    assert {kind for _, kind in written} == {"aborted", "corrupt", "worker_lost", "expired"}  # as NOT_FIELDS lists them
+    # As NOT_FIELDS lists them, and interrupted, which is a field (the count of runs cut short) too.
+    assert {kind for _, kind in written} == {"aborted", "corrupt", "worker_lost", "expired", "interrupted"}
 
 
 def test_the_fields_enqueue_writes_and_a_claim_reads_are_declared() -> None:

@@ -22,9 +22,11 @@ beyond the disrupted ones is unexplained.
 Workflow steps are held to the same rules, and to one more: a step is
 *stored* once (its successor or follow-up enqueued exactly once). Every
 claim counts an attempt, so a step's runs show attempt 1 once, unless a
-``worker_term`` ran past its grace while attempt 1 ran: the supervisor gives
-such a job back unrun (``requeue``, attempts - 1), and its next claim is
-attempt 1 again. Any other attempt 1 after the first is a second enqueue.
+run of attempt 1 was disrupted: a ``worker_term`` past its grace gives the
+job back interrupted (``requeue``, attempts - 1), and a run lost with its
+worker (a kill, a crash in another lane, a lease expired in a Redis outage)
+is a worker loss that refunds its attempt too; the next claim is attempt 1
+again. Any other attempt 1 after the first is a second enqueue.
 """
 
 from __future__ import annotations
@@ -176,12 +178,6 @@ def classify(
     return verdict
 
 
-def given_back(run: Run, faults: list[Fault]) -> str | None:
-    """The worker_term whose grace ran out while ``run`` went on: its job went back unrun, or None."""
-    terms = [f for f in faults if f.kind == "worker_term"]
-    return _disruption(run, terms, [], 0.0, 0.0) or _disruption(run, terms, [], PRE, ACK_SLACK)
-
-
 @dataclass
 class Restarts:
     """A step's runs at attempt 1 beyond the first: each a second store, unless given back."""
@@ -191,12 +187,15 @@ class Restarts:
     reasons: list[tuple[Run, str]] = field(default_factory=list)
 
 
-def restarts(runs: list[Run], faults: list[Fault]) -> Restarts:
-    """Count the times a step started over at attempt 1, and those no given-back run explains."""
+def restarts(
+    runs: list[Run], faults: list[Fault], crashes: list[tuple[int, float]] = (), lane_crashes: list[Run] = ()
+) -> Restarts:
+    """Count the times a step started over at attempt 1, and those no disrupted run explains (given back
+    interrupted, or lost with its worker: either refunds the attempt)."""
     firsts = sorted((r for r in runs if r.attempt == 1), key=lambda r: r.start)
     found = Restarts(again=max(0, len(firsts) - 1))
     for run in firsts[:-1]:  # the last one started over nothing
-        reason = given_back(run, faults)
+        reason = disruption(run, faults, crashes, lane_crashes)
         if reason:
             found.reasons.append((run, reason))
     found.unexplained = max(0, found.again - len(found.reasons))

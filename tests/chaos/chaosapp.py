@@ -39,7 +39,8 @@ side = redis.Redis.from_url(os.environ["CHAOS_SIDE_REDIS"])
 PREFIX = os.environ["CHAOS_PREFIX"]
 side.rpush(f"{PREFIX}imports", f"{os.getpid()}:{os.getppid()}:{time.time():.6f}")
 
-# Generous, so only the injected faults (never bad luck) could exhaust them;
+# Generous, so only the injected faults (never bad luck) could exhaust them
+# (attempts, and the worker losses the kills cost);
 # a well-behaved job that ends dead is a failure of the test.
 PATIENT = 12
 
@@ -85,14 +86,14 @@ async def _aend(token, outcome):
     await _async_side().rpush(f"{PREFIX}ends:{token}", f"{os.getpid()}:{time.time():.6f}:{outcome}")
 
 
-@app.task(max_attempts=PATIENT, backoff=0.1)
+@app.task(max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 def quick(token):
     _start(token, "quick")
     _end(token, "ok")
     return token
 
 
-@app.task(max_attempts=PATIENT, backoff=0.1)
+@app.task(max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 def slow(token, seconds):
     _start(token, "slow")
     time.sleep(seconds)
@@ -100,7 +101,7 @@ def slow(token, seconds):
     return token
 
 
-@app.task(max_attempts=PATIENT, backoff=0.1)
+@app.task(max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 def long(token, seconds):
     """Outlasts the workers' 2 s grace period: a SIGTERM gives it back to the queue unfinished."""
     _start(token, "long")
@@ -109,7 +110,7 @@ def long(token, seconds):
     return token
 
 
-@app.task(max_attempts=PATIENT, backoff=0.1)
+@app.task(max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 def flaky(token, fails):
     """Raises on its first ``fails`` runs, then succeeds."""
     if _start(token, "flaky") <= fails:
@@ -119,7 +120,7 @@ def flaky(token, fails):
     return token
 
 
-@app.task(max_attempts=PATIENT)
+@app.task(max_attempts=PATIENT, max_worker_losses=PATIENT)
 def polite(token, fails):
     """Asks for a retry (raise Retry) on its first ``fails`` runs."""
     if _start(token, "polite") <= fails:
@@ -137,7 +138,7 @@ def doomed(token):
     raise ValueError(f"doomed {token}: always fails")
 
 
-@app.task(max_attempts=PATIENT, backoff=0.1)
+@app.task(max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 def crash_once(token):
     """Kills its own child process on the first run."""
     if _start(token, "crash_once") == 1:
@@ -151,7 +152,7 @@ def crash_once(token):
 KEY_CAP = 2
 
 
-@app.task(key="account", key_concurrency=KEY_CAP, max_attempts=PATIENT, backoff=0.1)
+@app.task(key="account", key_concurrency=KEY_CAP, max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 def keyed(token, account, seconds):
     """A job with a key and a per-key cap: fair turns and key_concurrency through the faults."""
     _start(token, "keyed")
@@ -166,7 +167,7 @@ SHARED_CAP = 2
 app.limit("screens", concurrency=SHARED_CAP)
 
 
-@app.task(limits=["screens"], max_attempts=PATIENT, backoff=0.1)
+@app.task(limits=["screens"], max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 def screen_a(token, seconds):
     """One of two tasks sharing the "screens" limit (app.limit): named limits through the faults."""
     _start(token, "screen_a")
@@ -175,7 +176,7 @@ def screen_a(token, seconds):
     return token
 
 
-@app.task(limits=["screens"], max_attempts=PATIENT, backoff=0.1)
+@app.task(limits=["screens"], max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 def screen_b(token, seconds):
     """The other task sharing "screens"."""
     _start(token, "screen_b")
@@ -184,7 +185,7 @@ def screen_b(token, seconds):
     return token
 
 
-@app.task(key="account", max_attempts=PATIENT, backoff=0.1)
+@app.task(key="account", max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 def turns(token, account):
     """A job with a key and no limits: it waits in the main pending set at its key's turn."""
     _start(token, "turns")
@@ -192,7 +193,7 @@ def turns(token, account):
     return token
 
 
-@app.task(queue="bulk", priority="low", max_attempts=PATIENT, backoff=0.1)
+@app.task(queue="bulk", priority="low", max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 def bulk(token):
     """On a second queue, so workers serve two queues round-robin."""
     _start(token, "bulk")
@@ -224,7 +225,7 @@ def _streamed(job, token, item):
     side.rpush(f"{PREFIX}dstream:{token}", item)
 
 
-@app.task(max_attempts=PATIENT, backoff=0.1)
+@app.task(max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 def durable(token, nap):
     run = _start(token, "durable")
     job = current_job()
@@ -245,14 +246,14 @@ def durable(token, nap):
 # -- the async twins: the same designs, on the children's event loops ---------------
 
 
-@app.task(max_attempts=PATIENT, backoff=0.1)
+@app.task(max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 async def aio_quick(token):
     await _astart(token, "aio_quick")
     await _aend(token, "ok")
     return token
 
 
-@app.task(key="account", key_concurrency=KEY_CAP, max_attempts=PATIENT, backoff=0.1)
+@app.task(key="account", key_concurrency=KEY_CAP, max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 async def aio_keyed(token, account, seconds):
     await _astart(token, "aio_keyed")
     await asyncio.sleep(seconds)
@@ -260,14 +261,14 @@ async def aio_keyed(token, account, seconds):
     return token
 
 
-@app.task(key="account", max_attempts=PATIENT, backoff=0.1)
+@app.task(key="account", max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 async def aio_turns(token, account):
     await _astart(token, "aio_turns")
     await _aend(token, "ok")
     return token
 
 
-@app.task(max_attempts=PATIENT, backoff=0.1)
+@app.task(max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 async def aio_slow(token, seconds):
     await _astart(token, "aio_slow")
     await asyncio.sleep(seconds)
@@ -275,7 +276,7 @@ async def aio_slow(token, seconds):
     return token
 
 
-@app.task(max_attempts=PATIENT, backoff=0.1)
+@app.task(max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 async def aio_long(token, seconds):
     await _astart(token, "aio_long")
     await asyncio.sleep(seconds)
@@ -283,7 +284,7 @@ async def aio_long(token, seconds):
     return token
 
 
-@app.task(max_attempts=PATIENT, backoff=0.1)
+@app.task(max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 async def aio_flaky(token, fails):
     if await _astart(token, "aio_flaky") <= fails:
         await _aend(token, "raise")
@@ -292,7 +293,7 @@ async def aio_flaky(token, fails):
     return token
 
 
-@app.task(max_attempts=PATIENT)
+@app.task(max_attempts=PATIENT, max_worker_losses=PATIENT)
 async def aio_polite(token, fails):
     if await _astart(token, "aio_polite") <= fails:
         await _aend(token, "raise")
@@ -308,7 +309,7 @@ async def aio_doomed(token):
     raise ValueError(f"aio_doomed {token}: always fails")
 
 
-@app.task(limits=["screens"], max_attempts=PATIENT, backoff=0.1)
+@app.task(limits=["screens"], max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 async def aio_screen_a(token, seconds):
     await _astart(token, "aio_screen_a")
     await asyncio.sleep(seconds)
@@ -316,7 +317,7 @@ async def aio_screen_a(token, seconds):
     return token
 
 
-@app.task(limits=["screens"], max_attempts=PATIENT, backoff=0.1)
+@app.task(limits=["screens"], max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 async def aio_screen_b(token, seconds):
     await _astart(token, "aio_screen_b")
     await asyncio.sleep(seconds)
@@ -324,7 +325,7 @@ async def aio_screen_b(token, seconds):
     return token
 
 
-@app.task(max_attempts=PATIENT, backoff=0.1)
+@app.task(max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 async def aio_crash_once(token):
     """Kills its child on the first run: every other job of that child, async or sync, goes down with it."""
     if await _astart(token, "aio_crash_once") == 1:
@@ -344,7 +345,7 @@ async def _adurable_work(job, token, n, run):
     return run
 
 
-@app.task(max_attempts=PATIENT, backoff=0.1)
+@app.task(max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 async def aio_durable(token, nap):
     """``durable`` through astep and asleep."""
     run = await _astart(token, "aio_durable")
@@ -365,7 +366,7 @@ async def aio_durable(token, nap):
     return token
 
 
-@app.task(queue="bulk", priority="low", max_attempts=PATIENT, backoff=0.1)
+@app.task(queue="bulk", priority="low", max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 async def aio_bulk(token):
     await _astart(token, "aio_bulk")
     await _aend(token, "ok")
@@ -400,7 +401,7 @@ def _step_end(job_id, outcome):
     pipe.execute()
 
 
-@app.task(max_attempts=PATIENT, backoff=0.1)
+@app.task(max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 def wf_add(total, value):
     """A chain step: the total it receives plus its own value, so a lost or doubled step shows in the sum."""
     job_id, _ = _step_start("wf_add")
@@ -408,7 +409,7 @@ def wf_add(total, value):
     return total + value
 
 
-@app.task(max_attempts=PATIENT, backoff=0.1)
+@app.task(max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 def wf_flaky(total, value, fails):
     """A chain step that raises on its first ``fails`` runs: a retried step must not send its successor early."""
     job_id, runs = _step_start("wf_flaky")
@@ -419,7 +420,7 @@ def wf_flaky(total, value, fails):
     return total + value
 
 
-@app.task(max_attempts=PATIENT, backoff=0.1)
+@app.task(max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 def wf_sum(values, extra):
     """A group's follow-up (a chord): the members' results, summed, plus its own value."""
     job_id, _ = _step_start("wf_sum")
@@ -435,7 +436,7 @@ def wf_doom(total):
     raise ValueError(f"wf_doom {job_id}: always fails")
 
 
-@app.task(max_attempts=PATIENT, backoff=0.1)
+@app.task(max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)
 def wf_alert(tag):
     """The on_failure step of the workflows that contain a wf_doom."""
     job_id, _ = _step_start("wf_alert")

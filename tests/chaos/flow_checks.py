@@ -259,7 +259,7 @@ def check_steps(
         verdict = classify(step.runs, step.designed, faults, crashes, lane_crashes)
         tally.explained += verdict.explained
         tally.unexplained += verdict.unexplained
-        again = restarts(step.runs, faults)
+        again = restarts(step.runs, faults, crashes, lane_crashes)
         tally.restarts_explained += again.again - again.unexplained
         tally.restarts_unexplained += again.unexplained
         created = int(step.record.get(b"created_at") or 0) / 1000

@@ -96,7 +96,7 @@ class FlowPlan:
         for stage in self.stages:
             sigs = [signature(app, step) for step in stage]
             items.append(sigs[0] if len(sigs) == 1 else group(*sigs))
-        alert = app.task_for(f"{APP_MODULE}.wf_alert").with_options(max_attempts=PATIENT)
+        alert = app.task_for(f"{APP_MODULE}.wf_alert").with_options(max_attempts=PATIENT, max_worker_losses=PATIENT)
         return chain(*items, on_failure=alert.si(self.on_failure) if self.on_failure else None)
 
 
@@ -111,7 +111,7 @@ def compute(step: StepPlan, given: Any) -> Any:
 
 def signature(app: TaskForge, step: StepPlan) -> Signature[Any]:
     task = app.task_for(f"{APP_MODULE}.{step.task}").with_options(
-        queue=step.queue, max_attempts=MAX_ATTEMPTS[step.task]
+        queue=step.queue, max_attempts=MAX_ATTEMPTS[step.task], max_worker_losses=PATIENT
     )
     return task.s(*step.args)
 

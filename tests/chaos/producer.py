@@ -42,15 +42,18 @@ class Producer(threading.Thread):
         # A job's key and its key's cap are decided where the call is made: the
         # producer declares the keyed tasks as the workers' app does.
         for name in ("keyed", "aio_keyed"):
-            self.app.task(name=f"{APP_MODULE}.{name}", key="account", key_concurrency=KEY_CAP, max_attempts=PATIENT)(
+            patient = {"max_attempts": PATIENT, "max_worker_losses": PATIENT}
+            self.app.task(name=f"{APP_MODULE}.{name}", key="account", key_concurrency=KEY_CAP, **patient)(
                 _keyed_stand_in
             )
         # The same for the tasks sharing a named limit: their jobs carry it, whether a worker published it yet or not.
         self.app.limit("screens", concurrency=SHARED_CAP)
         for name in ("screen_a", "screen_b", "aio_screen_a", "aio_screen_b"):
-            self.app.task(name=f"{APP_MODULE}.{name}", limits=["screens"], max_attempts=PATIENT)(_shared_stand_in)
+            patient = {"max_attempts": PATIENT, "max_worker_losses": PATIENT}
+            self.app.task(name=f"{APP_MODULE}.{name}", limits=["screens"], **patient)(_shared_stand_in)
         for name in ("turns", "aio_turns"):
-            self.app.task(name=f"{APP_MODULE}.{name}", key="account", max_attempts=PATIENT)(_turns_stand_in)
+            patient = {"max_attempts": PATIENT, "max_worker_losses": PATIENT}
+            self.app.task(name=f"{APP_MODULE}.{name}", key="account", **patient)(_turns_stand_in)
         self.jobs = jobs
         self.pace = pace  # how many jobs should have been enqueued by now
         self.log = log
@@ -106,7 +109,8 @@ class Producer(threading.Thread):
         kind = KINDS[first.kind]
         if first.by_name:
             return [self.app.send(first.task, *first.args(tokens[0])).id]
-        options: dict[str, Any] = {"queue": kind.queue, "max_attempts": kind.max_attempts}
+        # Patient with the faults' kills (worker losses) as with attempts: only bad faults may end a job.
+        options: dict[str, Any] = {"queue": kind.queue, "max_attempts": kind.max_attempts, "max_worker_losses": PATIENT}
         if first.priority:
             options["priority"] = first.priority
         task = self.app.task_for(first.task).with_options(**options)

@@ -38,7 +38,7 @@ def test_a_step_run_carries_its_attempt_and_a_job_run_none() -> None:
     assert job.attempt is None
 
 
-def test_attempt_one_twice_is_a_second_store_unless_a_grace_period_ran_out_on_the_first() -> None:
+def test_attempt_one_twice_is_a_second_store_unless_the_first_was_disrupted() -> None:
     twice = step_runs("w.1", (11, 10.0, None, 1), (12, 20.0, 20.1, 1))
     assert (restarts(twice, []).again, restarts(twice, []).unexplained) == (1, 1)
     # SIGTERM at 9.5: the grace ran out at 11.5 with attempt 1 still running; given back unrun.
@@ -46,10 +46,13 @@ def test_attempt_one_twice_is_a_second_store_unless_a_grace_period_ran_out_on_th
     found = restarts(twice, [term])
     assert (found.again, found.unexplained) == (1, 0)
     assert found.reasons[0][1] == "worker_term #1 (past grace)"
-    # Only a give-back resets the attempts: a reclaim after a kill counts on.
+    # A run lost with its worker refunds its attempt too (a worker loss): the next claim is attempt 1 again.
     for kind in ("worker_kill", "child_kill", "redis_restart", "redis_pause"):
         other = Fault(2, kind, 10.5, 11.0, target=SUPERVISOR if kind == "worker_kill" else 11)
-        assert restarts(twice, [other]).unexplained == 1, kind
+        assert restarts(twice, [other]).unexplained == 0, kind
+    # A kill of another process explains nothing.
+    elsewhere = Fault(2, "child_kill", 10.5, 11.0, target=99)
+    assert restarts(twice, [elsewhere]).unexplained == 1
     # A SIGTERM whose grace outlasted the run gave nothing back.
     done = step_runs("w.1", (11, 10.0, 10.2, 1), (12, 20.0, 20.1, 1))
     assert restarts(done, [Fault(1, "worker_term", 10.1, 10.1, target=SUPERVISOR)]).unexplained == 1
@@ -203,5 +206,6 @@ def test_expected_results_follow_the_tasks_arithmetic() -> None:
 def test_the_app_and_the_workflow_expectations_agree() -> None:
     source = Path(__file__).with_name("chaosapp.py").read_text()
     for name, attempts in MAX_ATTEMPTS.items():
-        decorator = "@app.task(max_attempts=1)" if attempts == 1 else "@app.task(max_attempts=PATIENT, backoff=0.1)"
+        patient = "@app.task(max_attempts=PATIENT, max_worker_losses=PATIENT, backoff=0.1)"
+        decorator = "@app.task(max_attempts=1)" if attempts == 1 else patient
         assert f"{decorator}\ndef {name}(" in source, name

@@ -107,4 +107,6 @@ JOB_SCHEMA = {
     "held": (str, type(None)),
     "steps": (dict,),
     "stream_length": (int,),
+    "losses": (int,),
+    "interrupted": (int,),
 }

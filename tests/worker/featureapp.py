@@ -39,11 +39,13 @@ def unlimited(key):
 
 @app.task(concurrency=2, queue="limited", max_attempts=3, backoff=0.05)
 def narrow(key, crash=False):
-    run = f"{current_job().id}:{current_job().attempt}"
+    # Runs counted here, not by attempt: a crashed run is a worker loss and refunds its attempt.
+    number = side.incr(f"side:{key}:runs:{current_job().id}")
+    run = f"{current_job().id}:{number}"
     side.rpush(f"side:{key}:start", f"{run} {time.time()!r}")
     # The queue's own record of who runs: the crashed run stays in it until its crash is recorded.
     side.rpush(f"side:{key}:active", app.broker.client.scard("taskforge:{limited}:active:featureapp.narrow"))
-    if crash and current_job().attempt == 1:
+    if crash and number == 1:
         os._exit(9)
     time.sleep(0.3)
     side.rpush(f"side:{key}:end", f"{run} {time.time()!r}")

@@ -52,9 +52,11 @@ def link(n, previous, seconds):
 
 @app.task(max_attempts=3)
 def hold(name):
-    """Its first run waits to be killed with its worker; a later one ends at once."""
-    side.rpush("side:runs", f"{name} {current_job().attempt}")
-    if current_job().attempt == 1:
+    """Its first run waits to be killed with its worker; a later one ends at once (runs counted here:
+    a run lost with its worker uses no attempt, so the next one is attempt 1 again)."""
+    run = side.incr(f"side:{name}:runs")
+    side.rpush("side:runs", f"{name} {run}")
+    if run == 1:
         time.sleep(60)
     return name
 
@@ -122,11 +124,15 @@ def test_a_worker_killed_whole_gives_back_the_jobs_of_its_batch_it_never_started
         back, buried, _ = producer.broker.claims.reclaim("default")
         assert sorted(back) == sorted(h.id for h in (held, *onces, *thrices)) and buried == []
         states = [h.info() for h in (held, *onces, *thrices)]
-        assert [(i.state, i.attempts) for i in states] == [(JobState.PENDING, 1)] + [(JobState.PENDING, 0)] * 7
+        assert [(i.state, i.attempts, i.losses) for i in states] == [(JobState.PENDING, 0, 1)] + [
+            (JobState.PENDING, 0, 0)
+        ] * 7
     start_worker("-c", "1", "--prefetch", "16", app=batchapp)
     assert [final(h) for h in (held, *onces, *thrices)] == [JobState.SUCCEEDED] * 8
-    # The job it was running is charged (its second run is attempt 2); the others ran once, as attempt 1.
-    assert [h.info().attempts for h in (held, *onces, *thrices)] == [2] + [1] * 7
+    # The job it was running lost a run with its worker: a loss, not an attempt (its second run is attempt 1
+    # again); the others never started, count nothing, and ran once, as attempt 1.
+    infos = [h.info() for h in (held, *onces, *thrices)]
+    assert [(i.attempts, i.losses) for i in infos] == [(1, 1)] + [(1, 0)] * 7
     assert sorted(runs(side)) == sorted(
         ["held 1", "held 2", *(f"once{n} 1" for n in range(4)), *(f"thrice{n} 1" for n in range(3))]
     )

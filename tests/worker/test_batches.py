@@ -57,15 +57,16 @@ def test_a_child_that_dies_gives_back_the_jobs_of_its_batch_it_never_started(
     rest = [producer.send("userapp.queued", f"r{n}") for n in range(3)]
     worker = start_worker("-c", "1", "--prefetch", "8")
     assert [final(h) for h in (*done, crash, *rest)] == [JobState.SUCCEEDED] * (before + 4)
-    assert crash.info().attempts == 2  # the run that killed its child counts: the supervisor knew it ran
-    assert [h.info().attempts for h in rest] == [1, 1, 1]  # never started: not charged
+    # The run that killed its child counts, as a loss (not an attempt): the supervisor knew it ran.
+    assert (crash.info().attempts, crash.info().losses) == (1, 1)
+    assert [(h.info().attempts, h.info().losses) for h in rest] == [(1, 0)] * 3  # never started: not charged
     ran = side.lrange("side:order", 0, -1)
     assert [ran.count(name) for name in (b"r0", b"r1", b"r2")] == [1, 1, 1]
     # Run before the crash, their successes recorded, or lost with the child and run again at once:
-    # not after their lease (60 s), and each run counted.
+    # not after their lease (60 s), and each run counted (a run lost with the child as a loss).
     for handle in done:
         runs = ran.count(f"d{done.index(handle)}".encode())
-        assert handle.info().attempts == runs and runs in (1, 2)
+        assert (handle.info().attempts, handle.info().losses) == (1, runs - 1) and runs in (1, 2)
     assert "went back to its queue unrun" in worker.output()
 
 

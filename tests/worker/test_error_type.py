@@ -87,7 +87,7 @@ def slow():
     time.sleep(60)
 
 
-@app.task(name="crash", max_attempts=1)
+@app.task(name="crash", max_attempts=1, max_worker_losses=0)
 def crash():
     os._exit(3)
 
@@ -124,7 +124,7 @@ EXPECTED = {
     "ainterrupted": ("builtins.KeyboardInterrupt", "KeyboardInterrupt", "KeyboardInterrupt"),
     "soft": ("taskforge.errors.SoftTimeout", "SoftTimeout", "SoftTimeout"),
     "slow": ("taskforge.errors.HardTimeout", "TimeoutError: ", None),
-    "crash": ("taskforge.errors.WorkerCrashed", "WorkerCrashed: ", None),
+    "crash": ("taskforge.errors.WorkerLost", "WorkerLost: ", None),  # max_worker_losses=0: dead at its first crash
     "unstorable": ("taskforge.errors.SerializationError", "SerializationError: ", None),
     "nobody": ("taskforge.errors.UnknownTask", "UnknownTask: ", None),
 }

@@ -51,7 +51,7 @@ def slow():
     time.sleep(60)
 
 
-@app.task(name="crash", max_attempts=1)
+@app.task(name="crash", max_attempts=1, max_worker_losses=0)
 def crash():
     os._exit(3)
 
@@ -66,7 +66,7 @@ EXPECTED = {
     "boom": (FailureKind.EXCEPTION, "ValueError: boom", 1),
     "again": (FailureKind.RETRY, "Retry: ", 2),
     "slow": (FailureKind.TIMEOUT, "TimeoutError: ", 1),
-    "crash": (FailureKind.CRASHED, "WorkerCrashed: ", 1),
+    "crash": (FailureKind.WORKER_LOST, "WorkerLost: ", 1),  # max_worker_losses=0: its first crash is its end
     "unstorable": (FailureKind.SERIALIZATION, "SerializationError: ", 1),
     "nobody": (FailureKind.UNKNOWN_TASK, "UnknownTask: ", 1),
 }

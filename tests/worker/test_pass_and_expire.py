@@ -42,7 +42,8 @@ def test_expire_owner_expires_only_the_claims_carrying_that_prefix(app: TaskForg
     assert broker.claims.expire_owner("default", "aaaaaaaaaaaa.") == 1
     back, buried, dropped = broker.claims.reclaim("default")
     assert (back, buried, dropped) == ([dead.id], [], 0)
-    assert dead.info().state is JobState.PENDING and dead.info().attempts == 1  # the lost attempt counts
+    info = dead.info()
+    assert info.state is JobState.PENDING and (info.attempts, info.losses) == (0, 1)  # a loss, not an attempt
     assert live.info().state is JobState.RUNNING
     # The dead worker's late write is fenced: its token was cleared by the reclaim.
     assert broker.claims.succeed("default", dead.id, "aaaaaaaaaaaa.0000000000000001", b"\xc0") is False

@@ -39,8 +39,8 @@ def test_a_killed_child_loses_none_of_its_lanes_jobs(start_worker, producer, sid
     [child] = set(side.lrange("side:k:started", 0, -1))  # sleepy records its process id
     os.kill(int(child), signal.SIGKILL)
     assert [final(h) for h in handles] == [JobState.SUCCEEDED] * 3
-    # Each was failed as WorkerCrashed (the attempt counts) and run again.
-    assert [h.info().attempts for h in handles] == [2, 2, 2]
+    # Each was recorded as WorkerCrashed (a worker loss, not an attempt) and run again.
+    assert [(h.info().attempts, h.info().losses) for h in handles] == [(1, 1)] * 3
     assert side.llen("side:k") == 3
     assert worker.proc.poll() is None
 

@@ -24,7 +24,7 @@ def test_child_killed_mid_job_is_rerun(start_worker, producer, side) -> None:
     handle = producer.send("userapp.crash_once", "k")
     assert final(handle) is JobState.SUCCEEDED
     info = handle.info()
-    assert info.attempts == 2 and info.result == "survived"
+    assert (info.attempts, info.losses) == (1, 1) and info.result == "survived"  # the crash: a loss, no attempt
     assert side.lrange("side:k", 0, -1) == [b"ok"]
 
 
@@ -33,12 +33,14 @@ def test_always_crashing_job_ends_dead_and_worker_keeps_serving(start_worker, pr
     doomed = producer.send("userapp.always_crash", "d")
     assert final(doomed) is JobState.DEAD
     info = doomed.info()
-    assert info.attempts == 2 and "WorkerCrashed" in info.error and "code 3" in info.error
-    assert int(side.get("side:d:runs")) == 2
+    # Each crash is a worker loss, not an attempt: dead as WorkerLost after max_worker_losses (2) + 1 runs.
+    assert (info.attempts, info.losses) == (0, 3) and info.error_type == "taskforge.errors.WorkerLost"
+    assert "WorkerCrashed" in info.error and "code 3" in info.error
+    assert int(side.get("side:d:runs")) == 3
     assert producer.send("userapp.record", "after").result(timeout=20) == 1
     assert worker.proc.poll() is None
     # Exit code 3 is also what a recycled child exits with; only a child that said so is taken for one.
-    assert worker.output().count("exited with code 3; starting a new one") == 2
+    assert worker.output().count("exited with code 3; starting a new one") == 3
 
 
 def test_whole_worker_sigkilled_mid_job_is_completed_by_another(start_worker, producer, side) -> None:
@@ -49,7 +51,7 @@ def test_whole_worker_sigkilled_mid_job_is_completed_by_another(start_worker, pr
     first.wait(5)
     second = start_worker("-c", "1", "--visibility-timeout", "2")
     wait_for(lambda: side.llen("side:s:started") >= 2, 30, "the job to be reclaimed and restarted")
-    assert handle.info().attempts == 2
+    assert (handle.info().attempts, handle.info().losses) == (1, 1)  # the lost run: a loss, not an attempt
     second.signal(signal.SIGTERM)
     assert second.wait(60) == 0
 
@@ -91,7 +93,7 @@ def test_grace_expiry_gives_the_job_back_without_using_an_attempt(start_worker, 
     worker.signal(signal.SIGTERM)
     assert worker.wait(30) == 0
     info = handle.info()
-    assert info.state is JobState.PENDING and info.attempts == 0
+    assert info.state is JobState.PENDING and info.attempts == 0 and info.interrupted == 1
 
 
 def test_second_signal_stops_at_once(start_worker, producer, side) -> None:

@@ -81,15 +81,16 @@ def napper(key, seconds):
 def fenced_steps(key):
     """Step one; on its first run, wait (frozen by the test, overtaken) before step two and a stream item."""
     job = current_job()
+    run = side.incr(f"side:{key}:runs")  # not job.attempt: a run lost with its worker refunds its attempt
     one = job.step("one", lambda: side.incr(f"side:{key}:one"))
-    if job.attempt == 1:
+    if run == 1:
         side.set(f"side:{key}:waiting", 1)
         while not side.exists(f"side:{key}:go"):
             time.sleep(0.05)
     refused = []
     for name, write in (
-        ("stream", lambda: job.stream(f"run {job.attempt}")),
-        ("step", lambda: job.step(f"two of run {job.attempt}", str)),
+        ("stream", lambda: job.stream(f"run {run}")),
+        ("step", lambda: job.step(f"two of run {run}", str)),
     ):
         try:
             write()
@@ -98,7 +99,7 @@ def fenced_steps(key):
     if refused:
         side.set(f"side:{key}:refused", " ".join(refused))
         raise LeaseLost("overtaken")
-    return [one, job.attempt]
+    return [one, run]
 
 
 @app.task
@@ -221,3 +222,25 @@ def keyed_span(account, seconds):
 @app.task(key="account", key_rate_limit="4/s")
 def keyed_rated(account):
     return account
+
+
+@app.task(max_attempts=1)
+def slow_first(key, seconds):
+    """No retries; its first run takes ``seconds`` (long enough to be killed or stopped), the next ones none."""
+    runs = side.incr(f"side:{key}:runs")
+    side.rpush(f"side:{key}:started", os.getpid())
+    if runs == 1:
+        time.sleep(seconds)
+    return runs
+
+
+@app.task(max_attempts=1)
+def kills_its_child(key):
+    side.incr(f"side:{key}:runs")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@app.task(max_attempts=5)
+def kills_its_child_often(key):
+    side.incr(f"side:{key}:runs")
+    os._exit(9)

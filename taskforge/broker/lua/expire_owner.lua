@@ -7,7 +7,7 @@
 -- Only running jobs whose token starts with `owner` are touched: the claims
 -- of live workers never carry it. The lease moves to the past and nothing
 -- else changes: `reclaim` then does what it does for any expired claim
--- (back in line with the lost attempt counted, or dead on the last one; a
+-- (back in line with a worker loss counted, or dead once its losses are spent; a
 -- job of a batch it never started goes back with its attempt refunded), and
 -- clears the token, so a late write from the dead worker is fenced.
 local owner = ARGV[2]

@@ -5,8 +5,9 @@
 -- ARGV[3] dead_retention_ms
 -- ARGV[4] retention_ms
 -- Returns {reclaimed ids..., '|', buried ids..., '|', dropped count}.
--- The lost attempt was counted when the job was claimed, so a job that kills
--- its worker every time ends dead after max_attempts instead of looping.
+-- A lost worker is not the job's failure: the run uses a loss, not an attempt
+-- (lose_run), so a job that kills its worker every time ends dead (WorkerLost)
+-- once its max_worker_losses are spent instead of looping.
 -- A job claimed in a batch that its worker never said it started (marked
 -- `unstarted` by the claim, cleared by settle.lua) goes back with that
 -- attempt refunded: nothing ran, as when a live worker gives it back.
@@ -29,11 +30,10 @@ for _, id in ipairs(expired) do
     dropped = dropped + 1
   else
     leave_running(id, jk)
-    local f = redis.call('HMGET', jk, 'token', 'attempts', 'max_attempts', 'abort', 'unstarted')
+    local f = redis.call('HMGET', jk, 'token', 'attempts', 'abort', 'unstarted')
     local raw = f[2]
     local attempts = tonumber(raw or 0)
-    local max_attempts = tonumber(f[3]) or 1
-    if f[4] then
+    if f[3] then
       redis.call('HSET', jk, 'failure', 'aborted', 'error', 'Aborted: its worker was lost before it could stop it',
         'error_type', 'taskforge.errors.Aborted')
       finish(id, jk, 'cancelled', now, ttl)
@@ -42,21 +42,25 @@ for _, id in ipairs(expired) do
         ', not a count of runs; its lease expired and it was dead-lettered', '', dead_ttl,
         'taskforge.errors.CorruptJob')
       buried[#buried + 1] = id
-    elseif f[5] == '1' then
+    elseif f[4] == '1' then
       redis.call('HSET', jk, 'attempts', attempts - 1)
       redis.call('HDEL', jk, 'unstarted')
       restore_pending(id, jk)
       back[#back + 1] = id
-    elseif attempts >= max_attempts then
-      bury(id, jk, now, 'worker_lost', 'WorkerLost: the worker running attempt ' .. attempts ..
-        ' stopped renewing its lease (it died or lost Redis); no attempts left', '', dead_ttl,
-        'taskforge.errors.WorkerLost')
-      buried[#buried + 1] = id
     else
-      restore_pending(id, jk)
-      redis.call('HSET', jk, 'failure', 'worker_lost', 'error', 'WorkerLost: the worker running attempt ' .. attempts ..
-        ' stopped renewing its lease; reclaimed', 'error_type', 'taskforge.errors.WorkerLost')
-      back[#back + 1] = id
+      local losses, spent, most = lose_run(jk, attempts)
+      local lost = 'WorkerLost: the worker running attempt ' .. attempts ..
+        ' stopped renewing its lease (it died or lost Redis)'
+      if spent then
+        bury(id, jk, now, 'worker_lost', lost .. '; ' .. losses .. ' runs lost their worker, over max_worker_losses=' ..
+          most, '', dead_ttl, 'taskforge.errors.WorkerLost')
+        buried[#buried + 1] = id
+      else
+        restore_pending(id, jk)
+        redis.call('HSET', jk, 'failure', 'worker_lost', 'error', lost .. '; reclaimed (loss ' .. losses .. ' of ' ..
+          most .. ' allowed, no attempt used)', 'error_type', 'taskforge.errors.WorkerLost')
+        back[#back + 1] = id
+      end
     end
   end
 end

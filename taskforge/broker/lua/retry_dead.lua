@@ -1,4 +1,4 @@
--- retry_dead: move dead jobs back to pending with a fresh set of attempts.
+-- retry_dead: move dead jobs back to pending with a fresh set of attempts (and of worker losses).
 -- KEYS[1] pending         the queue's pending set (routes the call to the queue's slot)
 -- ARGV[1] prefix          the queue's key prefix
 -- ARGV[2] limit           (used when no ids are given: the oldest dead jobs)

@@ -93,10 +93,10 @@ local function take(rows, token, now, lease, fields, charged)
       redis.call('HSET', jk, 'state', 'running', 'started_at', now, 'token', token)
     end
     if group then
-      count_group_start(group, id, attempts, now)
+      count_group_start(group, id, token, now)
     end
     if lane then
-      count_start(row[8], PREFIX .. 'key_active:' .. lane, PREFIX .. 'key_rate:' .. lane, id, attempts, now)
+      count_start(row[8], PREFIX .. 'key_active:' .. lane, PREFIX .. 'key_rate:' .. lane, id, token, now)
     end
   end
   return charged

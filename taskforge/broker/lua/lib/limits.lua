@@ -156,24 +156,26 @@ local function lane_allows(rest, task, now, started)
 end
 
 -- A start counted against a limit (for each claimed job): a concurrency slot, and a
--- place in the rate window, which expires with the window.
-local function count_start(spec, ak, rk, id, attempts, now)
+-- place in the rate window, which expires with the window.  The window's member is
+-- the job and its claim token: each claim is a start of its own, even when the
+-- attempt number repeats (a run lost with its worker refunds its attempt).
+local function count_start(spec, ak, rk, id, token, now)
   if spec.concurrency > 0 then
     redis.call('SADD', ak, id)
   end
   if spec.rate > 0 then
-    redis.call('ZADD', rk, now, id .. ':' .. tostring(attempts))
+    redis.call('ZADD', rk, now, id .. ':' .. token)
     redis.call('PEXPIRE', rk, spec.period)
   end
 end
 
 -- A start of a job of limited task `group`: counted against the task's own
 -- limits and each shared limit it names.
-local function count_group_start(group, id, attempts, now)
+local function count_group_start(group, id, token, now)
   local spec = limit_spec(LIMITS, group)
-  count_start(spec, PREFIX .. 'active:' .. group, PREFIX .. 'rate:' .. group, id, attempts, now)
+  count_start(spec, PREFIX .. 'active:' .. group, PREFIX .. 'rate:' .. group, id, token, now)
   for _, limit in ipairs(spec.named) do
     local ak, rk = named_keys(limit[1])
-    count_start(limit[2], ak, rk, id, attempts, now)
+    count_start(limit[2], ak, rk, id, token, now)
   end
 end

@@ -82,15 +82,15 @@ local function make_pending(id, jk)
   add_pending(id, jk, nil)
 end
 
--- A dead job back at the back of its line with a fresh set of attempts
--- (retry_dead, and replan_steps reviving a resumed workflow's dead step): its
+-- A dead job back at the back of its line with a fresh set of attempts and of
+-- worker losses (retry_dead, and replan_steps reviving a resumed workflow's dead step): its
 -- record and its stream stop expiring, and a leftover done list, which would make every
 -- result() wait return at once, goes.  The caller has taken it off DEAD.
 local function revive_dead(id, jk)
   redis.call('PERSIST', jk)
   redis.call('PERSIST', stream_key(id))
   redis.call('HSET', jk, 'attempts', 0)
-  redis.call('HDEL', jk, 'finished_at', 'result', 'waiting', 'abort')
+  redis.call('HDEL', jk, 'finished_at', 'result', 'waiting', 'abort', 'losses')
   redis.call('UNLINK', PREFIX .. 'done:' .. id)
   index_mark(jk, id, 'd', false)
   local f = redis.call('HMGET', jk, 'created_at', 'task', 'key')
