@@ -84,7 +84,8 @@ def dashboard(app: str, host: str, port: int, auth: str | None, no_auth: bool, a
         from ..dashboard.security import parse_auth
         from ..dashboard.server import bind, serve
     except ImportError as exc:
-        fail(f"the dashboard needs its extra ({exc.name} is missing): pip install 'taskforge-redis[dashboard]'", USAGE)
+        missing = (exc.name or "a module").split(".")[0]  # the package to install, not one of its modules
+        fail(f"the dashboard needs its extra ({missing} is missing): pip install 'taskforge-redis[dashboard]'", USAGE)
     try:
         credentials = parse_auth(auth) if auth is not None else None
         allowed = allowed_hosts(allow_hosts, host)

@@ -93,3 +93,16 @@ def test_celerys_dash_a_names_the_app_argument(spelling: list[str]) -> None:
     result = CliRunner().invoke(main, ["worker", *spelling])
     assert result.exit_code == 2
     assert "taskforge worker proj:app" in result.output
+
+
+def test_the_dashboard_without_its_extra_names_the_distribution_to_install(
+    down_app, invoke, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The package index knows ``taskforge-redis``, not ``taskforge``: the hint must name what installs."""
+    for name in [m for m in sys.modules if m == "starlette" or m.startswith(("starlette.", "taskforge.dashboard"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "starlette", None)  # as if the extra were not installed
+    result = invoke("dashboard", "downapp")
+    assert result.exit_code == 2
+    line = one_line_error(result)
+    assert "starlette is missing" in line and "pip install 'taskforge-redis[dashboard]'" in line, line
