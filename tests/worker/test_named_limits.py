@@ -59,6 +59,8 @@ def test_a_shared_rate_limit_bounds_the_starts_of_both_tasks(start_worker, redis
         handles.append(producer.task_for("limitsapp.ping_a").with_options(queue="shared").delay("p"))
         handles.append(producer.task_for("limitsapp.ping_b").with_options(queue="shared").delay("p"))
     assert all(final(h, timeout=60) is JobState.SUCCEEDED for h in handles)
-    starts = sorted(start for start, _ in spans(side, "p"))
+    # The limit counts claims, on Redis's clock: each record's started_at. (A child's own clock at the
+    # body's start is later by however long the loaded machine took to get there, unevenly.)
+    starts = sorted(h.info().started_at.timestamp() for h in handles)  # type: ignore[union-attr]
     # "4/s": no 5 starts within one second, so 12 jobs take at least two seconds.
-    assert all(starts[i + 4] - starts[i] >= 0.95 for i in range(len(starts) - 4)), starts
+    assert all(starts[i + 4] - starts[i] >= 0.999 for i in range(len(starts) - 4)), starts
