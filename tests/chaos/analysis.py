@@ -134,7 +134,8 @@ def _disruption(run: Run, faults: list[Fault], crashes: list[tuple[int, float]],
     for f in faults:
         if f.kind == "child_kill" and f.target == run.pid and run.start - pre <= f.t_start <= hi:
             return f"child_kill #{f.number}"
-        if f.kind == "worker_kill" and f.target == run.ppid and run.start - pre <= f.t_start <= hi:
+        # From the signal until the children were seen gone (t_end): a run started in between is cut short too.
+        if f.kind == "worker_kill" and f.target == run.ppid and run.start - pre <= f.t_end and f.t_start <= hi:
             return f"worker_kill #{f.number}"
         term_hi = (run.end if run.end is not None else float("inf")) + min(ack, TERM_ACK_SLACK)
         if f.kind == "worker_term" and f.target == run.ppid and run.start <= f.t_start + GRACE <= term_hi:

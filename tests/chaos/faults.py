@@ -231,12 +231,15 @@ class FaultDriver:
         t = time.time()
         worker.send(signal.SIGKILL)
         detail = self.children_die_with(worker, t)
+        # The children die when the kernel has finished the supervisor's exit (PDEATHSIG), which on a
+        # loaded machine comes hundreds of ms after the signal: until then a lane may still claim a job.
+        gone = time.time()
         self.spawn()
         return Fault(
             number,
             "worker_kill",
             t,
-            t,
+            gone,
             worker.pid,
             worker.pid,
             children,
