@@ -15,25 +15,10 @@ import importlib
 import pytest
 
 from taskforge import JobState, TaskFailed, TaskForge, errors
-from taskforge.broker.keys import QueueKeys
 from taskforge.broker.record import Field, job_info
 from taskforge.job import FailureKind
 
-Q = QueueKeys("default")
-LEASE = 30_000
-
-
-def claim_one(app: TaskForge):
-    claims, _ = app.broker.claims.dequeue("default", LEASE)
-    assert len(claims) == 1
-    return claims[0]
-
-
-def expire_leases(app: TaskForge) -> None:
-    """As if every worker died: each running job's lease ran out long ago (no sleeping)."""
-    client = app.broker.client
-    for job_id in client.zrange(Q.running, 0, -1):
-        client.zadd(Q.running, {job_id: 0})
+from .claiming import LEASE, Q, claim_one, expire_leases
 
 
 def stored(app: TaskForge, job_id: str) -> str | None:

@@ -10,17 +10,9 @@ from __future__ import annotations
 import pytest
 
 from taskforge import ConfigurationError, JobState, TaskForge
-from taskforge.broker.keys import QueueKeys
 from taskforge.job import FailureKind
 
-Q = QueueKeys("default")
-LEASE = 30_000
-
-
-def claim_one(app: TaskForge):
-    claims, _ = app.broker.claims.dequeue("default", LEASE)
-    assert len(claims) == 1
-    return claims[0]
+from .claiming import Q, claim_one
 
 
 def crash(app: TaskForge) -> str:
