@@ -43,12 +43,24 @@ def script_calls(client: redis.Redis, run: Callable[[], object]) -> list[int]:
     return times
 
 
-def assert_spread(times: list[int], what: str) -> None:
-    total, longest = sum(times), max(times)
-    # A slice is about 1/80 of the whole here; a quarter leaves room for a
-    # call that a busy machine stretched, and none for a call doing it all.
-    assert longest <= total / 4, f"{what}: longest call {longest} µs of {total} µs over {len(times)} calls"
-    assert len(times) >= 10, f"{what}: {len(times)} script call(s), {total} µs in all"
+def assert_spread(client: redis.Redis, run: Callable[[], object], what: str) -> None:
+    """``run``'s script calls are many, and none takes more than a quarter of their time.
+
+    A slice is about 1/80 of the whole here; a quarter leaves room for a call
+    that a busy machine stretched, and none for a call doing it all. A
+    server starved of CPU (the niced server matrix beside the suite) once
+    stretched one call to 26%: a stretch is transient, a call doing it all is
+    not, so a miss is measured once more, on an emptied database.
+    """
+    for attempt in range(2):
+        if attempt:
+            client.flushdb()
+        times = script_calls(client, run)
+        total, longest = sum(times), max(times)
+        assert len(times) >= 10, f"{what}: {len(times)} script call(s), {total} µs in all"
+        if longest <= total / 4:
+            return
+    raise AssertionError(f"{what}: longest call {longest} µs of {total} µs over {len(times)} calls, twice")
 
 
 def test_a_big_delay_many_is_many_short_calls(own_redis_url: str, server: redis.Redis) -> None:
@@ -58,8 +70,7 @@ def test_a_big_delay_many_is_many_short_calls(own_redis_url: str, server: redis.
     def noop(n: int) -> int:
         return n
 
-    times = script_calls(server, lambda: noop.delay_many([(i,) for i in range(20_000)]))
-    assert_spread(times, "delay_many of 20,000 jobs")
+    assert_spread(server, lambda: noop.delay_many([(i,) for i in range(20_000)]), "delay_many of 20,000 jobs")
     assert server.zcard(QueueKeys("default").pending) == 20_000
 
 
@@ -70,5 +81,4 @@ def test_a_big_group_is_many_short_calls(own_redis_url: str, server: redis.Redis
     def noop(n: int) -> int:
         return n
 
-    times = script_calls(server, lambda: group(noop.s(i) for i in range(10_000)).delay())
-    assert_spread(times, "a group of 10,000 members")
+    assert_spread(server, lambda: group(noop.s(i) for i in range(10_000)).delay(), "a group of 10,000 members")
