@@ -3,7 +3,8 @@
 The level follows what an operator must see: a job that ends dead (from an
 exception, a timeout, a lost child or an unknown task) is an ERROR, so
 ``--log-level warning`` shows every failure; a run whose outcome could not
-be recorded is a WARNING; success and a retry still to come are INFO. A
+be recorded is a WARNING, and so is a run that lost its worker (it runs again
+without using an attempt); success and a retry still to come are INFO. A
 failed run says its run time and the backoff before the next attempt
 separately: ``failed after 0.002 s (ValueError: ...); retrying in 1.7 s``.
 """
@@ -43,8 +44,15 @@ def outcome_line(
     duration: float,
     error: str | None = None,
     retry_in: float | None = None,
+    *,
+    lost: bool = False,
 ) -> tuple[int, str]:
-    """The level and text for one run; ``attempt`` is ``2/3`` (or ``2`` when the maximum is not known)."""
+    """The level and text for one run; ``attempt`` is ``2/3`` (or ``2`` when the maximum is not known).
+
+    ``lost``: the run's process died under it, which uses a worker loss rather than an attempt
+    (``max_worker_losses``), so the line says so: "attempt 1/1 ... retrying" would read as a retry the
+    job had no attempt left for.
+    """
     head = f"task {printable(task)} job {printable(job_id)} attempt {attempt}"
     if state == "succeeded":
         return logging.INFO, f"{head} succeeded in {duration:.3f} s"
@@ -53,6 +61,9 @@ def outcome_line(
     if state == "passed":  # a task of another app's worker: said once per task as a warning (``foreign.py``)
         return logging.DEBUG, f"{head} not run: left for {error}, back in line in {seconds(retry_in or 0)} s"
     failure = f"failed after {duration:.3f} s ({short(error)})" if error else f"ended after {duration:.3f} s"
+    if state == "retrying" and lost:
+        again = f"back in line in {seconds(retry_in)} s" if retry_in is not None else "back in line"
+        return logging.WARNING, f"{head} {failure}; its worker was lost, which uses no attempt: {again}"
     if state == "retrying":
         backoff = f"retrying in {seconds(retry_in)} s" if retry_in is not None else "retrying"
         return logging.INFO, f"{head} {failure}; {backoff}"

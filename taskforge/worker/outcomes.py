@@ -133,7 +133,9 @@ class PendingOutcomes:
         if self.metrics is not None:
             self.metrics.finished(job.queue, job.task, state, duration)
         attempt = f"{job.attempts}/{job.max_attempts}" if job.max_attempts else str(job.attempts)
-        level, text = outcome_line(job.task, job.job_id, attempt, state, duration, error, delay)
+        level, text = outcome_line(
+            job.task, job.job_id, attempt, state, duration, error, delay, lost=kind is FailureKind.CRASHED
+        )
         log.log(level, "%s", text)
         if self.app.hooks.handlers["job_failed"] or self.app.hooks.handlers["job_dead"]:
             with contextlib.suppress(TaskforgeError):

@@ -79,6 +79,12 @@ def test_each_outcome_has_its_level(state: str | None, level: int, ending: str) 
     assert said_level == level and text.startswith("task t job j attempt 1/3") and text.endswith(ending), text
 
 
+def test_a_run_that_lost_its_worker_is_not_said_as_a_retry() -> None:
+    level, text = outcome_line("t", "j", "1/1", "retrying", 0.5, "WorkerCrashed: killed", 0.2, lost=True)
+    assert level == logging.WARNING
+    assert text.endswith("its worker was lost, which uses no attempt: back in line in 0.2 s")
+
+
 def test_a_long_error_is_cut_to_one_short_line() -> None:
     _, text = outcome_line("t", "j", "3/3", "dead", 1.0, "ValueError: " + "x" * 5000 + "\nmore")
     assert len(text) < 400 and text.endswith("...); the job is dead")

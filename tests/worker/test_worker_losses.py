@@ -43,7 +43,7 @@ def test_a_job_without_retries_survives_a_kill_9_of_its_whole_worker(start_worke
 @pytest.mark.parametrize("task", ["kills_its_child", "kills_its_child_often"])
 def test_a_job_that_kills_its_process_every_time_ends_dead_after_its_losses(task, start_worker, producer, side) -> None:
     """max_attempts=1 and max_attempts=5 alike: three runs (the default max_worker_losses=2, plus one), then dead."""
-    start_worker("-c", "1")
+    worker = start_worker("-c", "1")
     handle = producer.send(f"userapp.{task}", task)
     assert final(handle, 60) is JobState.DEAD
     info = handle.info()
@@ -51,6 +51,9 @@ def test_a_job_that_kills_its_process_every_time_ends_dead_after_its_losses(task
     assert info.losses == 3 and info.attempts == 0
     assert info.error_type == "taskforge.errors.WorkerLost"
     assert info.error is not None and "max_worker_losses" in info.error
+    lines = [line for line in worker.output().splitlines() if f"job {handle.id} attempt" in line]
+    assert sum("its worker was lost, which uses no attempt: back in line" in line for line in lines) == 2, lines
+    assert not any("; retrying" in line for line in lines), lines  # a lost run is not said as a retry
 
 
 def test_a_run_cut_short_by_shutdown_is_recorded_interrupted_and_runs_again(start_worker, producer, side) -> None:
