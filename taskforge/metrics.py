@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("taskforge.metrics")
 
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, float("inf"))
-QUEUE_STATES = ("pending", "scheduled", "retrying", "running", "dead")
+QUEUE_STATES = ("pending", "scheduled", "retrying", "deferred", "running", "dead")
 UNKNOWN_TASK = "unknown"
 
 

@@ -74,6 +74,7 @@ class QueueStatus:
     expired_last_hour: int = 0  # jobs that reached their ``expires`` time unrun, in the last 60 minutes
     paused: bool = False  # app.pause(): workers start none of its jobs
     held: int = 0  # pending jobs held back by their task's per-key (or task-wide) limits
+    deferred: int = 0  # jobs waiting for the jobs they depend on (depends_on)
 
     @property
     def pending(self) -> int:
@@ -93,6 +94,7 @@ class QueueStatus:
             "expired_last_hour": self.expired_last_hour,
             "paused": self.paused,
             "held": self.held,
+            "deferred": self.deferred,
         }
 
 
@@ -194,6 +196,7 @@ def queue_status(app: TaskForge, name: str, sample: int = SAMPLE, paused: bool |
         expired_last_hour=inspection.expired_last_hour(name),
         paused=bool(app.broker.flow.paused([name])) if paused is None else paused,
         held=app.broker.flow.held(name),
+        deferred=counts["deferred"],
     )
 
 

@@ -35,7 +35,7 @@ def claim_one(app: TaskForge, queue: str = "default"):
 
 
 def nothing_stored(app: TaskForge, queue: str = "default") -> None:
-    assert app.broker.inspection.counts(queue) == {"pending": 0, "scheduled": 0, "running": 0, "dead": 0}
+    assert app.broker.inspection.counts(queue) == {"pending": 0, "scheduled": 0, "running": 0, "dead": 0, "deferred": 0}
     assert inspector(app).keys("taskforge:*job*") == []
 
 

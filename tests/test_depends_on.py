@@ -163,3 +163,22 @@ def test_a_lost_listing_is_listed_again_by_the_audit(app: TaskForge) -> None:
     assert app.broker.drive(dependencies.audit(["default"], app.broker.settings.retention_ms)) == 1
     app.drain()
     assert RAN == ["parent", "child"]
+
+
+def test_a_waiting_job_is_counted_by_status_metrics_and_max_size(broker_url: str) -> None:
+    """A deferred job is unfinished: ``taskforge status`` and the queue gauge show it, and max_size bounds it."""
+    from taskforge import status as tf_status
+    from taskforge.errors import QueueFull
+    from taskforge.metrics import QUEUE_STATES
+
+    bounded = TaskForge("bounded", broker=broker_url, max_size=2)
+    step, _, _ = make_tasks(bounded)
+    parent = step.delay("parent")
+    step.apply_async(("child",), depends_on=parent)
+    queue = tf_status.queue_status(bounded, "default")
+    assert (queue.deferred, queue.pending) == (1, 1)
+    assert "deferred" in QUEUE_STATES and queue.to_dict()["deferred"] == 1  # the gauge reads to_dict()
+    probed = tf_status.queue_statuses(bounded, ["default"], set())  # a page of queues probes first
+    assert probed[0].deferred == 1
+    with pytest.raises(QueueFull):
+        step.delay("third")  # the parent and the waiting child fill it

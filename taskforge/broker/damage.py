@@ -18,7 +18,7 @@ import redis
 from ..errors import CorruptQueue
 from . import keys
 from .connection import broker_errors
-from .keys import QueueKeys
+from .keys import QueueKeys, deferred_key
 
 # The pending score is priority band + sequence (lua/lib/keys.lua): past the band
 # width the sequence would spill into the next priority.
@@ -33,6 +33,7 @@ def expected_types(queue: str) -> dict[str, str]:
         q.scheduled: "zset",
         q.running: "zset",
         q.dead: "zset",
+        deferred_key(q): "zset",
         q.seq: "string",
         q.wake: "list",
         q.limits: "hash",

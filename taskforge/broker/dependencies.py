@@ -29,7 +29,7 @@ from functools import partial
 from typing import Any
 
 from . import calls, job_plans, junk
-from .keys import QueueKeys
+from .keys import QueueKeys, deferred_key
 from .plan import Command, Pipeline, Plan, Script
 
 HELD_FOR_MS = 10 * 365 * 24 * 3600 * 1000  # how far ahead a waiting job is stored, the moment before it is held
@@ -139,7 +139,7 @@ def audit(queues: Sequence[str], retention_ms: int) -> Plan[int]:
     looked = 0
     for queue in queues:
         q = QueueKeys(queue)
-        deferred = q.prefix + "deferred"
+        deferred = deferred_key(q)
         parked = yield Command(
             partial(_range, q.scheduled, now + HELD_FOR_MS // 2, "+inf"), (queue,), junk.or_default(q.scheduled, [])
         )

@@ -13,7 +13,7 @@ import redis
 
 from . import junk
 from .connection import broker_errors
-from .keys import QueueKeys
+from .keys import QueueKeys, deferred_key
 from .timings import TaskTimings, from_hashes
 
 if TYPE_CHECKING:
@@ -45,17 +45,18 @@ class Inspection:
         """Sizes of the queue's sets, in two round trips at most."""
         q = QueueKeys(queue)
         groups = self.limited_groups(queue)
-        keys = [q.lane_jobs, q.pending, q.scheduled, q.running, q.dead, *(q.group_pending(g) for g in groups)]
+        fixed = [q.lane_jobs, q.pending, q.scheduled, q.running, q.dead, deferred_key(q)]
+        keys = [*fixed, *(q.group_pending(g) for g in groups)]
         with self.guard(queue):
             pipe = self.client.pipeline(transaction=False)
             pipe.hgetall(q.lane_jobs)
             for key in keys[1:]:
                 pipe.zcard(key)
-            laned, pending, scheduled, running, dead, *limited = junk.replies(
+            laned, pending, scheduled, running, dead, deferred, *limited = junk.replies(
                 pipe.execute(raise_on_error=False), keys, [{}, *[0] * (len(keys) - 1)]
             )
         pending += sum(limited) + sum(junk.count(n, q.lane_jobs) for n in laned.values())
-        return {"pending": pending, "scheduled": scheduled, "running": running, "dead": dead}
+        return {"pending": pending, "scheduled": scheduled, "running": running, "dead": dead, "deferred": deferred}
 
     def pending_by_priority(self, queue: str) -> dict[int, int]:
         """Pending jobs per priority (0 low .. 3 critical), by ZCOUNT over score bands: O(log n).

@@ -220,3 +220,12 @@ class WorkflowKeys:
     @property
     def route(self) -> str:
         return self.record
+
+
+def deferred_key(q: QueueKeys) -> str:
+    """Jobs waiting for the jobs they depend on (``depends_on``), scored by when last looked at.
+
+    A function rather than a ``QueueKeys`` property: the class is at its size limit, and only
+    the dependencies, the counts and the damage check name this key.
+    """
+    return q.prefix + "deferred"

@@ -44,7 +44,8 @@ strings or null, counts are integers):
                   next_due, expired_last_hour, paused (true: `taskforge
                   pause` holds its starts), held (pending jobs held
                   back by their task's per-key limits; counted in
-                  pending too)}]
+                  pending too), deferred (jobs waiting for the jobs
+                  they depend on: depends_on)}]
   workers         [{id, host, pid, queues: [name], concurrency, jobs_done,
                   current: [{id, task, queue, started_at}], started_at,
                   heartbeat, clock_offset_ms (its wall clock minus
@@ -125,6 +126,7 @@ def queue_table(snapshot: tf_status.Status) -> str:
         "SCHEDULED",
         "RETRYING",
         "HELD",
+        "DEFERRED",
         "RUNNING",
         "DEAD",
         "EXPIRED",
@@ -145,6 +147,7 @@ def queue_table(snapshot: tf_status.Status) -> str:
                 Cell(f"{mark}{q.scheduled}", right=True),
                 Cell(f"{mark}{q.retrying}", fg="yellow" if q.retrying else None, right=True),
                 count(q.held, "yellow"),
+                count(q.deferred, "yellow"),
                 count(q.running, "green"),
                 count(q.dead, "red"),
                 count(q.expired_last_hour, "magenta"),

@@ -329,7 +329,8 @@ def test_purge_and_clear(app: TaskForge) -> None:
     job.apply_in(60)
     assert app.broker.cleanup.purge("default", "pending") == 1200
     assert app.broker.cleanup.purge("default", "scheduled") == 1
-    assert app.broker.inspection.counts("default") == {"pending": 0, "scheduled": 0, "running": 0, "dead": 0}
+    empty = {"pending": 0, "scheduled": 0, "running": 0, "dead": 0, "deferred": 0}
+    assert app.broker.inspection.counts("default") == empty
     job.delay()
     assert app.broker.cleanup.clear("default") >= 1
     assert inspector(app).keys("taskforge:{default}:*") == []

@@ -82,7 +82,7 @@ def test_a_serialization_error_in_the_last_slice_stores_nothing(app: TaskForge, 
     add = add_task(app)
     with pytest.raises(SerializationError, match="call #9"):
         add.delay_many([*[(i,) for i in range(9)], (object(),)])
-    assert visible(app) == {"pending": 0, "scheduled": 0, "running": 0, "dead": 0}
+    assert visible(app) == {"pending": 0, "scheduled": 0, "running": 0, "dead": 0, "deferred": 0}
     assert inspector(app).keys("taskforge:*") == [] or leftovers(app) == []
 
 
@@ -103,7 +103,7 @@ def test_a_lost_connection_while_staging_leaves_nothing_visible_and_the_slices_e
     monkeypatch.setattr(app.broker.jobs.scripts, "run_each", dropping)
     with pytest.raises(BrokerUnavailable):
         add.delay_many([(i,) for i in range(10)])
-    assert visible(app) == {"pending": 0, "scheduled": 0, "running": 0, "dead": 0}
+    assert visible(app) == {"pending": 0, "scheduled": 0, "running": 0, "dead": 0, "deferred": 0}
     assert inspector(app).keys("taskforge:*job:*") == []
     assert len(inspector(app).keys("taskforge:*staged:*")) == 2  # invisible to workers
     deadline = time.monotonic() + 10

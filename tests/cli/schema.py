@@ -55,6 +55,7 @@ STATUS_SCHEMA = {
             "expired_last_hour": int,
             "paused": bool,
             "held": int,
+            "deferred": int,
         }
     ],
     "workers": [

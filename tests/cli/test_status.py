@@ -54,6 +54,7 @@ def test_json_counts_every_state_and_priority(cli_app: TaskForge, invoke) -> Non
         "expired_last_hour": 0,
         "paused": False,
         "held": 0,
+        "deferred": 0,
     }
     assert queues["mail"]["pending"] == 0 and queues["mail"]["next_due"] is None
     # The soonest due is a retry (600 s) or the scheduled job (30 s): the latter.
@@ -73,9 +74,9 @@ def test_human_table_is_aligned_and_plain_off_a_terminal(cli_app: TaskForge, inv
     row = next(line for line in lines if line.startswith("default"))
     assert (
         header.split()
-        == "QUEUE PENDING CRIT HIGH NORM LOW SCHEDULED RETRYING HELD RUNNING DEAD EXPIRED NEXT DUE".split()
+        == "QUEUE PENDING CRIT HIGH NORM LOW SCHEDULED RETRYING HELD DEFERRED RUNNING DEAD EXPIRED NEXT DUE".split()
     )
-    assert row.split()[:11] == ["default", "10", "4", "3", "2", "1", "1", "2", "0", "1", "1"]
+    assert row.split()[:12] == ["default", "10", "4", "3", "2", "1", "1", "2", "0", "0", "1", "1"]
     # Numbers end under the end of their header.
     assert row.index("10") + 2 == header.index("PENDING") + len("PENDING")
     assert "no live workers" in result.stdout

@@ -4,7 +4,7 @@
 -- ARGV[2] minute          Redis's current minute (seconds // 60), the one stats keys are named by
 -- ARGV[3] minutes         how many minutes back to look, the current one included
 -- Returns {jobs, active, expired}: jobs 1 when a key that keeps or counts jobs exists (pending,
--- scheduled, running, dead, lane counts, limits, held heads); active 1 when a stats key of those
+-- scheduled, running, dead, lane counts, limits, held heads, deferred); active 1 when a stats key of those
 -- minutes exists; expired, the sum of their `expired` fields (junk counts as 0).
 -- `taskforge status` and the dashboard call it for every queue in one pipeline, and read in full
 -- only the queues with jobs: 5,000 one-off queues cost 5,000 short calls, not 50,000 round trips.
@@ -12,7 +12,7 @@
 -- and this script runs once per queue of a status page (the lane counts' name is cut in two, as
 -- scripts.py would read the whole word for the helper of that name).
 local jobs = redis.call('EXISTS', PENDING, SCHEDULED, RUNNING, DEAD, PREFIX .. 'lane_' .. 'jobs', PREFIX .. 'limits',
-  PREFIX .. 'held_head')
+  PREFIX .. 'held_head', PREFIX .. 'deferred')
 local last, keys = tonumber(ARGV[2]), {}
 for minute = last - tonumber(ARGV[3]) + 1, last do
   keys[#keys + 1] = PREFIX .. 'stats:' .. minute

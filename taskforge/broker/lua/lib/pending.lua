@@ -109,9 +109,10 @@ local function restore_pending(id, jk)
   add_pending(id, jk, seq)
 end
 
--- Jobs not finished yet (pending in any set, scheduled, retrying, running): what max_size bounds.
+-- Jobs not finished yet (pending in any set, scheduled, retrying, deferred, running): what max_size bounds.
 local function unfinished_count()
-  local size = redis.call('ZCARD', PENDING) + redis.call('ZCARD', SCHEDULED) + redis.call('ZCARD', RUNNING)
+  local size = redis.call('ZCARD', PENDING) + redis.call('ZCARD', SCHEDULED) + redis.call('ZCARD', RUNNING) +
+    redis.call('ZCARD', PREFIX .. 'deferred')
   for _, group in ipairs(redis.call('HKEYS', LIMITS)) do
     size = size + redis.call('ZCARD', group_pending(group))
   end
