@@ -18,13 +18,19 @@ Workloads, on a no-op task whose side effect is an INCR in the counter db
   and Redis commands per job, client and inside Lua (MONITOR on the queue db,
   one untimed pass, with --idle seconds of an idle worker), and taskforge's
   Redis time per script (slow log, one untimed pass of --script-n jobs).
+  What each job costs Redis (issue #50), two untimed passes per library:
+  memory, the used_memory delta per queued job and per finished job its
+  default keeps (--mem-n jobs, with a breakdown by key kind), and Redis
+  time per job's life, enqueue + claim + outcome, from INFO commandstats on
+  a private redis-server the pass starts (--time-n jobs, --redis-server).
 
 Every figure is the median of --runs rounds with min-max. Rounds are
 interleaved (taskforge, huey, ..., then again), one library at a time, so
 a slow moment of a shared machine spreads over everyone. Only ratios within
 one run mean much on a shared machine.
 
---quick: N=1,000, 1 round, 100 latency jobs, 1 worker start, 300 jobs for
+--quick: N=1,000, 1 round, 100 latency jobs, 1 worker start, 5,000 jobs
+for memory and Redis time, 300 jobs for
 the command count of taskforge's two shapes only (a peer's count depends
 only on its version: see RESULTS.md; with --only, every library named is
 counted), 3 s idle, optional peers (arq) only if named in --only;
@@ -36,6 +42,9 @@ under benchmarks/.cache/), then the Markdown tables, also written to
 benchmarks/RESULTS.md with the date, machine, versions and worker command lines.
 Uses databases 8 (queues) and 9 (counters) of the Redis, and FLUSHDBs both;
 sets slowlog-log-slower-than to 0 during the script pass, restored after.
+Memory figures are used_memory deltas, server-wide: clean only when nothing
+else writes to that Redis (give --redis a private server; the report counts
+the other clients it saw).
 """
 
 from __future__ import annotations
@@ -55,7 +64,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
 sys.path.insert(0, str(BENCH_DIR))
 
-from harness import processes, venvs  # noqa: E402
+from harness import costs, processes, redis_time, venvs  # noqa: E402
 from harness.document import markdown  # noqa: E402
 from harness.peers import Peer, discover  # noqa: E402
 from harness.report import Results  # noqa: E402
@@ -82,6 +91,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--start-runs", type=int, help="worker starts timed per library (default 3, quick 1)")
     p.add_argument(
         "--script-n", type=int, help="jobs for taskforge's Redis time per script (default 2000, quick 300; 0: skip)"
+    )
+    p.add_argument(
+        "--mem-n",
+        type=int,
+        help="jobs for Redis memory per queued and finished job (default 20000, quick 5000; 0: off)",
+    )
+    p.add_argument("--time-n", type=int, help="jobs for Redis time per job's life (default 20000, quick 5000; 0: skip)")
+    p.add_argument(
+        "--redis-server", default=redis_time.default_server(), help="binary of the private server of the time pass"
     )
     p.add_argument("--procs", type=int, default=2, help="worker processes per library (default 2)")
     p.add_argument("--redis", default="redis://127.0.0.1:6379", help="Redis, without a database")
@@ -125,6 +143,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     opts.idle = opts.idle if opts.idle is not None else (3.0 if quick else 10.0)
     opts.start_runs = opts.start_runs if opts.start_runs is not None else (1 if quick else 3)
     opts.script_n = opts.script_n if opts.script_n is not None else opts.cmd_n
+    opts.mem_n = opts.mem_n if opts.mem_n is not None else (5000 if quick else 20000)
+    opts.time_n = opts.time_n if opts.time_n is not None else (5000 if quick else 20000)
     opts.out = opts.out or (opts.cache / "RESULTS-quick.md" if quick else BENCH_DIR / "RESULTS.md")
     return opts
 
@@ -235,7 +255,8 @@ def run_all(bench: Bench, ready: list[Peer], opts: argparse.Namespace, results: 
 
 
 def untimed_passes(bench: Bench, ready: list[Peer], opts: argparse.Namespace, results: Results) -> None:
-    """Worker starts, commands per job (MONITOR), taskforge's Redis time per script (slow log)."""
+    """Worker starts, commands per job (MONITOR), taskforge's Redis time per script (slow log), then what
+    each job costs Redis: memory per queued and finished job, Redis time per job's life (costs.py)."""
     for _ in range(opts.start_runs):
         for peer in ready:
             try:
@@ -260,6 +281,7 @@ def untimed_passes(bench: Bench, ready: list[Peer], opts: argparse.Namespace, re
                 results.scripts = bench.script_times(peer, opts.script_n)
             except Exception as exc:
                 results.errors.setdefault(peer.name, []).append(f"script times: {type(exc).__name__}: {exc}")
+    costs.run(bench, ready, opts, results)
 
 
 def on_signal(signum: int, _frame: Any) -> None:
@@ -311,7 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.monotonic() - began
     env["elapsed_s"] = round(elapsed, 1)
     targets = results.targets() if any(p.name.startswith("taskforge") for p in peers) else []
-    lines = [env, *results.json_lines(), *targets]
+    targets += costs.targets(results)
+    lines = [env, *results.json_lines(), *costs.json_lines(results), *targets]
     if results.scripts:
         lines.append({"type": "script_times", "peer": "taskforge", "n": opts.script_n, "scripts": results.scripts})
     lines += [{"type": "unavailable", "peer": p.name, "why": p.unavailable} for p in peers if p.unavailable]

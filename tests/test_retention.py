@@ -14,6 +14,7 @@ import pytest
 from taskforge import ConfigurationError, JobState, TaskForge
 from taskforge.broker import calls
 from taskforge.broker.keys import QueueKeys, search_index
+from taskforge.broker.queue import new_token
 from taskforge.testing import use_broker
 from taskforge.worker.housekeeping import DamageLog, Sweeper
 
@@ -138,6 +139,35 @@ def test_retention_count_per_queue_and_through_a_batch_of_results(broker_url: st
     oks, _ = claims.settle("small", results)  # what a worker's lane sends after a batch: one script call
     assert oks == [True] * 10
     assert len(records(app, "small")) == 3 and expiring(app, "small") == 3
+
+
+def test_busy_queues_keep_their_own_last_outcomes_on_the_lanes_path(broker_url: str) -> None:
+    # What a busy lane does: each success claims the next job in the same call (succeed_and_claim),
+    # so records finish many to a millisecond; each queue keeps its own count of the last to finish.
+    app = TaskForge("tests", broker=broker_url, retention_count={"a": 4, "b": 7})
+
+    @app.task(queue="a")
+    def in_a(n: int) -> int:
+        return n
+
+    @app.task(queue="b")
+    def in_b(n: int) -> int:
+        return n
+
+    claims = app.broker.claims
+    for queue, task, keep in (("a", in_a, 4), ("b", in_b, 7)):
+        handles = task.delay_many([(i,) for i in range(60)])
+        following, _ = claims.dequeue(queue, 30_000, token=new_token())
+        finished = []
+        while following and following[0] is not None:
+            claim = following[0]
+            done, (following, _) = claims.succeed_and_claim(queue, claim.id, claim.token, b"\xc0", 30_000, new_token())
+            assert done
+            finished.append(claim.id)
+        assert sorted(finished) == sorted(h.id for h in handles)
+        assert records(app, queue) == set(finished[-keep:]), queue
+        assert expiring(app, queue) == keep
+        assert app.broker.client.zcard(search_index(queue)) == 2 * keep  # a, t per record kept
 
 
 def test_a_count_lowered_is_reached_by_the_sweep(broker_url: str) -> None:

@@ -6,7 +6,7 @@ import argparse
 import re
 from typing import Any
 
-from . import scripttimes
+from . import costs, scripttimes
 from .peers import Peer
 from .report import Results, targets_table
 from .workloads import Settings
@@ -93,6 +93,9 @@ def markdown(
         "`slowlog-log-slower-than 0` (Redis's own execution time, without round trip or parsing; no MONITOR "
         "running). The sha of each call is matched to the script by the taskforge in the venv.",
         "",
+        "## What each job costs Redis (issue #50)",
+        "",
+        *costs_section(opts, results),
         "## taskforge against the targets of issue #15",
         "",
         "The best taskforge worker shape for each workload against the best other library.",
@@ -105,3 +108,45 @@ def markdown(
     if failures:
         lines += ["## Failures", ""] + [f"- {name}: {why}" for name, why in failures] + [""]
     return "\n".join(lines)
+
+
+def costs_section(opts: argparse.Namespace, results: Results) -> list[str]:
+    """Memory per queued and finished job with where the bytes go, and Redis time per job's life."""
+    lines = ["### Redis memory per job", ""]
+    if results.memory:
+        lines += [
+            *costs.memory_table(results),
+            "",
+            f"`INFO memory` used_memory (script cache left out) after {opts.mem_n:,} jobs through the normal API "
+            "on the emptied queue database, no worker running, minus the empty database, over N; then the same "
+            "after the library's worker drained them and stopped (what its default keeps). Server-wide: "
+            "clean only with no other client connected (last column).",
+            "",
+            "Where the bytes go: every key of the queue database grouped by kind (ids as `*`), `MEMORY USAGE "
+            "key SAMPLES 0` (key, value and its keyspace entry). What no key holds is the delta minus their "
+            "sum; it is negative when MEMORY USAGE overestimates a type (a stream's, RQ's `rq:results:*`).",
+            "",
+            *costs.breakdown_table(results),
+            "",
+            *costs.record_fields(results),
+            "",
+        ]
+    else:
+        lines += ["(not measured in this run)", ""]
+    lines += ["### Redis time per job's life", ""]
+    if results.redis_time:
+        server = next(iter(results.redis_time.values()))["server"]
+        lines += [
+            *costs.time_table(results),
+            "",
+            f"{opts.time_n:,} jobs through the normal API, then the worker's drain, on a private {server} started "
+            "for this pass (the counter on the harness's Redis); `CONFIG RESETSTAT` before each phase, "
+            "`INFO commandstats` after it, the harness's INFO/CONFIG/FLUSHDB left out. µs: the commands clients "
+            "sent, a script's inner commands inside its time only (they also have lines of their own, split off "
+            "by the share MONITOR saw inside scripts: the '+' figures); 'every line summed' counts them twice. "
+            "Redis CPU: the server's user + system time over the phase (parsing and networking included).",
+            "",
+        ]
+    else:
+        lines += ["(not measured in this run)", ""]
+    return lines

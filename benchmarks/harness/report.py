@@ -75,6 +75,8 @@ class Results:
     commands: dict[str, dict[str, Any]] = field(default_factory=dict)
     errors: dict[str, list[str]] = field(default_factory=dict)
     scripts: dict[str, dict[str, float]] = field(default_factory=dict)  # taskforge's Redis time per script
+    memory: dict[str, dict[str, Any]] = field(default_factory=dict)  # bytes per job (redis_memory.py)
+    redis_time: dict[str, dict[str, Any]] = field(default_factory=dict)  # Redis µs per job's life (redis_time.py)
 
     def add_round(self, peer: str, metrics: dict[str, float], errors: list[str]) -> None:
         bucket = self.per_peer.setdefault(peer, {})
@@ -256,7 +258,7 @@ def _sum(data: dict[str, Any] | None) -> str:
 
 
 def targets_table(targets: list[dict[str, Any]]) -> list[str]:
-    rows = ["| target (issue #15) | taskforge | goal | met? | compared with |", "|---|---|---|---|---|"]
+    rows = ["| target (issue #15 unless named) | taskforge | goal | met? | compared with |", "|---|---|---|---|---|"]
     for t in targets:
         verdict = {True: "yes", False: "**no**", None: "—"}[t["met"]]
         rows.append(f"| {t['target']} | {t['value']} | {t['goal']} | {verdict} | {t['against']} |")

@@ -76,6 +76,19 @@ class Redis:
             return None if count < 0 else [self.read_reply() for _ in range(count)]
         raise RedisError(f"unexpected reply {line!r}")
 
+    def pipeline(self, commands: list[tuple[object, ...]]) -> list[object]:
+        """Send every command, then read every reply; an error reply comes back as its RedisError."""
+        self.sock.sendall(b"".join(_encode(*command) for command in commands))
+        replies: list[object] = []
+        for _ in commands:
+            try:
+                replies.append(self.read_reply())
+            except RedisError as exc:
+                if str(exc) == "connection closed by Redis":
+                    raise
+                replies.append(exc)
+        return replies
+
     def info(self, section: str) -> dict[str, str]:
         raw = self.call("INFO", section)
         assert isinstance(raw, bytes)

@@ -71,6 +71,7 @@ class Settings:
     bench_dir: Path
     cache: Path
     side_effect: str = "raw"  # how a task records its completion: see peers/_common.py
+    counter_redis_url: str = ""  # another server for the counter (redis_costs.py); default: redis_url
 
     @property
     def queue_url(self) -> str:
@@ -78,7 +79,7 @@ class Settings:
 
     @property
     def counter_url(self) -> str:
-        return f"{self.redis_url}/{self.counter_db}"
+        return f"{self.counter_redis_url or self.redis_url}/{self.counter_db}"
 
 
 class Bench:
@@ -128,11 +129,11 @@ class Bench:
             raise WorkloadError(f"{action}: {result['error']}")
         return result
 
-    def worker(self, peer: Peer, target: int, tag: str) -> Worker:
+    def worker(self, peer: Peer, target: int, tag: str, extra: tuple[str, ...] = ()) -> Worker:
         log = self.logs / f"{peer.name}-{tag}.log"
         log.write_text("")
         return Worker(
-            peer.worker_argv(self.s.procs, self.s.queue_url),
+            [*peer.worker_argv(self.s.procs, self.s.queue_url), *extra],
             peer.copies(self.s.procs),
             self.env(peer, target),
             self.s.bench_dir,

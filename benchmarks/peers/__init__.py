@@ -12,6 +12,9 @@ A peer module has two halves.
     distributions  whose versions to report
     worker         the worker command line; "{bin}" is the venv's bin dir,
                    "{procs}" the process count (2), "{queue_url}" the queue database
+    burst          optional: the worker option that makes it exit once the queue is empty
+                   (Redis time per job, ``harness/redis_costs.py``; without it the harness
+                   waits for the counter)
     copies         how many times to start ``worker`` (default 1; arq has no -w option)
     enqueue_api    the normal one-job API the producer loop calls (for the report)
     bulk           the bulk API (for the report), or None

@@ -19,6 +19,7 @@ SPEC = {
         "--log-level",
         "warning",
     ],
+    "burst": "--burst",
     "enqueue_api": "noop.delay()",
     "bulk": "noop.delay_many(calls): one EVALSHA of the enqueue script for all N",
 }

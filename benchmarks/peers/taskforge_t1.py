@@ -12,6 +12,7 @@ SPEC = {
     "requirements": ["{repo}"],
     "distributions": ["taskforge-redis", "redis", "msgpack"],
     "worker": ["{bin}/taskforge", "worker", "peers.taskforge:app", "-c", "{procs}", "--log-level", "warning"],
+    "burst": "--burst",
     "enqueue_api": "noop.delay()",
     "bulk": None,
     "no_bulk": "the same delay_many as taskforge's row",
