@@ -40,7 +40,9 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Collection
 from multiprocessing.connection import Connection, Pipe, wait
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .board import ROW
@@ -173,6 +175,40 @@ class ForkServer:
             time.sleep(0.005)
         os.kill(self.pid, signal.SIGKILL)
         os.waitpid(self.pid, 0)
+
+
+def reap_strays(known: Collection[int]) -> list[int]:
+    """Reap this subreaper's zombie children that it never started; the pids reaped.
+
+    A process a job started and left behind (a daemon, or a subprocess of a
+    child killed for its timeout) is reparented to the supervisor once its
+    parent ends, not to init: when it ends, nobody else would reap it.
+    """
+    found: list[int] = []
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            found += [int(pid) for pid in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    reaped = []
+    for pid in found:
+        if pid in known or process_state(pid) != "Z":
+            continue
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                reaped.append(pid)
+        except ChildProcessError:
+            pass
+    return reaped
+
+
+def process_state(pid: int) -> str:
+    """R, S, Z (ended, not reaped)... from /proc; empty once the process is gone (reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat[stat.rindex(")") + 2 :].split()[0]
 
 
 def _read_exactly(sock: socket.socket, size: int) -> bytes:

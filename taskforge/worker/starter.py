@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+from collections.abc import Collection
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Protocol
 
 from .board import Board, LaneBatches
 from .child import ChildConfig, child_main
+from .forkserver import reap_strays
 
 if TYPE_CHECKING:
     from .forkserver import ForkServer
@@ -46,6 +48,7 @@ class Starter:
         self.threads = threads
         self.ctx = multiprocessing.get_context("spawn")
         self.forks: ForkServer | None = None  # set by the worker command when it made one
+        self.subreaper = False  # orphans of this process's descendants come to it: see ``reap_strays``
 
     def start(self, config: ChildConfig) -> Started:
         return self.forked(config) or self.spawned(config)
@@ -73,6 +76,19 @@ class Starter:
         writer.close()
         control_reader.close()
         return process, reader, control_writer, LaneBatches(board)
+
+    def adopt(self, forks: ForkServer | None) -> None:
+        """Fork the children from ``forks`` while it lasts (None: spawn them)."""
+        self.forks = forks
+        self.subreaper = self.subreaper or forks is not None
+
+    def reap_strays(self, children: Collection[int]) -> None:
+        """A subreaper reaps what it adopted: processes the jobs left behind, once they end."""
+        if self.subreaper:
+            known = {*children, *(p.pid for p in multiprocessing.active_children() if p.pid is not None)}
+            reaped = reap_strays(known | ({self.forks.pid} if self.forks is not None else set()))
+            if reaped:
+                log.info("reaped %d process(es) a job left behind: pids %s", len(reaped), reaped)
 
     def close_forks(self) -> None:
         """No more children from the fork server (a warm restart, the worker's end, its failure)."""

@@ -73,7 +73,7 @@ class Supervisor:
         self.signals = 0  # SIGTERM/SIGINT received so far
         owner = owner_tag()
         self.pool = Pool(app_spec, options, metrics, owner)
-        self.pool.starter.forks = forks  # the children are forked from it while it lasts (``forkserver.py``)
+        self.pool.starter.adopt(forks)  # the children are forked from it while it lasts (``forkserver.py``)
         self.outcomes = PendingOutcomes(app, metrics)
         self.damage = DamageLog()
         self.idle = Activity(lambda: self.pool.jobs_done, lambda: any(self.pool.running()) or bool(self.outcomes))
@@ -244,6 +244,7 @@ class Supervisor:
             if self.outcomes:
                 self.outcomes.settle()
             self.pool.respawn_due(now)
+            self.pool.starter.reap_strays(self.pool.pids())
             if self.restart.step():  # a SIGHUP: idle children are woken to see it, as on a stop
                 self.housekeeping.run(self.wake_children, proves=False)
             self.housekeeping.tick(now, self.stopping)

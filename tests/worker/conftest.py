@@ -77,15 +77,6 @@ def comm(pid: int) -> str:
         return ""
 
 
-def process_state(pid: int) -> str:
-    """R, S, Z (a zombie: ended, not reaped)...; empty once it is gone (reaped)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat[stat.rindex(")") + 2 :].split()[0]
-
-
 class Worker:
     """One ``taskforge worker`` command, started in its own session."""
 

@@ -19,13 +19,31 @@ from pathlib import Path
 import pytest
 
 from taskforge import JobState
+from taskforge.worker.forkserver import process_state
 
-from .conftest import child_pids, comm, final, process_state, wait_for
+from .conftest import child_pids, comm, final, wait_for
 
 pytestmark = [
     pytest.mark.redis,
     pytest.mark.skipif(sys.platform != "linux", reason="the fork server needs Linux (subreaper, pidfd)"),
 ]
+
+
+STRAY_APP = """
+import os, subprocess, sys
+import redis
+from taskforge import TaskForge
+
+app = TaskForge("strayapp")
+side = redis.Redis.from_url(os.environ["SIDE_REDIS"])
+
+
+@app.task(max_attempts=1, max_worker_losses=0)
+def leave_behind(key):
+    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)"])
+    side.rpush(f"side:{key}", stray.pid)
+    os._exit(3)  # the child dies first: its subprocess is reparented to the supervisor
+"""
 
 
 def cmdline(pid: int) -> str:
@@ -101,3 +119,15 @@ def test_a_warm_restart_closes_the_fork_server_and_spawns_afresh(start_worker, p
 
     (new,) = wait_for(spawned, 30, "a spawned child in the slot")  # type: ignore[misc]
     assert new != old and final(producer.send("userapp.record", "r")) is JobState.SUCCEEDED
+
+
+def test_a_process_a_job_left_behind_is_reaped_once_it_ends(start_worker, workdir, producer, side) -> None:
+    (workdir / "strayapp.py").write_text(STRAY_APP)
+    worker = start_worker("-c", "1", app="strayapp:app")
+    forked_children(worker, 1)
+    producer.send("strayapp.leave_behind", "s")
+    stray = int(wait_for(lambda: side.lpop("side:s"), 30, "the job to start its subprocess"))  # type: ignore[arg-type]
+    wait_for(lambda: stray in child_pids(worker.pid) or process_state(stray) == "", 10, "the stray to be adopted")
+    # A subreaper that never reaped it would keep it a zombie for as long as the worker runs.
+    wait_for(lambda: process_state(stray) == "", 15, f"the stray {stray} to end and be reaped")
+    assert "reaped 1 process(es) a job left behind" in worker.output()
