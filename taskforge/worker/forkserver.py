@@ -268,9 +268,12 @@ def run_child(payload: bytes, fds: list[int], supervisor: int) -> None:  # pragm
     code: Any = 1
     try:
         _prctl(PR_SET_NAME, CHILD_NAME)
+        middle = os.getppid()
         deadline = time.monotonic() + REPARENT_WAIT
-        while os.getppid() != supervisor:  # the middle process is still exiting
-            if time.monotonic() > deadline:
+        while (parent := os.getppid()) != supervisor:
+            # Still the middle process's (it is exiting), or already another's: the supervisor
+            # died meanwhile, and this child was given to init. Then it must not go on.
+            if parent != middle or time.monotonic() > deadline:
                 os._exit(1)
             time.sleep(0.0005)
         from .child import child_main
