@@ -248,11 +248,12 @@ def fork_child(payload: bytes, fds: list[int], sock: socket.socket, supervisor: 
     middle = os.fork()
     if middle == 0:
         os.close(said)
+        middle = os.getpid()  # the child's parent until it exits: known here, not raced for there
         pid = os.fork()
         if pid == 0:
             os.close(say)
             sock.close()
-            run_child(payload, fds, supervisor)
+            run_child(payload, fds, supervisor, middle)
         os.write(say, struct.pack("!i", pid))
         os._exit(0)
     os.close(say)
@@ -263,12 +264,11 @@ def fork_child(payload: bytes, fds: list[int], sock: socket.socket, supervisor: 
     return struct.unpack("!i", reply)[0] if len(reply) == 4 else -1
 
 
-def run_child(payload: bytes, fds: list[int], supervisor: int) -> None:  # pragma: no cover - a child's life
+def run_child(payload: bytes, fds: list[int], supervisor: int, middle: int) -> None:  # pragma: no cover
     """The child: wait to be the supervisor's, then the usual ``child_main``; never returns."""
     code: Any = 1
     try:
         _prctl(PR_SET_NAME, CHILD_NAME)
-        middle = os.getppid()
         deadline = time.monotonic() + REPARENT_WAIT
         while (parent := os.getppid()) != supervisor:
             # Still the middle process's (it is exiting), or already another's: the supervisor
