@@ -213,6 +213,9 @@ class Supervisor:
         try:
             # The children first, the other checks meanwhile: none of them need hold the first job back.
             self.pool.start()
+            # Listed with its children's pids before they can claim much (they start in milliseconds):
+            # a worker started here after a kill -9 proves them gone from this entry (``rescue.py``).
+            self.housekeeping.run(self.heartbeat)
             self.housekeeping.run(self.check_clock)
             self.housekeeping.run(self.compare_tasks)
             self.housekeeping.run(self.reclaim)
