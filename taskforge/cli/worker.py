@@ -15,6 +15,7 @@ from ..app import TaskForge
 from ..broker.keys import validate_queue_name
 from ..errors import AppNotFound
 from ..loader import import_included
+from ..worker.forkserver import ForkServer
 from ..worker.supervisor import Supervisor, WorkerOptions
 from .common import USAGE, cli_errors, fail, open_app, refuse_memory
 
@@ -180,11 +181,14 @@ def worker(
         async_slots=async_slots,
         prefetch=prefetch,
     )
+    # Now, with the app imported and before any connection or thread exists: children forked
+    # from this pristine copy import nothing (``worker/forkserver.py``); None where they are spawned.
+    forks = ForkServer.start()
     with cli_errors():
         the_app.broker.ping()
         metrics = serve_metrics(the_app, served, metrics_host, metrics_port) if metrics_port else None
         try:
-            code = Supervisor(the_app, app, options, metrics).run()
+            code = Supervisor(the_app, app, options, metrics, forks).run()
         finally:
             if metrics is not None:
                 metrics.close()

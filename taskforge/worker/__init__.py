@@ -4,6 +4,8 @@ Split by responsibility, so each part can be read (and changed) alone:
 
 * ``supervisor.py``: the main loop, signals and shutdown, wiring the parts below;
 * ``pool.py``: the children, what each lane runs, timeouts, aborts, respawns;
+* ``starter.py``, ``forkserver.py``: how a child comes to be: forked from a pristine fork
+  server made before any thread or socket, or spawned;
 * ``leases.py``: renewing this worker's claims, reclaiming those of lost workers;
 * ``outcomes.py``: recording the jobs of a child that died before it could;
 * ``housekeeping.py``: when the periodic Redis work runs, and its failures contained;

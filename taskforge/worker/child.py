@@ -62,7 +62,7 @@ PR_SET_PDEATHSIG = 1
 
 @dataclass(frozen=True)
 class ChildConfig:
-    """Everything a freshly spawned child needs; picklable."""
+    """Everything a new child needs (spawned or forked, ``starter.py``); picklable."""
 
     app_spec: str
     queues: tuple[str, ...]
@@ -318,7 +318,7 @@ class Child:
 
 
 def child_main(config: ChildConfig, pipe: Connection, control: Connection | None = None, board: Any = None) -> None:
-    """Entry point of a spawned child process; ``control`` carries the supervisor's ``CancelJob``,
+    """Entry point of a child process, spawned or forked; ``control`` carries the supervisor's ``CancelJob``,
     ``board`` is the shared array where lanes say which job of a batch they run (``board.py``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the supervisor decides
     ignore_hup()  # so does a closing terminal's SIGHUP: a warm restart, the supervisor's to run
@@ -327,6 +327,8 @@ def child_main(config: ChildConfig, pipe: Connection, control: Connection | None
     set_worker(config.worker_id)
     child = Child(config, pipe, control, None if board is None else Board(board))
     signal.signal(signal.SIGTERM, child.request_stop)
+    # A forked child starts with these held back (``forkserver.py``): one sent meanwhile arrives now.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     soft.install()
     code = child.run()
     child.courier.flush()  # what is left after that, the reconciler delivers

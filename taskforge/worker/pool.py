@@ -1,7 +1,8 @@
-"""The supervisor's children: spawn, listen, reap, respawn, and kill when a job must stop.
+"""The supervisor's children: start, listen, reap, respawn, and kill when a job must stop.
 
-Children are started with ``spawn``, not ``fork`` (docs/worker-model.md, "Process model"): none
-inherits the supervisor's Redis sockets, threads or held locks, forked workers' classic deadlocks.
+Children are forked from the fork server (``forkserver.py``), a copy of the supervisor made
+before any thread or socket existed, or else started with ``spawn`` (docs/worker-model.md,
+"Process model"): none inherits the supervisor's Redis sockets, threads or held locks.
 
 The pool knows which job each lane of each child runs, from the children's
 messages, because everything the supervisor does from outside depends on
@@ -19,19 +20,17 @@ other jobs then go back to their queues unrun, their attempt refunded.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
 from .aio_run import ABORT, SOFT, TIMEOUT
-from .board import Board, LaneBatches
-from .child import ChildConfig, child_main
+from .board import LaneBatches
+from .child import ChildConfig
 from .hangup import hup_blocked
 from .joblog import describe_exit
 from .lane import EXIT_RECYCLE
@@ -48,6 +47,7 @@ from .messages import (
     from_wire,
 )
 from .options import WorkerOptions
+from .starter import ChildProcess, Starter
 
 if TYPE_CHECKING:
     from ..metrics import WorkerMetrics
@@ -101,7 +101,7 @@ class Running:
 @dataclass
 class ChildSlot:
     index: int
-    process: BaseProcess
+    process: ChildProcess
     pipe: Connection
     started: float = field(default_factory=time.monotonic)
     last_seen: float = field(default_factory=time.monotonic)
@@ -149,7 +149,7 @@ class Pool:
         self.worker_id = ""  # the worker's registry id, set by the supervisor: the children's current_job().worker_id
         self.options = options
         self.metrics = metrics
-        self.ctx = multiprocessing.get_context("spawn")
+        self.starter = Starter(options.threads)  # forks the children, or spawns them (``starter.py``)
         self.children: dict[int, ChildSlot] = {}
         self.respawn_at: dict[int, float] = {}
         self.crash_streak: dict[int, int] = {}
@@ -174,8 +174,6 @@ class Pool:
             self.spawn(index)
 
     def spawn(self, index: int) -> None:
-        reader, writer = self.ctx.Pipe(duplex=False)
-        control_reader, control_writer = self.ctx.Pipe(duplex=False)
         options = self.options
         config = ChildConfig(
             app_spec=self.spec,
@@ -195,15 +193,8 @@ class Pool:
             worker_id=self.worker_id,
         )
         with hup_blocked():  # for the child, and for multiprocessing's resource tracker, started with the board
-            board = Board.new(self.ctx, options.threads)
-            args = (config, writer, control_reader, board.shared)
-            process = self.ctx.Process(target=child_main, args=args, name=f"taskforge-child-{index}")
-            process.start()
-        writer.close()
-        control_reader.close()
-        slot = self.children[index] = ChildSlot(
-            index, process, reader, control=control_writer, batches=LaneBatches(board)
-        )
+            process, reader, control_writer, board = self.starter.start(config)
+        slot = self.children[index] = ChildSlot(index, process, reader, control=control_writer, batches=board)
         if self.stopping:
             # A SIGTERM handled while this child was being started found no slot for
             # it to signal (and one that reached the child before its exec is lost):

@@ -74,7 +74,12 @@ class WarmRestart:
         return False
 
     def ask_children(self) -> set[int]:
-        """Ask every child to finish its jobs and go (SIGTERM); the pool replaces each as it exits."""
+        """Ask every child to finish its jobs and go (SIGTERM); the pool replaces each as it exits.
+
+        The fork server holds the app as it was imported at start: it is closed, and the new
+        children are spawned, each importing the app afresh (new code is what a restart is for).
+        """
+        self.pool.starter.close_forks()
         for slot in self.pool.children.values():
             slot.restarting = True
             signal_child(slot, signal.SIGTERM)

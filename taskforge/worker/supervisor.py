@@ -50,6 +50,7 @@ from .ticker import Ticker
 if TYPE_CHECKING:
     from ..app import TaskForge
     from ..metrics import WorkerMetrics
+    from .forkserver import ForkServer
 
 __all__ = ["Running", "Supervisor", "WorkerOptions"]
 
@@ -58,7 +59,12 @@ log = logging.getLogger("taskforge.worker")
 
 class Supervisor:
     def __init__(
-        self, app: TaskForge, app_spec: str, options: WorkerOptions, metrics: WorkerMetrics | None = None
+        self,
+        app: TaskForge,
+        app_spec: str,
+        options: WorkerOptions,
+        metrics: WorkerMetrics | None = None,
+        forks: ForkServer | None = None,
     ) -> None:
         self.app = app
         self.app_spec = app_spec
@@ -67,6 +73,7 @@ class Supervisor:
         self.signals = 0  # SIGTERM/SIGINT received so far
         owner = owner_tag()
         self.pool = Pool(app_spec, options, metrics, owner)
+        self.pool.starter.adopt(forks)  # the children are forked from it while it lasts (``forkserver.py``)
         self.outcomes = PendingOutcomes(app, metrics)
         self.damage = DamageLog()
         self.idle = Activity(lambda: self.pool.jobs_done, lambda: any(self.pool.running()) or bool(self.outcomes))
@@ -201,13 +208,17 @@ class Supervisor:
         if HUP is not None:
             signal.signal(HUP, self.restart.on_signal)
         log.info("%s", banner(self.app, self.app_spec, self.registry.id, self.options))
-        self.housekeeping.run(self.check_clock)
-        self.housekeeping.run(self.compare_tasks)
-        self.housekeeping.run(self.reclaim)
-        self.housekeeping.run(self.register_limits)
+        self.housekeeping.run(self.register_limits)  # before any claim: a job sent by name obeys them too
         self.app.hooks.emit("worker_started")
         try:
+            # The children first, the other checks meanwhile: none of them need hold the first job back.
             self.pool.start()
+            # Listed with its children's pids before they can claim much (they start in milliseconds):
+            # a worker started here after a kill -9 proves them gone from this entry (``rescue.py``).
+            self.housekeeping.run(self.heartbeat)
+            self.housekeeping.run(self.check_clock)
+            self.housekeeping.run(self.compare_tasks)
+            self.housekeeping.run(self.reclaim)
             if self.ticker is not None:
                 self.ticker.start()
             self.loop()
@@ -217,6 +228,7 @@ class Supervisor:
             # Whatever went wrong, never leave children running without a
             # supervisor renewing their leases: that would run jobs twice.
             self.pool.kill_now()
+            self.pool.starter.close_forks()
         if not self.stopping:  # burst mode ran out of work
             self.app.hooks.emit("worker_stopping")
         self.housekeeping.run(self.registry.remove)
@@ -235,6 +247,7 @@ class Supervisor:
             if self.outcomes:
                 self.outcomes.settle()
             self.pool.respawn_due(now)
+            self.pool.starter.reap_strays(self.pool.pids())
             if self.restart.step():  # a SIGHUP: idle children are woken to see it, as on a stop
                 self.housekeeping.run(self.wake_children, proves=False)
             self.housekeeping.tick(now, self.stopping)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import redis
 
-from .procs import RedisServer, WorkerProcess, cmdline, group_pids, kill_group, tracebacks, wait_for
+from .procs import RedisServer, WorkerProcess, cmdline, group_pids, is_job_child, kill_group, tracebacks, wait_for
 
 KINDS = ("child_kill", "worker_kill", "worker_term", "redis_restart", "redis_pause")
 WORKER_ARGS = ["-c", "2", "--visibility-timeout", "3", "--grace", "2", "--log-level", "info"]
@@ -261,8 +261,8 @@ class FaultDriver:
         left = group_pids(worker.pid)
         if not left:
             return f"its group was gone {1000 * (time.time() - killed_at):.0f} ms later"
-        loaded = self.app_loaders()
-        running = [pid for pid in left if pid in loaded]
+        loaded = self.app_loaders()  # spawned children that imported the app; forked ones have it from birth
+        running = [pid for pid in left if pid in loaded or is_job_child(pid) and "spawn_main" not in cmdline(pid)]
         if running:
             described = {pid: cmdline(pid)[:60] for pid in running}
             self.orphans_seen.append(

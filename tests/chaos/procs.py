@@ -62,6 +62,14 @@ def cmdline(pid: int) -> str:
         return ""
 
 
+def is_job_child(pid: int) -> bool:
+    try:
+        name = Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return False
+    return name == "taskforge-child" or "spawn_main" in cmdline(pid)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -196,8 +204,9 @@ class WorkerProcess:
         return self.signalled is None and self.alive()
 
     def job_children(self) -> list[int]:
-        """Its spawned job-running children (not multiprocessing's resource tracker)."""
-        return [p for p in child_pids(self.pid) if "spawn_main" in cmdline(p)]
+        """Its job-running children: forked by its fork server (named so), or spawned; not the fork server
+        itself, nor multiprocessing's resource tracker."""
+        return [p for p in child_pids(self.pid) if is_job_child(p)]
 
     def send(self, signum: signal.Signals) -> None:
         self.signalled, self.signalled_at = signum.name, time.time()

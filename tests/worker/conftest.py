@@ -69,6 +69,14 @@ def child_pids(pid: int) -> list[int]:
     return [int(p) for p in text.split()]
 
 
+def comm(pid: int) -> str:
+    """The process's name: ``taskforge-child`` for a forked child, ``taskforge-forks`` for the fork server."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 class Worker:
     """One ``taskforge worker`` command, started in its own session."""
 
@@ -91,7 +99,11 @@ class Worker:
         return self.proc.pid
 
     def children(self) -> list[int]:
-        return child_pids(self.proc.pid)
+        """Its child processes but the fork server (``fork_server``), which runs no job."""
+        return [pid for pid in child_pids(self.proc.pid) if comm(pid) != "taskforge-forks"]
+
+    def fork_server(self) -> int | None:
+        return next((pid for pid in child_pids(self.proc.pid) if comm(pid) == "taskforge-forks"), None)
 
     def wait_children(self, n: int, timeout: float = 20) -> list[int]:
         return wait_for(

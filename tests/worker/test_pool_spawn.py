@@ -49,7 +49,7 @@ def test_a_stop_during_a_spawn_signals_the_new_child(monkeypatch) -> None:
         def RawArray(self, kind: str, size: int) -> list[float]:  # noqa: N802
             return [0.0] * size
 
-    monkeypatch.setattr(pool, "ctx", Context())
+    monkeypatch.setattr(pool.starter, "ctx", Context())
     monkeypatch.setattr(pool_module, "signal_child", lambda slot, signum: sent.append((slot.index, signum)))
     pool.spawn(0)
     assert sent == [(0, signal.SIGTERM)]
@@ -69,7 +69,7 @@ def test_a_spawn_outside_a_stop_signals_nothing(monkeypatch) -> None:
         def RawArray(self, kind: str, size: int) -> list[float]:  # noqa: N802
             return [0.0] * size
 
-    monkeypatch.setattr(pool, "ctx", Context())
+    monkeypatch.setattr(pool.starter, "ctx", Context())
     monkeypatch.setattr(pool_module, "signal_child", lambda slot, signum: sent.append((slot.index, signum)))
     pool.spawn(0)
     assert sent == [] and 0 in pool.children
