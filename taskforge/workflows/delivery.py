@@ -69,9 +69,18 @@ def step_job(workflow: str, step: StepToSend, failed: dict[bytes, bytes] | None 
         inherit=spec.inherit,
         limits=spec.limits,
         workflow=workflow,
-        fields={"headers": encode_headers(spec.headers)} if spec.headers else None,
+        fields=step_fields(spec),
     )
     return spec.queue, job
+
+
+def step_fields(spec: StepSpec) -> dict[str, str] | None:
+    """The plain fields a step's record carries: its producer's headers, and its budget of worker losses
+    when not the default (the scripts read an absent one as 2), as a job sent on its own would."""
+    fields = {"headers": encode_headers(spec.headers)} if spec.headers else {}
+    if spec.max_worker_losses != 2:
+        fields["max_worker_losses"] = str(spec.max_worker_losses)
+    return fields or None
 
 
 def failed_at(workflow: str, reply: WorkflowReply) -> tuple[str, str] | None:

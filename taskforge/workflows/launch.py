@@ -75,6 +75,7 @@ def step_spec(signature: Signature[Any], given: Shape | None, where: str, summar
         call=payload,
         input=given,
         summary=summary,
+        max_worker_losses=opts.max_worker_losses,
     )
 
 

@@ -4,7 +4,7 @@
 script reads it), and whoever sends the step (a worker's report, the
 reconciler, a resume) or shows it (``WorkflowHandle.info()``) reads it back
 through ``StepSpec.decode``. The encoding is a msgpack map whose keys are the
-field names, in this order, with ``summary`` and ``headers`` only when set:
+field names, in this order, with ``summary``, ``headers`` and ``max_worker_losses`` only when set:
 workflows stored by an earlier release decode unchanged, and
 ``tests/workflows/test_step_spec.py`` fails when a field is added to one side
 (the class, ``encode`` or ``decode``) only.
@@ -36,6 +36,7 @@ class StepSpec:
     input: Shape | None  # what it receives before its own args (``plan.py``); None: nothing
     summary: bool = False  # an on_failure step built with .s(): the failed step's summary comes first
     headers: dict[str, str] | None = None  # the workflow's start's headers (producer hooks); None: none
+    max_worker_losses: int = 2  # the task's budget of lost workers (``@app.task(max_worker_losses=...)``)
 
     def encode(self) -> bytes:
         spec: dict[str, Any] = {
@@ -53,6 +54,8 @@ class StepSpec:
             spec["summary"] = True
         if self.headers:
             spec["headers"] = self.headers
+        if self.max_worker_losses != 2:
+            spec["max_worker_losses"] = self.max_worker_losses
         return dumps(spec)
 
     @classmethod
@@ -74,6 +77,7 @@ class StepSpec:
                 input=cast("Shape | None", spec["input"]),
                 summary=bool(spec.get("summary", False)),
                 headers=cast("dict[str, str] | None", spec.get("headers")),
+                max_worker_losses=_of(spec, "max_worker_losses", int) if "max_worker_losses" in spec else 2,
             )
         except KeyError as exc:
             raise ValueError(f"a step's spec has no {exc.args[0]!r}") from None

@@ -12,6 +12,7 @@ import dataclasses
 
 import pytest
 
+from taskforge import TaskForge, chain
 from taskforge.serialization import dumps, dumps_call, loads
 from taskforge.workflows.spec import StepSpec
 
@@ -28,6 +29,7 @@ FULL = StepSpec(
     input=[0, [1, 2]],
     summary=True,
     headers={"traceparent": "00-ab-cd-01"},
+    max_worker_losses=5,
 )
 
 
@@ -77,3 +79,23 @@ def test_a_spec_an_earlier_release_stored_decodes_and_encodes_the_same() -> None
 def test_junk_is_a_value_error(junk: bytes) -> None:
     with pytest.raises(ValueError, match="step's spec"):
         StepSpec.decode(junk)
+
+
+@pytest.mark.parametrize("broker_url", ["memory"], indirect=True)
+def test_a_step_keeps_its_tasks_budget_of_worker_losses(app: TaskForge) -> None:
+    """A workflow step is a job of its task: ``max_worker_losses`` reaches its record as a job sent alone."""
+
+    @app.task(max_worker_losses=7)
+    def sturdy(x: int) -> int:
+        return x
+
+    @app.task()
+    def plain(x: int) -> int:
+        return x
+
+    flow = chain(sturdy.s(1), plain.s()).delay()
+    first = flow.info().steps[0]
+    assert app.broker.claims.job_fields(first.queue, first.id, ["max_worker_losses"]) == ["7"]
+    app.drain()
+    second = flow.info().steps[1]
+    assert app.broker.claims.job_fields(second.queue, second.id, ["max_worker_losses"]) == [None]  # the default
