@@ -190,10 +190,13 @@ def entry(raw: bytes, queue: str) -> tuple[str, bytes, bytes]:
 
 @dataclass
 class Source:
-    """One queue's list to read (``prefix``), and how far down it the search has got (``below``).
+    """One queue's list to read (``prefix``), and how far down it the search has read (``below``).
 
     ``listed``: the stamps of a small set read whole (the running or the
     scheduled jobs), newest first, read from here instead of the index.
+    ``kept``: entries read but not yet looked at (below another list's
+    place), looked at next round rather than read again: a search of every
+    job merges one list per task.
     """
 
     queue: str
@@ -202,6 +205,8 @@ class Source:
     done: bool = False
     batch: list[tuple[str, bytes, bytes]] = field(default_factory=list)  # (id, stamp, rest)
     listed: list[bytes] | None = None
+    kept: list[tuple[str, bytes, bytes]] = field(default_factory=list)
+    ended: bool = False  # a read came back short: nothing is left below what it read
 
     def read(self, index: IndexRole, since: bytes, size: int) -> list[bytes]:
         if self.listed is None:
@@ -275,8 +280,12 @@ class Finder:
         while True:
             active = [s for s in sources if not s.done]
             for s in active:
-                s.batch = [entry(e, s.queue) for e in s.read(self.broker.index, self.since, size)]
-            full = [s.batch[-1][1] for s in active if len(s.batch) == size]
+                want = size - len(s.kept)
+                read = [] if s.ended or want <= 0 else s.read(self.broker.index, self.since, want)
+                fresh = [entry(e, s.queue) for e in read]
+                s.ended = s.ended or len(fresh) < want
+                s.batch = s.kept + fresh
+            full = [s.batch[-1][1] for s in active if not s.ended]
             floor = max(full) if full else None
             candidates = sorted(
                 (
@@ -296,8 +305,9 @@ class Finder:
                 return found, None
             looked += len(candidates)
             for s in active:
-                s.done = len(s.batch) < size and (not s.batch or s.batch[-1][1] >= floor)
-                s.below = floor
+                s.kept = [e for e in s.batch if e[1] < floor]
+                s.below = s.batch[-1][1] if s.batch else floor
+                s.done = s.ended and not s.kept
             if budget and (looked >= SCAN_BUDGET or time.monotonic() - began > TIME_BUDGET_S):
                 return found, floor
             size = min(2 * size, MAX_SLICE)

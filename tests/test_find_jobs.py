@@ -216,6 +216,42 @@ def test_entries_an_earlier_version_wrote_are_found_once_and_swept_with_their_re
     assert ids(app.find_jobs()) == [new.id]
 
 
+def test_every_job_merges_the_tasks_lists_newest_first_through_every_page(
+    app: TaskForge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One list per task, read a few entries at a time: each job once, in creation order, across pages."""
+    monkeypatch.setattr(search, "FIRST_SLICE", 3)
+    monkeypatch.setattr(search, "MAX_SLICE", 5)
+
+    @app.task
+    def often() -> None:
+        pass
+
+    @app.task
+    def rarely() -> None:
+        pass
+
+    @app.task
+    def once() -> None:
+        pass
+
+    made = []
+    for i in range(30):
+        made.append((often if i % 5 else rarely).delay().id)
+        if i == 7:
+            made.append(once.delay().id)
+        time.sleep(0.002)  # creation ms apart: newest first is then the reverse of this order
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = app.find_jobs(limit=4, cursor=cursor)
+        seen += ids(page)
+        if page.cursor is None:
+            break
+        cursor = page.cursor
+    assert seen == made[::-1]
+
+
 def test_bulk_retry_brings_every_dead_match_back_once(app: TaskForge, shop: dict[str, Any]) -> None:
     q = search.query(app, state="dead")
     assert bulk.count(app, q, "retry") == 3
