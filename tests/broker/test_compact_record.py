@@ -75,3 +75,22 @@ def test_an_absent_max_attempts_retries_as_the_default_does(app: TaskForge) -> N
         outcomes.append(app.broker.claims.fail("default", claim.id, claim.token, "ValueError: x", "", 0))
     assert outcomes == ["retrying"] * (DEFAULT_MAX_ATTEMPTS - 1) + ["dead"]
     assert handle.info().attempts == DEFAULT_MAX_ATTEMPTS
+
+
+def test_a_finished_record_keeps_no_claim_token_place_in_line_or_unstarted_mark(app: TaskForge) -> None:
+    @app.task
+    def plain() -> None:
+        pass
+
+    done, failed = plain.delay(), plain.delay()
+    claim = claim_one(app)
+    app.broker.client.hset(Q.job(claim.id), "unstarted", "1")  # as a batch's later job carries it
+    assert app.broker.claims.succeed("default", claim.id, claim.token, b"\xc0")
+    claim = claim_one(app)
+    assert app.broker.claims.fail("default", claim.id, claim.token, "ValueError: x", "", None) == "dead"
+    for handle in (done, failed):
+        record = app.broker.client.hgetall(Q.job(handle.id))
+        assert not {Field.TOKEN.key, Field.SEQ.key, Field.UNSTARTED.key} & set(record), handle.id
+        assert record[Field.OUTCOME_TOKEN.key] and record[Field.FINISHED_AT.key]
+    assert done.result(timeout=1) is None and failed.info().state is JobState.DEAD
+    assert app.job(failed.id).retry() and claim_one(app).id == failed.id  # a new place in line, a new claim
