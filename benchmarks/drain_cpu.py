@@ -79,7 +79,8 @@ def start_redis(binary: str, workdir: str) -> tuple[subprocess.Popen[bytes], str
 
 
 def env_for(tree: str | None, url: str) -> dict[str, str]:
-    paths = [str(HERE)] + ([tree] if tree else [])
+    """This tree's ``taskforge`` (or ``tree``'s), not whichever one the environment has installed."""
+    paths = [str(HERE), tree or str(HERE.parent)]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "COSTS_REDIS": url}
 
 

@@ -189,9 +189,16 @@ def measure(app: Any, base: str, keys: int, tasks: Any, runs: int) -> None:
     )
 
 
+def package_root() -> str:
+    """Where this process's ``taskforge`` comes from: the dashboard and the CLI it starts run the same one."""
+    import taskforge
+
+    return str(Path(taskforge.__file__).resolve().parent.parent)
+
+
 def dashboard(url: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    env = {**os.environ, "TASKFORGE_BROKER_URL": url, "PYTHONPATH": str(HERE)}
+    env = {**os.environ, "TASKFORGE_BROKER_URL": url, "PYTHONPATH": os.pathsep.join([str(HERE), package_root()])}
     board = subprocess.Popen(
         [sys.executable, "-m", "taskforge", "dashboard", "search_app:app", "--port", str(port)],
         cwd=HERE,
@@ -226,7 +233,7 @@ def bulk_retry(app: Any, url: str, dead: int) -> None:
     client.config_set("slowlog-log-slower-than", 1_000)  # every call over 1 ms, to see how far from 10 ms
     client.config_set("slowlog-max-len", 100_000)
     client.slowlog_reset()
-    env = {**os.environ, "TASKFORGE_BROKER_URL": url, "PYTHONPATH": str(HERE)}
+    env = {**os.environ, "TASKFORGE_BROKER_URL": url, "PYTHONPATH": os.pathsep.join([str(HERE), package_root()])}
     command = [sys.executable, "-m", "taskforge", "jobs", "search_app:app", "--queue", queue, "--state", "dead"]
     began = time.perf_counter()
     out = subprocess.run([*command, "--retry", "--yes"], cwd=HERE, env=env, capture_output=True, text=True, check=True)

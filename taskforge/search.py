@@ -1,10 +1,10 @@
 """Finding jobs: ``app.find_jobs``, ``taskforge jobs`` and the dashboard's search, on the queues' indexes.
 
 Each queue keeps a search index (``broker/index.py``): every job listed
-newest first by creation, and apart by task, by key, and while dead or once
-cancelled. A query reads the one list that narrows it most (a key, then a
-final state or a task, whichever ``ZLEXCOUNT`` says is shorter, else every
-job), a slice at a time, and checks what that list cannot say (the state, a
+newest first by creation under its task, and apart by key, and while dead or
+once cancelled. A query reads the one list that narrows it most (a key, then
+a final state or a task, whichever ``ZLEXCOUNT`` says is shorter, else every
+task's list, merged), a slice at a time, and checks what that list cannot say (the state, a
 text) on the records it names, read in one pipeline per slice. Running,
 scheduled and retrying jobs have sets of their own, usually small: a search
 for those states reads the set whole when it holds at most ``SMALL_SET``. Queues are
@@ -171,18 +171,12 @@ def decode_cursor(q: Query, cursor: str) -> bytes:
 
 
 def parse_stamp(raw: bytes) -> tuple[str, bytes, bytes]:
-    """An entry without its prefix: the job's id, its stamp, and what follows (task and key of an ``a`` entry)."""
+    """An entry without its prefix: the job's id, its stamp, and what follows (nothing, in an entry of this version)."""
     colon = raw.index(b":", 13)
     end = colon + 1 + int(raw[13:colon])
     if not raw[:13].isdigit() or end > len(raw):
         raise ValueError(f"not an index entry: {raw!r}")
     return raw[colon + 1 : end].decode(errors="replace"), raw[:end], raw[end:]
-
-
-def task_of(rest: bytes) -> str | None:
-    """The task named after an ``a`` entry's stamp (``<#task>:<task><key>``); None for junk."""
-    head, colon, tail = rest.partition(b":")
-    return tail[: int(head)].decode(errors="replace") if colon and head.isdigit() else None
 
 
 def entry(raw: bytes, queue: str) -> tuple[str, bytes, bytes]:
@@ -196,10 +190,13 @@ def entry(raw: bytes, queue: str) -> tuple[str, bytes, bytes]:
 
 @dataclass
 class Source:
-    """One queue's list to read (``prefix``), and how far down it the search has got (``below``).
+    """One queue's list to read (``prefix``), and how far down it the search has read (``below``).
 
     ``listed``: the stamps of a small set read whole (the running or the
     scheduled jobs), newest first, read from here instead of the index.
+    ``kept``: entries read but not yet looked at (below another list's
+    place), looked at next round rather than read again: a search of every
+    job merges one list per task.
     """
 
     queue: str
@@ -208,6 +205,8 @@ class Source:
     done: bool = False
     batch: list[tuple[str, bytes, bytes]] = field(default_factory=list)  # (id, stamp, rest)
     listed: list[bytes] | None = None
+    kept: list[tuple[str, bytes, bytes]] = field(default_factory=list)
+    ended: bool = False  # a read came back short: nothing is left below what it read
 
     def read(self, index: IndexRole, since: bytes, size: int) -> list[bytes]:
         if self.listed is None:
@@ -226,8 +225,8 @@ class Finder:
         self.needle = q.match.casefold() if q.match else None
         self.fields = ["state", "task", "key", "error", "payload"] if q.match else ["state", "task", "key"]
 
-    def choose(self, queue: str) -> bytes:
-        """The shortest list that holds every match: a key's, a final state's or a task's, else every job."""
+    def choose(self, queue: str) -> list[bytes]:
+        """The shortest list that holds every match: a key's, a final state's or a task's, else every task's."""
         options = []
         if self.q.key is not None:
             options.append(prefix_of("k", self.q.key))
@@ -238,8 +237,8 @@ class Finder:
         if self.q.task is not None:
             options.append(prefix_of("t", self.q.task))
         if len(options) <= 1:
-            return options[0] if options else b"a"
-        return min(options, key=lambda p: self.broker.index.count(queue, p, self.since))
+            return options or self.broker.index.tasks(queue)
+        return [min(options, key=lambda p: self.broker.index.count(queue, p, self.since))]
 
     def listed(self, queue: str) -> list[bytes] | None:
         """For running or scheduled jobs only: their set's stamps, newest first, when it is small."""
@@ -263,15 +262,15 @@ class Finder:
         ]
         return sorted(stamps, reverse=True)
 
-    def source(self, queue: str, below: bytes | None) -> Source:
+    def sources(self, queue: str, below: bytes | None) -> list[Source]:
         listed = self.listed(queue)
-        return (
-            Source(queue, b"", below, listed=listed) if listed is not None else Source(queue, self.choose(queue), below)
-        )
+        if listed is not None:
+            return [Source(queue, b"", below, listed=listed)]
+        return [Source(queue, prefix, below) for prefix in self.choose(queue)]
 
     def scan(self, below: bytes | None, limit: int | None, budget: bool) -> tuple[list[Found], bytes | None]:
         """Matches newest first below ``below``: up to ``limit`` (None: all), and the stamp to go on from."""
-        sources = [self.source(queue, below) for queue in self.q.queues]
+        sources = [s for queue in self.q.queues for s in self.sources(queue, below)]
         found: list[Found] = []
         looked, began, size = (
             0,
@@ -281,8 +280,12 @@ class Finder:
         while True:
             active = [s for s in sources if not s.done]
             for s in active:
-                s.batch = [entry(e, s.queue) for e in s.read(self.broker.index, self.since, size)]
-            full = [s.batch[-1][1] for s in active if len(s.batch) == size]
+                want = size - len(s.kept)
+                read = [] if s.ended or want <= 0 else s.read(self.broker.index, self.since, want)
+                fresh = [entry(e, s.queue) for e in read]
+                s.ended = s.ended or len(fresh) < want
+                s.batch = s.kept + fresh
+            full = [s.batch[-1][1] for s in active if not s.ended]
             floor = max(full) if full else None
             candidates = sorted(
                 (
@@ -302,8 +305,9 @@ class Finder:
                 return found, None
             looked += len(candidates)
             for s in active:
-                s.done = len(s.batch) < size and (not s.batch or s.batch[-1][1] >= floor)
-                s.below = floor
+                s.kept = [e for e in s.batch if e[1] < floor]
+                s.below = s.batch[-1][1] if s.batch else floor
+                s.done = s.ended and not s.kept
             if budget and (looked >= SCAN_BUDGET or time.monotonic() - began > TIME_BUDGET_S):
                 return found, floor
             size = min(2 * size, MAX_SLICE)
@@ -311,9 +315,9 @@ class Finder:
     def check(self, candidates: Sequence[tuple[Found, bytes]]) -> list[Found]:
         """The candidates that match, in their order: what the list could not say is read from the records."""
         wanted: dict[str, list[Found]] = {}
-        for found, rest in candidates:
-            if not found.id or (self.q.task is not None and rest and task_of(rest) != self.q.task):
-                continue  # junk, or an `a` entry naming another task
+        for found, _ in candidates:
+            if not found.id:
+                continue  # junk
             wanted.setdefault(found.queue, []).append(found)
         kept: set[tuple[str, str]] = set()
         states: dict[tuple[str, str], JobState | None] = {}

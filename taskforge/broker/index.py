@@ -1,11 +1,11 @@
 """Reading the search index (``lua/lib/index.lua``): the broker's half of ``find_jobs``.
 
 Each queue's ``index`` is one sorted set whose members all score 0, so Redis
-keeps them in byte order: a prefix (``a`` every job, ``t<#task>:<task>``,
+keeps them in byte order: a prefix (``t<#task>:<task>`` every job, by task,
 ``k<#key>:<key>``, ``d`` dead, ``c`` cancelled) followed by the job's stamp
 (13 digits of creation ms, then ``<#id>:<id>``). A page is one
-``ZREVRANGEBYLEX`` per queue below a stamp, and the records it names are read
-in one pipeline: no call walks every job. A search for running or scheduled
+``ZREVRANGEBYLEX`` per list below a stamp (every job: one per task, merged),
+and the records it names are read in one pipeline: no call walks every job. A search for running or scheduled
 jobs may read those states' own sets instead (``live``), when they are
 small. ``taskforge/search.py`` decides what to ask; this module only asks.
 """
@@ -28,8 +28,11 @@ if TYPE_CHECKING:
 TOP = b"~"  # sorts after every stamp (they start with digits)
 
 
+MOST_TASKS = 10_000  # the task lists one search of every job merges, at most (a bound on junk)
+
+
 def prefix_of(kind: str, value: str = "") -> bytes:
-    """The members' prefix: ``a``, ``d``, ``c``, or ``t``/``k`` with a length-prefixed task or key."""
+    """The members' prefix: ``d``, ``c``, or ``t``/``k`` with a length-prefixed task or key."""
     if kind in ("t", "k"):
         raw = value.encode()
         return b"%s%d:%s" % (kind.encode(), len(raw), raw)
@@ -61,10 +64,37 @@ class Index:
                 junk.read(lambda: self.client.zlexcount(key, b"[" + prefix + since, b"[" + prefix + TOP), key, 0)
             )
 
+    def tasks(self, queue: str) -> list[bytes]:
+        """The prefix of each task with entries: one ``ZRANGEBYLEX`` of one member per task, each past the last.
+
+        Every job has one entry, by task: a search of every job merges these
+        lists. A member that is no task entry is stepped over.
+        """
+        prefixes: list[bytes] = []
+        low = b"[t"
+        with self.guard(queue):
+            key = search_index(queue)
+            while len(prefixes) < MOST_TASKS:
+                found = self.first(key, low)
+                if not found:
+                    return prefixes
+                head, colon, _ = found[0][1:].partition(b":")
+                if not colon or not head.isdigit():
+                    low = b"(" + found[0]
+                    continue
+                prefix = found[0][: len(head) + 2 + int(head)]
+                prefixes.append(prefix)
+                low = b"(" + prefix + TOP
+        return prefixes
+
+    def first(self, key: str, low: bytes) -> list[bytes]:
+        """The first task entry at or after ``low`` (a range bound), or none."""
+        return cast("list[bytes]", junk.read(lambda: self.client.zrangebylex(key, low, b"(u", start=0, num=1), key, []))
+
     def entries(self, queue: str, prefix: bytes, below: bytes | None, since: bytes, count: int) -> list[bytes]:
         """Up to ``count`` entries with ``prefix``, newest first, below stamp ``below`` (None: from the top).
 
-        Returned without the prefix: each starts with its stamp (for ``a``, task and key follow).
+        Returned without the prefix: each is its stamp.
         """
         high = b"(" + prefix + below if below is not None else b"[" + prefix + TOP
         with self.guard(queue):

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ..errors import CorruptPayload
-from ..job import FailureKind, JobInfo, JobState
+from ..job import FailureKind, JobInfo, JobState, Priority
 from ..serialization import loads, loads_call
 from .keys import QueueKeys
 from .record_values import (
@@ -62,13 +62,14 @@ from .record_values import encode_headers as encode_headers
 class Field(str, enum.Enum):
     """One field of a job's hash; the value is the name Redis stores."""
 
-    ID = "id"
+    ID = "id"  # written by earlier versions only: the key names the job
     TASK = "task"
     PAYLOAD = "payload"  # msgpack (args, kwargs)
-    PRIORITY = "priority"  # 0 low .. 3 critical
-    MAX_ATTEMPTS = "max_attempts"
+    PRIORITY = "priority"  # 0 low .. 3 critical; absent: 1 (normal)
+    MAX_ATTEMPTS = "max_attempts"  # absent: DEFAULT_MAX_ATTEMPTS
     TIMEOUT = "timeout"  # ms, '' = none
-    ATTEMPTS = "attempts"  # runs started so far that count against max_attempts (a lost or interrupted one does not)
+    # runs started so far that count against max_attempts (a lost or interrupted one does not); absent: 0
+    ATTEMPTS = "attempts"
     MAX_WORKER_LOSSES = "max_worker_losses"  # runs that may lose their worker before it ends dead; absent: 2
     LOSSES = "losses"  # runs whose worker was lost (killed, crashed) under them; absent: none
     INTERRUPTED = "interrupted"  # runs a worker's shutdown cut short (its grace ran out); absent: none
@@ -78,7 +79,7 @@ class Field(str, enum.Enum):
     FINISHED_AT = "finished_at"
     STATE = "state"  # a JobState value
     SEQ = "seq"  # enqueue sequence: its place in line within its priority
-    TOKEN = "token"  # the claim token while running, '' otherwise (the fencing rule)
+    TOKEN = "token"  # the claim token while running, '' or absent otherwise (the fencing rule)
     UNSTARTED = "unstarted"  # '1': claimed after the first job of a batch, not said started (read while running)
     OUTCOME_TOKEN = "outcome_token"  # the claim token of the succeed/fail report recorded last (lost replies)
     INHERIT = "inherit"  # '1': sent by name; the worker's task definition supplies options
@@ -117,6 +118,17 @@ class Field(str, enum.Enum):
 
 
 RECORD_FIELDS = frozenset(field.value for field in Field)
+
+# What an absent field means, for the fields a new record leaves out when they
+# hold it: the defaults live here and in the Lua that reads them, not in every
+# record (a record written by an earlier version holds them all, and reads the same).
+DEFAULT_PRIORITY = Priority.NORMAL  # lua/lib/keys.lua's pending_score reads absent as it
+DEFAULT_MAX_ATTEMPTS = 3  # TaskOptions.max_attempts's default; lua/fail.lua reads absent as it
+
+
+def _unless(value: int, default: int) -> int | str:
+    """A slot's value, or '' (not stored) when it is what an absent field means."""
+    return "" if value == default else value
 
 
 @dataclass(frozen=True)
@@ -161,8 +173,8 @@ class Slot(NamedTuple):
 ENQUEUE: tuple[Slot, ...] = (
     Slot("id", lambda job, q: job.id),
     Slot("task", lambda job, q: job.task, Field.TASK),
-    Slot("priority", lambda job, q: job.priority, Field.PRIORITY),
-    Slot("max_attempts", lambda job, q: job.max_attempts, Field.MAX_ATTEMPTS),
+    Slot("priority", lambda job, q: _unless(job.priority, DEFAULT_PRIORITY), Field.PRIORITY),
+    Slot("max_attempts", lambda job, q: _unless(job.max_attempts, DEFAULT_MAX_ATTEMPTS), Field.MAX_ATTEMPTS),
     Slot("timeout", lambda job, q: blank(job.timeout_ms), Field.TIMEOUT),
     Slot("inherit", lambda job, q: "1" if job.inherit else "", Field.INHERIT),
     Slot("workflow", lambda job, q: job.workflow, Field.WORKFLOW),
@@ -246,15 +258,20 @@ def claim_of(row: ClaimRow, job_id: str, queue: str, token: str, call: tuple[tup
         args=call[0],
         kwargs=call[1],
         attempts=count(row.attempts),
-        max_attempts=number(row.max_attempts, 1) or 0,
+        max_attempts=attempts_allowed(row.max_attempts),
         timeout=timeout(row.timeout),
-        priority=number(row.priority, 1) or 0,
+        priority=number(row.priority, DEFAULT_PRIORITY) or 0,
         inherit=bool(row.inherit),
         workflow=text(row.workflow) or "",
         headers=decode_headers(row.headers),
         scheduled_at=number(row.scheduled_at),
         created_at=number(row.created_at),
     )
+
+
+def attempts_allowed(raw: Raw) -> int:
+    """max_attempts: absent (a record left the default out) is DEFAULT_MAX_ATTEMPTS; junk is 1, as fail.lua reads it."""
+    return DEFAULT_MAX_ATTEMPTS if raw in (None, b"") else number(raw, 1) or 0
 
 
 def new_token() -> str:
@@ -267,7 +284,7 @@ SHOWN: dict[str, tuple[Field, Callable[[Raw], Any]]] = {
     "task": (Field.TASK, lambda raw: text(raw) or ""),
     "priority": (Field.PRIORITY, priority),
     "attempts": (Field.ATTEMPTS, count),
-    "max_attempts": (Field.MAX_ATTEMPTS, count),
+    "max_attempts": (Field.MAX_ATTEMPTS, attempts_allowed),
     "created_at": (Field.CREATED_AT, moment),
     "scheduled_at": (Field.SCHEDULED_AT, moment),
     "started_at": (Field.STARTED_AT, moment),
@@ -344,4 +361,6 @@ def lua_definitions() -> list[tuple[str, str]]:
     defs.append(("NEW_STORED", f"{origin} (ENQUEUE): position, field.\nlocal NEW_STORED = {{{stored}}}"))
     claimed = ", ".join(f"'{field.value}'" for field in CLAIMED)
     defs.append(("CLAIMED", f"{origin} (ClaimRow).\nlocal CLAIMED = {{{claimed}}}"))
+    default = f"{origin}: what an absent max_attempts is.\nlocal DEFAULT_MAX_ATTEMPTS = {DEFAULT_MAX_ATTEMPTS}"
+    defs.append(("DEFAULT_MAX_ATTEMPTS", default))
     return defs

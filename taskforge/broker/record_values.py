@@ -87,8 +87,9 @@ def fraction(raw: Raw) -> float | None:
 
 
 def priority(raw: Raw) -> Priority:
+    """Absent (a record that left the default out) or junk is normal priority, as the Lua's pending_score reads it."""
     try:
-        return Priority(number(raw) or 0)
+        return Priority(number(raw, Priority.NORMAL) or 0)
     except ValueError:
         return Priority.NORMAL
 

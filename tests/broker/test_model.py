@@ -36,6 +36,7 @@ from hypothesis.stateful import (
 from taskforge import TaskForge
 from taskforge.broker.keys import QueueKeys, search_index
 from taskforge.broker.queue import Claim, NewJob, new_token
+from taskforge.broker.record import DEFAULT_MAX_ATTEMPTS
 from taskforge.serialization import dumps_call
 from tests.conftest import inspector
 
@@ -439,12 +440,12 @@ class QueueMachine(RuleBasedStateMachine):
             else:
                 assert running[job.id] <= job.lease_bound
 
-        # The search index: a and t per job (no keys here), d while dead, c once cancelled; nothing else.
+        # The search index: t per job (no keys here), d while dead, c once cancelled; nothing else.
         entries = set()
         for job_id, fields in zip(ids, replies[6::2], strict=True):
             created, task = int(fields[5]), fields[6].decode()
             stamp = f"{created:013d}{len(job_id)}:{job_id}"
-            entries |= {f"a{stamp}{len(task)}:{task}", f"t{len(task)}:{task}{stamp}"}
+            entries.add(f"t{len(task)}:{task}{stamp}")
             state = self.jobs[job_id].state
             if state in ("dead", "cancelled"):
                 entries.add(state[0] + stamp)
@@ -453,9 +454,11 @@ class QueueMachine(RuleBasedStateMachine):
         for job_id, fields, ttl in zip(ids, replies[6::2], replies[7::2], strict=True):
             job = self.jobs[job_id]
             state, attempts, seq, max_attempts, priority = (None if f is None else f.decode() for f in fields[:5])
-            assert (state, int(attempts)) == (job.state, job.attempts), job_id
-            assert (int(max_attempts), int(priority)) == (job.max_attempts, job.priority)
-            assert (None if seq is None else int(seq)) == job.seq
+            # Absent: the default a new record leaves out (record.py).
+            assert (state, int(attempts or 0)) == (job.state, job.attempts), job_id
+            assert (int(max_attempts or DEFAULT_MAX_ATTEMPTS), int(priority or 1)) == (job.max_attempts, job.priority)
+            # A finished record keeps no place in line (finish drops seq).
+            assert (None if seq is None else int(seq)) == (job.seq if job.state in UNFINISHED else None)
             if job.state in UNFINISHED:
                 assert ttl == -1, f"unfinished {job.state} job {job_id} expires"
             else:

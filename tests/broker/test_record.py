@@ -174,7 +174,7 @@ def test_the_fields_enqueue_writes_and_a_claim_reads_are_declared() -> None:
     added = re.findall(r"\badd\('([a-z_]+)'", enqueue)
     stored = [s.stored.value for s in ENQUEUE if s.stored is not None]
     assert {*names, *added, *stored, *(f.value for f in CLAIMED)} <= RECORD_FIELDS
-    assert {"id", "task", "payload", "state", "unique", "group"} <= {*names, *added, *stored}
+    assert {"task", "payload", "state", "unique", "group"} <= {*names, *added, *stored}
 
 
 def claim_row_source() -> tuple[str, list[str], list[str]]:

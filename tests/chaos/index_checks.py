@@ -2,7 +2,7 @@
 
 Every record a producer stored (those ``cancel_steps`` writes in place of a
 workflow step never sent have no task and are not listed) must have its
-``a`` and ``t`` entries, a ``k`` entry when it has a key, a ``d`` entry
+``t`` entry, a ``k`` entry when it has a key, a ``d`` entry
 exactly while dead and a ``c`` entry exactly once cancelled; and no entry
 may name a job without a record (none expires during a run). A transition
 that forgot its entry, or a lost reply sent again that wrote one twice under
@@ -23,7 +23,7 @@ def expected_entries(job_id: str, fields: dict[bytes, bytes]) -> set[str]:
     task = fields[b"task"].decode()
     key = fields.get(b"key", b"").decode()
     stamp = f"{created:013d}{len(job_id.encode())}:{job_id}"
-    entries = {f"a{stamp}{len(task.encode())}:{task}{key}", f"t{len(task.encode())}:{task}{stamp}"}
+    entries = {f"t{len(task.encode())}:{task}{stamp}"}
     if key:
         entries.add(f"k{len(key.encode())}:{key}{stamp}")
     state = fields.get(b"state", b"").decode()

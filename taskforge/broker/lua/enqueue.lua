@@ -10,8 +10,9 @@
 -- The JSON array is declared in broker/record.py (ENQUEUE), which gives this
 -- script each slot's position as NEW_<NAME>; NEW_STORED lists the slots kept
 -- in the record as they are (task, priority, max_attempts, timeout, inherit,
--- workflow), each unless ''.  The script reads the others:
---   id         the job's id (its key)
+-- workflow), each unless '' (as a default priority or max_attempts comes).
+-- The script reads the others:
+--   id         the job's id (its key; not stored)
 --   task, priority, inherit  (also stored) its task's pending set and limits,
 --              its place in line; inherit '1': sent by name, the worker's
 --              task definition supplies max_attempts and timeout, and limits
@@ -230,7 +231,7 @@ local function store(f, payload, id, jk)
   elseif tonumber(f[NEW_DELAY]) > 0 then
     due = now + tonumber(f[NEW_DELAY])
   end
-  local fields = {'id', id, 'payload', payload, 'attempts', 0, 'created_at', now, 'token', ''}
+  local fields = {'payload', payload, 'created_at', now}  -- attempts 0, token '': absent
   local function add(name, value)
     fields[#fields + 1] = name
     fields[#fields + 1] = value

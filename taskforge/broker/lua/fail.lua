@@ -24,7 +24,7 @@ end
 local now = now_ms()
 local delay = tonumber(ARGV[6])
 local attempts = tonumber(f[3]) or 0
-local max_attempts = tonumber(f[4]) or 1
+local max_attempts = tonumber(f[4] or DEFAULT_MAX_ATTEMPTS) or 1  -- absent: the default; junk: no retry
 local again = delay >= 0 and attempts < max_attempts
 local buried = false
 if ARGV[8] == 'crashed' then

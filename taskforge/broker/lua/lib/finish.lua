@@ -65,7 +65,9 @@ local function trim_finished(keep, most)
 end
 
 -- The end of a job: its final state (plus `extra` field/value pairs) in one
--- HSET.  `meta` is {unique, waiting, workflow, stream_length, created_at,
+-- HSET, and one HDEL of what a finished record never needs: the claim token
+-- (absent is nobody's claim), its place in line and the unstarted mark of a
+-- batch's later job (each about 10 bytes in every record kept).  `meta` is {unique, waiting, workflow, stream_length, created_at,
 -- task, key, dependents} when the caller already read those fields, else nil: every
 -- redis.call costs a few microseconds inside Redis, so the hot path reads
 -- each job's fields once.  A job that streamed gets its stream the record's
@@ -75,11 +77,12 @@ local function finish(id, jk, state, now, ttl, extra, meta)
   meta = meta or redis.call('HMGET', jk, 'unique', 'waiting', 'workflow', 'stream_length', 'created_at', 'task', 'key',
     'dependents')
   release_unique(id, meta[1])
-  local fields = {'state', state, 'finished_at', now, 'token', ''}
+  local fields = {'state', state, 'finished_at', now}
   for _, v in ipairs(extra or {}) do
     fields[#fields + 1] = v
   end
   redis.call('HSET', jk, unpack(fields))
+  redis.call('HDEL', jk, 'token', 'seq', 'unstarted')
   redis.call('PEXPIRE', jk, ttl)
   index_expire(meta[5], meta[6], meta[7], id, now + ttl)
   if state ~= 'succeeded' then

@@ -7,10 +7,13 @@
 -- job's *stamp*, its creation time (13 digits of ms) then its id (length-
 -- prefixed), so every prefix lists its jobs newest first by creation, and one
 -- stamp is a place in all of them at once (a page's cursor).  Per job:
---   'a' <stamp> <#task>:<task><key>   every job (task and key ride along, for the sweep)
---   't' <#task>:<task> <stamp>        by task
+--   't' <#task>:<task> <stamp>        every job, by task (all jobs: the tasks' lists merged)
 --   'k' <#key>:<key> <stamp>          by key, for a job with one
 --   'd' <stamp>, 'c' <stamp>          while it is dead, once it is cancelled
+-- One entry for a plain job: each costs Redis about 170 bytes.  (Earlier
+-- versions also wrote 'a' <name> for every job, <name> being the job's
+-- stamp, then <#task>:<task><key>: the search reads none, and every drop
+-- and sweep below takes them away with the job's other entries.)
 -- A new job's entries go in with the record, in one ZADD; a death or a
 -- cancel adds one more, a dead job retried loses its 'd'; a deleted job
 -- loses them all.  A record that expires leaves its entries behind until the
@@ -21,13 +24,15 @@ local function index_stamp(created, id)
   return string.format('%013d', tonumber(created) or 0) .. #id .. ':' .. id
 end
 
+-- A job's entries, its stamp, and its name (stamp, task and key: every
+-- entry of the job can be worked out from it, see entries_named).
 local function index_entries(id, created, task, key)
   local stamp = index_stamp(created, id)
-  local out = {'a' .. stamp .. #task .. ':' .. task .. key, 't' .. #task .. ':' .. task .. stamp}
+  local out = {'t' .. #task .. ':' .. task .. stamp}
   if key ~= '' then
-    out[3] = 'k' .. #key .. ':' .. key .. stamp
+    out[2] = 'k' .. #key .. ':' .. key .. stamp
   end
-  return out, stamp
+  return out, stamp, stamp .. #task .. ':' .. task .. key
 end
 
 -- Members into the index in one ZADD per 1,000 (unpack has a limit).
@@ -54,9 +59,9 @@ local function index_mark(jk, id, letter, on)
   end
 end
 
--- EXPIRING holds one member per finished record that will expire: its 'a'
--- entry without the 'a' (stamp, task, key: every entry of the job can be
--- named from it), scored by when the record expires (ms).  The end of a job
+-- EXPIRING holds one member per finished record that will expire: its
+-- name (stamp, task, key: every entry of the job can be worked out from it),
+-- scored by when the record expires (ms).  The end of a job
 -- adds it (and moves it, when a job ends again); a record that stops
 -- expiring (a dead job retried) or is deleted loses it.  So the sweep takes the entries whose
 -- record is due to go as one range from the bottom, in slices, and every
@@ -67,10 +72,11 @@ local EXPIRING = PREFIX .. 'expiring'
 local function index_drop(jk, id)
   local f = redis.pcall('HMGET', jk, 'created_at', 'task', 'key')
   if type(f) == 'table' and type(f[1]) == 'string' then
-    local members, stamp = index_entries(id, f[1], f[2] or '', f[3] or '')
-    redis.pcall('ZREM', EXPIRING, string.sub(members[1], 2))
+    local members, stamp, name = index_entries(id, f[1], f[2] or '', f[3] or '')
+    redis.pcall('ZREM', EXPIRING, name)
     members[#members + 1] = 'd' .. stamp
     members[#members + 1] = 'c' .. stamp
+    members[#members + 1] = 'a' .. name  -- written by earlier versions
     redis.pcall('ZREM', INDEX, unpack(members))
   end
 end
@@ -81,16 +87,17 @@ local function index_expire(created, task, key, id, at)
   if type(created) ~= 'string' or type(task) ~= 'string' then
     return
   end
-  local a = index_entries(id, created, task, type(key) == 'string' and key or '')[1]
+  local _, _, name = index_entries(id, created, task, type(key) == 'string' and key or '')
   if at then
-    redis.pcall('ZADD', EXPIRING, at, string.sub(a, 2))
+    redis.pcall('ZADD', EXPIRING, at, name)
   else
-    redis.pcall('ZREM', EXPIRING, string.sub(a, 2))
+    redis.pcall('ZREM', EXPIRING, name)
   end
 end
 
--- Every entry of the job an 'a' entry (without its 'a': `rest`) names, and
--- its id; nil for a member this index never writes.
+-- Every entry of the job a name (`rest`: see index_entries) names, the 'a'
+-- entry earlier versions wrote among them, and its id; nil for a member this
+-- index never writes.
 local function entries_named(rest)
   local colon = string.find(rest, ':', 14, true)
   local n = colon and tonumber(string.sub(rest, 14, colon - 1))
@@ -156,27 +163,53 @@ local function sweep_expiring(now, limit)
   return #due, #due == limit
 end
 
+-- A member of any kind: the entries to take away with it once its job's
+-- record is gone (an 'a' entry names them all; any other, itself: the sweep
+-- meets the others on its way), its id, and its stamp; nil for a member
+-- this index never writes.
+local function member_named(member)
+  local kind, rest = string.sub(member, 1, 1), string.sub(member, 2)
+  if kind == 'a' then
+    local members, id = entries_named(rest)
+    return members, id, string.sub(rest, 1, 13)
+  elseif kind == 't' or kind == 'k' then
+    local colon = string.find(rest, ':', 1, true)
+    local n = colon and tonumber(string.sub(rest, 1, colon - 1))
+    rest = n and string.sub(rest, colon + n + 1) or ''
+  elseif kind ~= 'd' and kind ~= 'c' then
+    return nil
+  end
+  local colon = string.find(rest, ':', 14, true)
+  local n = colon and tonumber(string.sub(rest, 14, colon - 1))
+  local id = n and string.sub(rest, colon + 1)
+  if not id or #id ~= n or n == 0 then
+    return nil
+  end
+  return {member}, id, string.sub(rest, 1, 13)
+end
+
 -- The backstop sweep, for entries EXPIRING does not name (written before it
--- existed, or left by a record deleted some other way): up to SWEEP_INDEX 'a'
--- entries of jobs created before `before` (ms), from the place kept in
--- INDEX_AT on.  A job whose record is gone loses all its entries; the entries
--- of a job still there (one that waited or ran long, a dead one kept longer)
--- are looked at again when the sweep comes round.
+-- existed, or left by a record deleted some other way): up to SWEEP_INDEX
+-- members, from the place kept in INDEX_AT on, round the whole index.  An
+-- entry of a job created before `before` (ms) whose record is gone goes; the
+-- entries of a job still there (one that waited or ran long, a dead one
+-- kept longer) are looked at again when the sweep comes round.
 local INDEX_AT = PREFIX .. 'index_at'
 local SWEEP_INDEX = 100
 local function sweep_index(before)
   local at = redis.pcall('GET', INDEX_AT)
-  local low = type(at) == 'string' and ('(' .. at) or '[a'
-  local found = redis.pcall('ZRANGEBYLEX', INDEX, low, '(a' .. string.format('%013d', before), 'LIMIT', 0, SWEEP_INDEX)
+  local low = type(at) == 'string' and ('(' .. at) or '-'
+  local found = redis.pcall('ZRANGEBYLEX', INDEX, low, '+', 'LIMIT', 0, SWEEP_INDEX)
   if type(found) ~= 'table' or found.err then
     return
   end
+  local bound = string.format('%013d', before)
   local gone = {}
   for _, member in ipairs(found) do
-    local members, id = entries_named(string.sub(member, 2))
+    local members, id, created = member_named(member)
     if not id then
       gone[#gone + 1] = member  -- not an entry this index writes
-    elseif redis.call('EXISTS', job_key(id)) == 0 then
+    elseif created < bound and redis.call('EXISTS', job_key(id)) == 0 then
       for _, m in ipairs(members) do
         gone[#gone + 1] = m
       end
