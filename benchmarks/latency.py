@@ -5,7 +5,12 @@ start of the task, over N jobs sent one at a time (each after the previous
 one started), and the CPU time the whole worker (supervisor and children)
 uses while idle for a while. Run from the repository root:
 
-    python benchmarks/latency.py [--jobs 300] [--idle 10] [--redis redis://127.0.0.1:6379/12]
+    python benchmarks/latency.py [--jobs 300] [--idle 10] [--threads 8] [--redis redis://127.0.0.1:6379/12]
+
+The worker runs this checkout's taskforge (the repository root goes first on
+its PYTHONPATH), not whichever copy is installed, so a change is measured
+before it is installed. ``--threads`` gives the children that many lanes
+(``-c 2 -t 8`` is the shape ``benchmarks/run.py`` measures beside ``-c 2``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from pathlib import Path
 import redis
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -54,12 +60,14 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=300)
     parser.add_argument("--idle", type=float, default=10.0)
     parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1, help="lanes per child (-t)")
     parser.add_argument("--redis", default=os.environ.get("BENCH_REDIS", "redis://127.0.0.1:6379/12"))
     opts = parser.parse_args()
 
     side = redis.Redis.from_url(opts.redis)
     side.flushdb()
-    env = {**os.environ, "TASKFORGE_BROKER_URL": opts.redis, "BENCH_SIDE_REDIS": opts.redis, "PYTHONPATH": str(HERE)}
+    path = os.pathsep.join([str(REPO), str(HERE)])
+    env = {**os.environ, "TASKFORGE_BROKER_URL": opts.redis, "BENCH_SIDE_REDIS": opts.redis, "PYTHONPATH": path}
     worker = subprocess.Popen(
         [
             sys.executable,
@@ -69,6 +77,8 @@ def main() -> None:
             "latency_app:app",
             "-c",
             str(opts.concurrency),
+            "-t",
+            str(opts.threads),
             "--log-level",
             "warning",
         ],
@@ -76,7 +86,7 @@ def main() -> None:
         env=env,
         start_new_session=True,
     )
-    sys.path.insert(0, str(HERE))
+    sys.path[:0] = [str(REPO), str(HERE)]
     os.environ.setdefault("BENCH_SIDE_REDIS", opts.redis)
     os.environ["TASKFORGE_BROKER_URL"] = opts.redis
     import latency_app
@@ -104,6 +114,7 @@ def main() -> None:
     result = {
         "jobs": opts.jobs,
         "concurrency": opts.concurrency,
+        "threads": opts.threads,
         "delay_to_start_ms_p50": round(statistics.median(latencies), 3),
         "delay_to_start_ms_p99": round(percentile(latencies, 0.99), 3),
         "delay_to_start_ms_max": round(max(latencies), 3),
@@ -113,7 +124,8 @@ def main() -> None:
     }
     print(json.dumps(result))
     print(
-        f"delay() -> task start over {opts.jobs} jobs: median {result['delay_to_start_ms_p50']:.2f} ms, "
+        f"-c {opts.concurrency} -t {opts.threads}, delay() -> task start over {opts.jobs} jobs: "
+        f"median {result['delay_to_start_ms_p50']:.2f} ms, "
         f"p99 {result['delay_to_start_ms_p99']:.2f} ms; idle worker CPU over {opts.idle:g} s: "
         f"{result['idle_cpu_seconds']:.3f} s ({result['idle_cpu_percent']:.2f}% of one core)"
     )

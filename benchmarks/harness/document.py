@@ -40,7 +40,7 @@ def markdown(
         f"at end {env.get('load_average_end')}",
         f"- {env['os']}; harness Python {env['harness_python']}; Redis {env['redis_version']} at {env['redis']}",
         f"- taskforge source fingerprint {fingerprint} (sha256 of taskforge/ and pyproject.toml)",
-        "- shared machine: other engineers' test runs were using the same cores and Redis, so absolute "
+        "- shared machine: other test runs were using the same cores and Redis, so absolute "
         "numbers are noisy; compare within this table only",
         "",
         "## Libraries and worker command lines",

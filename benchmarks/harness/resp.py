@@ -136,7 +136,7 @@ class CommandCounter:
     """Counts the commands run in one database, split into segments by marker ECHOes.
 
     Why MONITOR rather than ``CONFIG RESETSTAT`` + ``INFO commandstats``: the
-    Redis here is shared with other engineers' test runs on other databases,
+    Redis may be shared with other test runs on other databases,
     and commandstats is server-wide, so it would count their commands too.
     MONITOR lines carry the database and the client address, so filtering on
     our queue database leaves exactly the library's commands. The counter

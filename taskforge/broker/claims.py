@@ -51,7 +51,7 @@ class ClaimVetting:
             )
         claims = [c for c in (self._claim(queue, token, row) for row in reply.rows) if c is not None]
         if claims:
-            return ClaimBatch(claims, None)
+            return ClaimBatch(claims, 0.0 if reply.wait_ms >= 0 else None)
         if reply.rows:  # claimed only corrupt jobs: more may be ready
             return ClaimBatch([], 0.0)
         return ClaimBatch([], None if reply.wait_ms < 0 else reply.wait_ms / 1000)

@@ -50,7 +50,9 @@ class ClaimBatch(NamedTuple):
     """What ``Claims.dequeue`` returns: the claims and, when there are none, when to ask again.
 
     ``next_due``: seconds until the next scheduled job is due (None: nothing
-    scheduled; 0: try again now).
+    scheduled; 0: try again now). With claims (a dequeue's): 0 when more
+    may be ready, None when nothing else is, so a lane woken with a job
+    wakes a sibling to claim only when there is something to claim.
     """
 
     claims: list[Claim]

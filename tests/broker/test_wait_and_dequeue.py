@@ -40,6 +40,27 @@ def test_a_job_enqueued_during_the_wait_is_claimed_by_it(redis_url: str) -> None
     assert handle.status() is JobState.RUNNING
 
 
+def test_a_claim_says_whether_more_is_ready(redis_url: str) -> None:
+    """With claims, ``next_due`` is 0 while more may be ready and None once nothing else is:
+    a lane woken with the only job leaves its siblings resting instead of sending one to an empty claim."""
+    app = TaskForge("tests", broker=redis_url)
+
+    @app.task
+    def job():
+        pass
+
+    job.delay()
+    job.delay()
+    claims = app.broker.claims
+    first = claims.wait_and_dequeue("default", 1, LEASE, new_token())
+    assert len(first.claims) == 1 and first.next_due == 0.0  # the second job is still pending
+    last = claims.wait_and_dequeue("default", 1, LEASE, new_token())
+    assert len(last.claims) == 1 and last.next_due is None
+    job.apply_in(60)  # scheduled, not ready: nothing for a sibling to claim now
+    job.delay()
+    assert claims.dequeue("default", LEASE).next_due is None
+
+
 def test_a_wait_that_times_out_claims_nothing_and_says_when_to_look_again(redis_url: str) -> None:
     app = TaskForge("tests", broker=redis_url)
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 from typing import Any
+
+import pytest
 
 from taskforge.worker.child import Child
 from taskforge.worker.housekeeping import (
@@ -16,6 +19,7 @@ from taskforge.worker.housekeeping import (
     DamageLog,
     Housekeeping,
 )
+from taskforge.worker.lane import Lane
 from taskforge.worker.outage import Outage
 
 
@@ -80,6 +84,24 @@ def test_hand_on_with_nobody_resting_leaves_no_stale_wakeup() -> None:
     child.hand_on()
     assert child.wakeups == 0
     assert child.take_waiting(FakeLane()) is True
+
+
+@pytest.mark.parametrize("more", [False, True])
+def test_a_lane_woken_with_a_job_sends_a_sibling_to_claim_only_when_more_is_ready(more: bool) -> None:
+    child = bare_child()
+    woken = FakeLane()
+    assert child.take_waiting(woken)
+    answers: list[bool] = []
+    thread = in_thread(child, FakeLane(), answers)
+    wait_resting(child, 1)
+    # What Lane.idle leaves after a wait that claimed a job, ``more`` as the claim's reply said.
+    lane: Any = SimpleNamespace(child=child, woke_with_job=True, woke_with_more=more)
+    Lane.hand_on_after_start(lane)  # the job started
+    thread.join(timeout=10)
+    # Either way the resting lane goes on; with nothing else ready it takes the waiter's
+    # place (True), with more ready it goes to claim (False) and nobody waits on Redis.
+    assert answers == [not more]
+    assert (child.waiter is not None) is (not more) and child.wakeups == 0
 
 
 def run_housekeeping(idle: bool, seconds: float) -> dict[str, int]:

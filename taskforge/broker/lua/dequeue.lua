@@ -15,9 +15,18 @@
 --   running it), then the CLAIMED fields as they are ('' for none): task,
 --   payload, max_attempts, timeout, priority, inherit, workflow, headers}
 -- wait_ms: when nothing was claimed, ms until the next scheduled job is due
--- (-1: none), so an idle worker knows how long it may block.
+-- (-1: none), so an idle worker knows how long it may block.  When jobs were
+-- claimed: 0 if more may be ready (the worker wakes a sibling lane to claim
+-- too), -1 if nothing else is (no sibling woken for an empty claim).
 -- Promotion is bounded per call so a million due jobs never stall Redis; the
 -- claim is recorded in `running` in the same step as the pop, so a worker
 -- dying between the two cannot lose the job.
-return claim_ready(ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), nil,
+local out = claim_ready(ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), nil,
   claim_opts(ARGV[6], ARGV[7], ARGV[8]))
+-- More may be ready while the pending set, a keyed lane's turn or a limited
+-- task exists (limited jobs wait in sets of their own: not looked into, so
+-- "maybe").  One EXISTS, asked only of a claim that took jobs.
+if #out > 2 then
+  out[2] = redis.call('EXISTS', PENDING, TURNS, LIMITS) > 0 and 0 or -1
+end
+return out
