@@ -28,10 +28,11 @@ already runs threads, children are spawned as before. A warm restart
 from __future__ import annotations
 
 import ctypes
+import dataclasses
+import json
 import logging
 import mmap
 import os
-import pickle
 import select
 import signal
 import socket
@@ -147,7 +148,7 @@ class ForkServer:
         try:
             os.ftruncate(board_fd, size * 8)
             shared = (ctypes.c_double * size).from_buffer(mmap.mmap(board_fd, size * 8))
-            payload = pickle.dumps((config, size))
+            payload = encode_config(config, size)
             self.sock.sendall(struct.pack("!I", len(payload)))
             sent = socket.send_fds(self.sock, [payload], [writer.fileno(), control_reader.fileno(), board_fd])
             self.sock.sendall(payload[sent:])
@@ -209,6 +210,22 @@ def process_state(pid: int) -> str:
     except OSError:
         return ""
     return stat[stat.rindex(")") + 2 :].split()[0]
+
+
+def encode_config(config: ChildConfig, size: int) -> bytes:
+    """A child's config as JSON: plain values only, so the fork server runs no deserializer that could
+    build objects (``tests/security/test_no_code_from_jobs.py`` keeps the package free of them)."""
+    return json.dumps({"config": dataclasses.asdict(config), "size": size}).encode()
+
+
+def decode_config(payload: bytes) -> tuple[ChildConfig, int]:
+    """``encode_config`` read back in the forked child."""
+    from .child import ChildConfig  # the child's module: imported where the child runs
+
+    raw = json.loads(payload)
+    fields = dict(raw["config"])
+    fields["queues"] = tuple(fields["queues"])
+    return ChildConfig(**fields), int(raw["size"])
 
 
 def _read_exactly(sock: socket.socket, size: int) -> bytes:
@@ -281,7 +298,7 @@ def run_child(payload: bytes, fds: list[int], supervisor: int, middle: int) -> N
         root = logging.getLogger()
         for handler in list(root.handlers):  # the supervisor's: the child sets its own up
             root.removeHandler(handler)
-        config, size = pickle.loads(payload)
+        config, size = decode_config(payload)
         pipe, control, board_fd = Connection(fds[0], readable=False), Connection(fds[1], writable=False), fds[2]
         shared = (ctypes.c_double * size).from_buffer(mmap.mmap(board_fd, size * 8))
         os.close(board_fd)

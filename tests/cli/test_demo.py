@@ -70,7 +70,7 @@ def test_demo_runs_the_whole_loop_in_time(tmp_path: Path) -> None:
     assert queued >= 200 and f"{queued}/{queued} jobs finished" in output
     assert "QUEUE" in output and "WORKER" in output and "What just happened" in output
     row = next(line for line in output.splitlines() if line.startswith("default"))
-    assert row.split()[1:11] == ["0"] * 9 + ["1"]  # nothing left but the one dead job
+    assert row.split()[1:12] == ["0"] * 10 + ["1"]  # nothing left but the one dead job
     assert "15 of 15 call_flaky_api jobs" in output and "is dead:" in output and "send_reminder" in output
     assert_nothing_left(proc, output)
 
