@@ -72,13 +72,27 @@ def _prctl(option: int, value: Any) -> bool:
 
 
 def usable() -> bool:
-    """Whether children can be forked from a server here: Linux, pidfds, and no thread yet to copy."""
+    """Whether children can be forked from a server here: Linux, pidfds, no thread yet to copy, and no
+    database connection the app's import opened (every forked child would talk on its one socket)."""
     return (
         sys.platform == "linux"
         and hasattr(os, "pidfd_open")
         and hasattr(socket, "send_fds")
         and threading.active_count() == 1
+        and not django_connected()
     )
+
+
+def django_connected() -> bool:
+    """Django opened a database connection while the app was imported (a query in an ``AppConfig.ready``,
+    say). Celery's prefork closes such connections in each child; spawning is simpler and always safe."""
+    db = sys.modules.get("django.db")
+    if db is None:
+        return False
+    try:
+        return any(getattr(c, "connection", None) is not None for c in db.connections.all(initialized_only=True))
+    except Exception:  # an older Django, or settings not configured: cannot tell, so spawn
+        return True
 
 
 class ForkedChild:
