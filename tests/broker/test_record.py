@@ -142,7 +142,7 @@ def test_every_new_job_attribute_travels(name: str) -> None:
     q = QueueKeys("contract")
     job = dataclasses.replace(BASE, **{name: CHANGED[name]})
     if name == "payload":  # the one attribute that travels beside the array, as its own argument
-        assert calls.enqueue(q, max_size=0, resend=False, jobs=[job]).args[-1] == CHANGED[name]
+        assert calls.enqueue(q, max_size=0, resend=True, jobs=[job]).args[-1] == CHANGED[name]
         return
     assert enqueue_array(job, q) != enqueue_array(BASE, q), f"NewJob.{name} is carried by no ENQUEUE slot"
 
